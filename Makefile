@@ -1,0 +1,42 @@
+# Two commands for a newcomer: `make run` and `make test`. Both set everything up from nothing.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test setup setup-test driver clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $@
+
+setup: $(VENV)/.installed driver
+setup-test: $(VENV)/.installed-test driver
+
+# Install Mesa's software Vulkan driver when wgpu finds no adapter (root only; otherwise say how).
+driver: $(VENV)/.installed
+	@$(BIN)/python -m anygpu.runtime.probe || { \
+	  if [ "$$(id -u)" = "0" ]; then \
+	    echo "anygpu: no GPU adapter found; installing Mesa's software Vulkan driver (mesa-vulkan-drivers)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mesa-vulkan-drivers >/dev/null && \
+	    $(BIN)/python -m anygpu.runtime.probe; \
+	  else \
+	    echo "anygpu: no GPU adapter found. Install a Vulkan driver, e.g.: sudo apt-get install -y mesa-vulkan-drivers"; exit 1; \
+	  fi; }
+
+run: setup
+	$(BIN)/anygpu info
+	$(BIN)/anygpu train digits
+
+test: setup-test
+	$(BIN)/python -m pytest -q tests
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,481 @@
+"""The GPU device: adapter choice, buffer pool, pipeline and bind-group caches,
+command recording and read-back. The only module family that imports wgpu.
+
+Recording model: every launch appends a command to a pending list; the list is
+turned into one command encoder (consecutive dispatches share one compute pass)
+and submitted when the host needs a result (`read`, `synchronize`) or when
+`MAX_PENDING` commands have accumulated. Small kernel parameters travel through
+one uniform ring buffer bound with a dynamic offset, written once per submit.
+
+Buffer reuse: a buffer freed while a batch is being recorded is "retired". It
+may be handed out again at once to work recorded into the same batch (commands
+in one command buffer run in order), but a host `write_buffer` (upload) only gets
+buffers whose last use was already submitted: queue order then puts the write
+after every earlier use. At each submit the retired buffers join the free list.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+import wgpu
+
+from .errors import GpuError, LimitError
+
+# Commands recorded before a forced submit. Bounds host memory for the pending
+# list and the uniform ring, and keeps the GPU busy while Python records more.
+MAX_PENDING = 1024
+PARAM_SLOT_BYTES = 256  # one uniform slot per dispatch (kernels use at most 64 words)
+WORKGROUPS_PER_DIM = 65535
+
+_DTYPES = {"f32": np.float32, "i32": np.int32, "u32": np.uint32}
+_NP_TO_DTYPE = {np.dtype(np.float32): "f32", np.dtype(np.int32): "i32", np.dtype(np.uint32): "u32"}
+
+
+def _size_class(nbytes: int) -> int:
+    """Round a byte size up to a pool size class: powers of two with four steps
+    between them (x1, x1.25, x1.5, x1.75), at least 256 bytes. Waste is under 25%."""
+    if nbytes <= 256:
+        return 256
+    top = 1 << (nbytes - 1).bit_length()  # next power of two >= nbytes
+    step = top // 8
+    return -(-nbytes // step) * step
+
+
+class Buffer:
+    """A flat GPU array of 4-byte elements (`len` of them, `dtype` f32/i32/u32).
+
+    The memory returns to the device's pool when the Buffer is garbage collected.
+    """
+
+    __slots__ = ("len", "dtype", "_gpu", "_size", "_dev", "__weakref__")
+
+    def __init__(self, dev: "Device", gpu_buffer, size: int, length: int, dtype: str):
+        self._dev = dev
+        self._gpu = gpu_buffer
+        self._size = size
+        self.len = length
+        self.dtype = dtype
+
+    @property
+    def nbytes(self) -> int:
+        return self.len * 4
+
+    def __len__(self) -> int:
+        return self.len
+
+    def __repr__(self) -> str:
+        return f"Buffer(len={self.len}, dtype={self.dtype})"
+
+    def __del__(self):
+        dev = self._dev
+        if dev is not None and self._gpu is not None:
+            try:
+                dev._retire(self._gpu, self._size)
+            except Exception:  # interpreter shutdown: nothing to return to
+                pass
+            self._gpu = None
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A compiled compute pipeline and how to bind it.
+
+    Binding 0 is the uniform parameter block (dynamic offset); bindings 1..n_in are
+    read-only storage buffers, then n_out read-write storage buffers.
+    """
+
+    name: str
+    pipeline: object
+    layout: object
+    n_in: int
+    n_out: int
+    param_struct: struct.Struct
+
+
+class Device:
+    """One WebGPU device on a chosen adapter. See the module docstring for the model."""
+
+    def __init__(self, adapter: str | None = None, backend: str | None = None,
+                 power_preference: str = "high-performance"):
+        adapter = adapter if adapter is not None else os.environ.get("ANYGPU_ADAPTER") or None
+        backend = backend if backend is not None else os.environ.get("ANYGPU_BACKEND") or None
+        self._adapter = choose_adapter(adapter, backend, power_preference)
+        info = self._adapter.info
+        self.adapter_name: str = info.get("device") or info.get("description") or "unknown"
+        self.backend: str = info.get("backend_type", "unknown")
+        self.adapter_type: str = info.get("adapter_type", "unknown")
+        self.driver: str = info.get("description", "")
+        wanted = {"timestamp-query", "timestamp-query-inside-passes", "subgroup", "shader-f16"}
+        self.features = frozenset(f for f in self._adapter.features if f in wanted)
+        self.limits = dict(self._adapter.limits)
+        try:
+            self._device = self._adapter.request_device_sync(
+                required_features=sorted(self.features), required_limits=self.limits)
+        except wgpu.GPUError as exc:
+            raise GpuError(f"could not open {self.adapter_name}: {exc}") from exc
+        self._queue = self._device.queue
+        self.max_buffer_bytes = min(self.limits["max-buffer-size"],
+                                    self.limits["max-storage-buffer-binding-size"])
+        self.max_workgroup_storage = self.limits["max-compute-workgroup-storage-size"]
+        self._free: dict[int, list] = {}
+        self._retired: dict[int, list] = {}
+        self._staging: dict[int, list] = {}
+        self._kernels: dict[tuple, Kernel] = {}
+        self._layouts: dict[tuple[int, int], tuple[object, object]] = {}
+        self._bind_groups: OrderedDict = OrderedDict()
+        self._pending: list[tuple] = []
+        align = self.limits["min-uniform-buffer-offset-alignment"]
+        self._slot = -(-PARAM_SLOT_BYTES // align) * align
+        self._params = bytearray(self._slot * MAX_PENDING)
+        self._n_params = 0
+        self._param_ring = self._device.create_buffer(
+            size=len(self._params), usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
+        self.stats = {"submits": 0, "dispatches": 0, "pipelines": 0, "buffers_created": 0}
+
+    def __repr__(self) -> str:
+        return f"Device({self.adapter_name!r}, backend={self.backend!r})"
+
+    # ------------------------------------------------------------------ buffers
+
+    def _check_size(self, nbytes: int, what: str) -> None:
+        if nbytes > self.max_buffer_bytes:
+            limit = ("max-storage-buffer-binding-size"
+                     if self.limits["max-storage-buffer-binding-size"] <= self.limits["max-buffer-size"]
+                     else "max-buffer-size")
+            raise LimitError(
+                f"{what}: {nbytes} bytes requested, over the adapter's {limit} of "
+                f"{self.max_buffer_bytes} bytes on {self.adapter_name}")
+
+    def empty(self, n: int, dtype: str = "f32", stream_ordered: bool = True) -> Buffer:
+        """A Buffer of n elements with undefined contents (for kernel outputs).
+
+        stream_ordered=False when the host will write it directly (see module doc)."""
+        n = int(n)
+        if n < 0:
+            raise ValueError(f"alloc: element count must be >= 0, got {n}")
+        if dtype not in _DTYPES:
+            raise ValueError(f"alloc: dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+        nbytes = max(n, 1) * 4
+        self._check_size(nbytes, "alloc")
+        size = _size_class(nbytes)
+        if size > self.max_buffer_bytes:
+            size = -(-nbytes // 16) * 16
+        bucket = self._retired.get(size) if stream_ordered else None
+        if not bucket:
+            bucket = self._free.get(size)
+        if bucket:
+            gpu_buffer = bucket.pop()
+        else:
+            gpu_buffer = self._create_buffer(size)
+        return Buffer(self, gpu_buffer, size, n, dtype)
+
+    def _create_buffer(self, size: int):
+        usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+        try:
+            buf = self._device.create_buffer(size=size, usage=usage)
+        except wgpu.GPUError as exc:
+            # Out of memory: give the pool's idle memory back and try once more.
+            self.trim()
+            try:
+                buf = self._device.create_buffer(size=size, usage=usage)
+            except wgpu.GPUError as exc2:
+                raise GpuError(f"alloc of {size} bytes failed on {self.adapter_name}: {exc2}") from exc
+        self.stats["buffers_created"] += 1
+        return buf
+
+    def _retire(self, gpu_buffer, size: int) -> None:
+        self._retired.setdefault(size, []).append(gpu_buffer)
+
+    def trim(self) -> None:
+        """Destroy every idle pooled buffer (after a submit, so none is still in use)."""
+        self.flush()
+        for bucket in self._free.values():
+            for gpu_buffer in bucket:
+                self._forget_bind_groups(gpu_buffer)
+                gpu_buffer.destroy()
+        self._free.clear()
+
+    def alloc(self, n: int, dtype: str = "f32") -> Buffer:
+        """A zero-filled Buffer of n elements."""
+        buf = self.empty(n, dtype)
+        if n > 0:
+            self._pending.append(("clear", buf._gpu, buf.nbytes))
+            self._maybe_flush()
+        return buf
+
+    def upload(self, data, dtype: str | None = None) -> Buffer:
+        """Copy host data (list, tuple, numpy array) to a new Buffer (float32 unless
+        the array is int32/uint32 or dtype says otherwise). Flattens row-major."""
+        arr = np.asarray(data)
+        if dtype is None:
+            dtype = _NP_TO_DTYPE.get(arr.dtype, "f32")
+        elif dtype not in _DTYPES:
+            raise ValueError(f"upload: dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+        arr = np.ascontiguousarray(arr, dtype=_DTYPES[dtype]).reshape(-1)
+        buf = self.empty(arr.size, dtype, stream_ordered=False)
+        if arr.size:
+            # Safe without flushing: a pooled buffer is only handed out after every
+            # batch that used it was submitted, so this write is ordered after them.
+            self._queue.write_buffer(buf._gpu, 0, arr)
+        return buf
+
+    def write(self, buf: Buffer, data) -> None:
+        """Overwrite a Buffer's contents from host data of the same element count."""
+        arr = np.ascontiguousarray(np.asarray(data), dtype=_DTYPES[buf.dtype]).reshape(-1)
+        if arr.size != buf.len:
+            raise ValueError(f"write: buffer has {buf.len} elements, data has {arr.size}")
+        self.flush()  # earlier recorded work must see the old contents
+        if arr.size:
+            self._queue.write_buffer(buf._gpu, 0, arr)
+
+    def copy(self, src: Buffer, dst: Buffer | None = None, n: int | None = None,
+             src_offset: int = 0, dst_offset: int = 0) -> Buffer:
+        """Copy n elements GPU-side (whole buffer by default) into dst (new if None)."""
+        n = src.len - src_offset if n is None else int(n)
+        if dst is None:
+            dst = self.empty(n, src.dtype)
+        if src_offset + n > src.len or dst_offset + n > dst.len or min(src_offset, dst_offset, n) < 0:
+            raise ValueError(f"copy: range of {n} elements from {src_offset} (of {src.len}) "
+                             f"to {dst_offset} (of {dst.len}) is out of bounds")
+        if n:
+            self._pending.append(("copy", src._gpu, src_offset * 4, dst._gpu, dst_offset * 4, n * 4))
+            self._maybe_flush()
+        return dst
+
+    def read(self, buf: Buffer) -> np.ndarray:
+        """Copy a Buffer to the host: a 1-D numpy array of its dtype (submits pending work)."""
+        if buf.len == 0:
+            self.flush()
+            return np.zeros(0, dtype=_DTYPES[buf.dtype])
+        nbytes = buf.nbytes
+        size = _size_class(nbytes)
+        bucket = self._staging.setdefault(size, [])
+        if bucket:
+            staging = bucket.pop()
+        else:
+            staging = self._device.create_buffer(
+                size=size, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+        self._pending.append(("copy", buf._gpu, 0, staging, 0, nbytes))
+        self.flush()
+        try:
+            staging.map_sync(wgpu.MapMode.READ, 0, nbytes)
+            data = staging.read_mapped(0, nbytes, copy=True)
+            staging.unmap()
+        except wgpu.GPUError as exc:
+            raise GpuError(f"read failed on {self.adapter_name}: {exc}") from exc
+        bucket.append(staging)
+        return np.frombuffer(data, dtype=_DTYPES[buf.dtype]).copy()
+
+    # ------------------------------------------------------------------ kernels
+
+    def _layout(self, n_in: int, n_out: int):
+        key = (n_in, n_out)
+        if key not in self._layouts:
+            entries = [{"binding": 0, "visibility": wgpu.ShaderStage.COMPUTE,
+                        "buffer": {"type": wgpu.BufferBindingType.uniform, "has_dynamic_offset": True,
+                                   "min_binding_size": PARAM_SLOT_BYTES}}]
+            for i in range(n_in + n_out):
+                kind = (wgpu.BufferBindingType.read_only_storage if i < n_in
+                        else wgpu.BufferBindingType.storage)
+                entries.append({"binding": i + 1, "visibility": wgpu.ShaderStage.COMPUTE,
+                                "buffer": {"type": kind}})
+            bgl = self._device.create_bind_group_layout(entries=entries)
+            pipeline_layout = self._device.create_pipeline_layout(bind_group_layouts=[bgl])
+            self._layouts[key] = (bgl, pipeline_layout)
+        return self._layouts[key]
+
+    def kernel(self, name: str, source: str, n_in: int, n_out: int, param_format: str,
+               entry_point: str = "main") -> Kernel:
+        """Compile (once; cached by source) a WGSL compute kernel.
+
+        param_format is a `struct` format of 4-byte fields ('I' u32, 'i' i32, 'f' f32)
+        matching the kernel's uniform `Params` struct field by field.
+        """
+        key = (source, entry_point, n_in, n_out, param_format)
+        kernel = self._kernels.get(key)
+        if kernel is not None:
+            return kernel
+        bgl, pipeline_layout = self._layout(n_in, n_out)
+        try:
+            module = self._device.create_shader_module(label=name, code=source)
+            pipeline = self._device.create_compute_pipeline(
+                label=name, layout=pipeline_layout,
+                compute={"module": module, "entry_point": entry_point})
+        except wgpu.GPUError as exc:
+            raise GpuError(f"kernel {name!r} failed to compile on {self.adapter_name}: {exc}") from exc
+        param_struct = struct.Struct("<" + param_format)
+        if param_struct.size > PARAM_SLOT_BYTES:
+            raise ValueError(f"kernel {name}: {param_struct.size} bytes of parameters, at most {PARAM_SLOT_BYTES}")
+        kernel = Kernel(name, pipeline, bgl, n_in, n_out, param_struct)
+        self._kernels[key] = kernel
+        self.stats["pipelines"] += 1
+        return kernel
+
+    def _bind_group(self, kernel: Kernel, buffers: tuple):
+        key = (id(kernel.layout),) + tuple(id(b._gpu) for b in buffers)
+        group = self._bind_groups.get(key)
+        if group is not None:
+            self._bind_groups.move_to_end(key)
+            return group[0]
+        entries = [{"binding": 0, "resource": {"buffer": self._param_ring, "offset": 0,
+                                               "size": PARAM_SLOT_BYTES}}]
+        for i, b in enumerate(buffers):
+            entries.append({"binding": i + 1, "resource": {"buffer": b._gpu, "offset": 0, "size": b._size}})
+        group = self._device.create_bind_group(layout=kernel.layout, entries=entries)
+        # Keep the wgpu buffers alive with the group so an id is never reused while cached.
+        self._bind_groups[key] = (group, tuple(b._gpu for b in buffers))
+        if len(self._bind_groups) > 8192:
+            self._bind_groups.popitem(last=False)
+        return group
+
+    def _forget_bind_groups(self, gpu_buffer) -> None:
+        gone = [k for k, (_, bufs) in self._bind_groups.items() if any(b is gpu_buffer for b in bufs)]
+        for k in gone:
+            del self._bind_groups[k]
+
+    def grid(self, n_workgroups: int) -> tuple[int, int, int]:
+        """Fold a 1-D workgroup count into (x, y, 1) with x <= 65535. Kernels recover
+        the linear index as wid.x + wid.y * num_workgroups.x and bounds-check it."""
+        n = max(int(n_workgroups), 1)
+        if n <= WORKGROUPS_PER_DIM:
+            return (n, 1, 1)
+        y = -(-n // WORKGROUPS_PER_DIM)
+        x = -(-n // y)
+        if y > WORKGROUPS_PER_DIM:
+            raise LimitError(f"dispatch of {n} workgroups is over the adapter's "
+                             f"max-compute-workgroups-per-dimension squared ({WORKGROUPS_PER_DIM}^2)")
+        return (x, y, 1)
+
+    def launch(self, kernel: Kernel, inputs, outputs, params=(), grid=(1, 1, 1)) -> None:
+        """Record one dispatch of `kernel` over `grid` workgroups (x, y, z)."""
+        buffers = tuple(inputs) + tuple(outputs)
+        if len(inputs) != kernel.n_in or len(outputs) != kernel.n_out:
+            raise ValueError(f"{kernel.name}: expected {kernel.n_in} inputs and {kernel.n_out} outputs, "
+                             f"got {len(inputs)} and {len(outputs)}")
+        gx, gy, gz = (int(g) for g in grid)
+        if gx == 0 or gy == 0 or gz == 0:
+            return
+        if max(gx, gy, gz) > WORKGROUPS_PER_DIM:
+            raise LimitError(f"{kernel.name}: grid {grid} is over the adapter's "
+                             f"max-compute-workgroups-per-dimension ({WORKGROUPS_PER_DIM})")
+        offset = self._n_params * self._slot
+        kernel.param_struct.pack_into(self._params, offset, *params)
+        self._n_params += 1
+        group = self._bind_group(kernel, buffers)
+        # Pending commands hold wgpu buffers (through the bind group), not Buffers: a
+        # Buffer freed now may be reused by later work of this batch (stream order).
+        self._pending.append(("dispatch", kernel.pipeline, group, offset, (gx, gy, gz)))
+        self.stats["dispatches"] += 1
+        self._maybe_flush()
+
+    # ------------------------------------------------------------------ submission
+
+    def _maybe_flush(self) -> None:
+        if len(self._pending) >= MAX_PENDING or self._n_params >= MAX_PENDING:
+            self.flush()
+
+    def flush(self) -> None:
+        """Encode and submit everything recorded so far (does not wait)."""
+        pending, self._pending = self._pending, []
+        n_params, self._n_params = self._n_params, 0
+        retired, self._retired = self._retired, {}
+        if not pending:
+            self._recycle(retired)
+            return
+        try:
+            if n_params:
+                self._queue.write_buffer(self._param_ring, 0, self._params, 0, n_params * self._slot)
+            encoder = self._device.create_command_encoder()
+            compute_pass = None
+            for cmd in pending:
+                if cmd[0] == "dispatch":
+                    if compute_pass is None:
+                        compute_pass = encoder.begin_compute_pass()
+                    compute_pass.set_pipeline(cmd[1])
+                    compute_pass.set_bind_group(0, cmd[2], [cmd[3]])
+                    compute_pass.dispatch_workgroups(*cmd[4])
+                    continue
+                if compute_pass is not None:
+                    compute_pass.end()
+                    compute_pass = None
+                if cmd[0] == "copy":
+                    encoder.copy_buffer_to_buffer(cmd[1], cmd[2], cmd[3], cmd[4], cmd[5])
+                elif cmd[0] == "clear":
+                    encoder.clear_buffer(cmd[1], 0, -(-cmd[2] // 4) * 4)
+            if compute_pass is not None:
+                compute_pass.end()
+            self._queue.submit([encoder.finish()])
+        except wgpu.GPUError as exc:
+            raise GpuError(f"GPU error on {self.adapter_name}: {exc}") from exc
+        finally:
+            self.stats["submits"] += 1
+            self._recycle(retired)
+
+    def _recycle(self, retired: dict) -> None:
+        for size, gpu_buffers in retired.items():
+            self._free.setdefault(size, []).extend(gpu_buffers)
+
+    def synchronize(self) -> None:
+        """Submit pending work and wait until the GPU has finished it."""
+        self.flush()
+        # Mapping a buffer written by the last submit waits for every earlier submit (queue order).
+        if not hasattr(self, "_sync_src"):
+            self._sync_src = self.alloc(1)
+            self._sync_dst = self._device.create_buffer(
+                size=4, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+        self._pending.append(("copy", self._sync_src._gpu, 0, self._sync_dst, 0, 4))
+        self.flush()
+        try:
+            self._sync_dst.map_sync(wgpu.MapMode.READ, 0, 4)
+            self._sync_dst.unmap()
+        except wgpu.GPUError as exc:
+            raise GpuError(f"GPU error on {self.adapter_name}: {exc}") from exc
+
+    @property
+    def pool_bytes(self) -> int:
+        """Bytes held idle in the pool (free list)."""
+        return sum(size * len(b) for size, b in self._free.items())
+
+
+def list_adapters():
+    """Every adapter wgpu can see, as wgpu adapter objects."""
+    try:
+        return list(wgpu.gpu.enumerate_adapters_sync())
+    except Exception as exc:  # no loader, broken ICD
+        raise GpuError(f"wgpu could not enumerate adapters: {exc}") from exc
+
+
+NO_ADAPTER_HELP = ("no GPU adapter found. Install a Vulkan driver; on Debian/Ubuntu the software "
+                   "one is: apt-get install -y mesa-vulkan-drivers")
+
+
+def choose_adapter(name: str | None, backend: str | None, power_preference: str):
+    """Pick an adapter: by name substring and/or backend when asked, otherwise the
+    one wgpu prefers for `power_preference`."""
+    if name or backend:
+        found = []
+        for a in list_adapters():
+            info = a.info
+            if name and name.lower() not in (info.get("device", "") + " " + info.get("description", "")).lower():
+                continue
+            if backend and backend.lower() != info.get("backend_type", "").lower():
+                continue
+            found.append(a)
+        if not found:
+            seen = ", ".join(f"{a.info.get('device')} ({a.info.get('backend_type')})" for a in list_adapters())
+            raise GpuError(f"no adapter matches adapter={name!r} backend={backend!r}; "
+                           f"adapters seen: {seen or 'none'}")
+        # Prefer discrete, then integrated, then anything (CPU adapters last).
+        rank = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "CPU": 3}
+        found.sort(key=lambda a: rank.get(a.info.get("adapter_type"), 4))
+        return found[0]
+    adapter = wgpu.gpu.request_adapter_sync(power_preference=power_preference)
+    if adapter is None:
+        raise GpuError(NO_ADAPTER_HELP)
+    return adapter
+
