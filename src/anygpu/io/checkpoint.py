@@ -49,8 +49,9 @@ def _to_array(key: str, value: Any) -> np.ndarray:
         raise ValueError(
             f"save: state_dict[{key!r}] has dtype {array.dtype}; expected one of {', '.join(_SUPPORTED_DTYPES)}"
         )
-    # safetensors stores little-endian, C-ordered data.
-    return np.ascontiguousarray(array.astype(array.dtype.newbyteorder("<"), copy=False))
+    # safetensors stores little-endian, C-ordered data. (np.ascontiguousarray would turn a
+    # 0-d array into shape (1,), so copy with order="C" instead.)
+    return array.astype(array.dtype.newbyteorder("<"), order="C", copy=False)
 
 
 def _check_metadata(metadata: Mapping[str, str] | None) -> dict[str, str] | None:

@@ -386,7 +386,9 @@ def _check_size(size: int) -> int:
     return int(size)
 
 
-def _labelled_files(root: Path, classes: list[str] | None) -> tuple[list[Path], list[int], list[str]]:
+def _labelled_files(
+    root: Path, classes: list[str] | None
+) -> tuple[list[Path], list[int], list[str]]:
     """Collect (files, labels, classes) from a folder of class folders.
 
     With `classes` None the class folders of `root` define the classes (at least two,
@@ -843,7 +845,9 @@ def save_image_grid(
 
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    handle, temp_name = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
+    )
     try:
         with os.fdopen(handle, "wb") as stream:
             picture.save(stream, format="PNG")
