@@ -8,9 +8,9 @@ from __future__ import annotations
 import threading
 
 from .. import runtime
-from . import elementwise, matmul
+from . import elementwise, matmul, nd
 
-_OP_MODULES = [elementwise, matmul]
+_OP_MODULES = [elementwise, matmul, nd]
 
 
 class Device(runtime.Device):

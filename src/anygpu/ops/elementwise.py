@@ -24,7 +24,10 @@ UNARY = {
     "square": "v * v",
     "reciprocal": "1.0 / v",
     "clamp": "clamp(v, alpha, beta)",
-    "gelu": "0.5 * v * (1.0 + tanh(clamp(0.7978845608 * (v + 0.044715 * v * v * v), -15.0, 15.0)))",
+    "gelu": "0.5 * v * (1.0 + erf_approx(v * 0.70710678118))",
+    "gelu_tanh": "0.5 * v * (1.0 + tanh(clamp(0.7978845608 * (v + 0.044715 * v * v * v), -15.0, 15.0)))",
+    "sign": "sign(v)",
+    "inside": "select(0.0, 1.0, v >= alpha && v <= beta)",
     "fill": "alpha",
 }
 
@@ -39,6 +42,8 @@ BINARY = {
     "sigmoid_backward": "a * b * (1.0 - b)",              # b = y = sigmoid(x)
     "swish_backward": "a * (1.0 / (1.0 + exp(-b))) * (1.0 + b * (1.0 - 1.0 / (1.0 + exp(-b))))",  # b = x
     "tanh_backward": "a * (1.0 - b * b)",                 # b = y = tanh(x)
+    # d gelu / dx = Phi(x) + x phi(x), b = x
+    "gelu_backward": "a * (0.5 * (1.0 + erf_approx(b * 0.70710678118)) + b * 0.3989422804 * exp(-0.5 * b * b))",
 }
 
 

@@ -1,0 +1,32 @@
+// out[i] = f(a[ia], b[ib]) with NumPy broadcasting: up to 8 dims, right-aligned,
+// a broadcast dim has stride 0. Expression of `a`, `b`, `alpha`.
+struct Params {
+    n: u32, ndim: u32, alpha: f32, pad: u32,
+    shape: array<vec4<u32>, 2>,
+    a_strides: array<vec4<u32>, 2>,
+    b_strides: array<vec4<u32>, 2>,
+}
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> in_a: array<f32>;
+@group(0) @binding(2) var<storage, read> in_b: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = gid.x + gid.y * nwg.x * 256u;
+    if (i >= P.n) { return; }
+    var rest = i;
+    var ia = 0u;
+    var ib = 0u;
+    for (var d = 7i; d >= 8i - i32(P.ndim); d = d - 1i) {
+        let size = P.shape[d / 4][d % 4];
+        let coord = rest % size;
+        rest = rest / size;
+        ia = ia + coord * P.a_strides[d / 4][d % 4];
+        ib = ib + coord * P.b_strides[d / 4][d % 4];
+    }
+    let a = in_a[ia];
+    let b = in_b[ib];
+    let alpha = P.alpha;
+    out[i] = {{EXPR}};
+}

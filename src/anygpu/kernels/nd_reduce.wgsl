@@ -1,0 +1,61 @@
+// Reduce the middle axis of x viewed as [outer, mid, inner]: out[o, i] = R_m x[o, m, i].
+// One workgroup per output element; its 256 threads stride over `mid` and combine in
+// workgroup memory. OP: 0 sum, 1 max, 2 min, 3 argmax, 4 argmin (index written as f32
+// bits of an i32 when ARG). Ties in arg-reductions go to the lowest index, as in torch.
+struct Params { outer: u32, mid: u32, inner: u32, op: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<u32>;
+
+var<workgroup> vals: array<f32, 256>;
+var<workgroup> idxs: array<u32, 256>;
+
+fn better(op: u32, a: f32, ia: u32, b: f32, ib: u32) -> bool {
+    // Is (b, ib) preferred over (a, ia)? NaN wins, like torch.
+    if (op == 1u || op == 3u) {
+        if (b != b) { return a == a || ib < ia; }
+        return a == a && (b > a || (b == a && ib < ia));
+    }
+    if (b != b) { return a == a || ib < ia; }
+    return a == a && (b < a || (b == a && ib < ia));
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>) {
+    let o = wid.x + wid.y * nwg.x;
+    let total = P.outer * P.inner;
+    let t = lid.x;
+    var acc = 0.0;
+    var best_i = 0xffffffffu;
+    if (o < total) {
+        let base = (o / P.inner) * P.mid * P.inner + (o % P.inner);
+        if (P.op == 0u) {
+            for (var m = t; m < P.mid; m = m + 256u) { acc = acc + x[base + m * P.inner]; }
+        } else {
+            var first = true;
+            for (var m = t; m < P.mid; m = m + 256u) {
+                let v = x[base + m * P.inner];
+                if (first || better(P.op, acc, best_i, v, m)) { acc = v; best_i = m; first = false; }
+            }
+        }
+    }
+    vals[t] = acc;
+    idxs[t] = best_i;
+    workgroupBarrier();
+    for (var stride = 128u; stride > 0u; stride = stride / 2u) {
+        if (t < stride) {
+            if (P.op == 0u) {
+                vals[t] = vals[t] + vals[t + stride];
+            } else if (idxs[t + stride] != 0xffffffffu &&
+                       (idxs[t] == 0xffffffffu || better(P.op, vals[t], idxs[t], vals[t + stride], idxs[t + stride]))) {
+                vals[t] = vals[t + stride];
+                idxs[t] = idxs[t + stride];
+            }
+        }
+        workgroupBarrier();
+    }
+    if (t == 0u && o < total) {
+        if (P.op >= 3u) { out[o] = idxs[0]; } else { out[o] = bitcast<u32>(vals[0]); }
+    }
+}

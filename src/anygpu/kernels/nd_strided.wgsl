@@ -1,0 +1,29 @@
+// Strided gather (mode 0): out[i] = x[offset + sum(coord_d * stride_d)], i row-major over `shape`.
+// Strided scatter (mode 1): out[offset + sum(coord_d * stride_d)] = x[i] (positions must be unique).
+// Used for permute, slicing, expand and their backward. Elements are 4-byte words of any dtype.
+struct Params {
+    n: u32, ndim: u32, offset: u32, mode: u32,
+    shape: array<vec4<u32>, 2>,
+    strides: array<vec4<u32>, 2>,
+}
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> x: array<u32>;
+@group(0) @binding(2) var<storage, read_write> out: array<u32>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = gid.x + gid.y * nwg.x * 256u;
+    if (i >= P.n) { return; }
+    var rest = i;
+    var j = P.offset;
+    for (var d = 7i; d >= 8i - i32(P.ndim); d = d - 1i) {
+        let size = P.shape[d / 4][d % 4];
+        j = j + (rest % size) * P.strides[d / 4][d % 4];
+        rest = rest / size;
+    }
+    if (P.mode == 0u) {
+        out[i] = x[j];
+    } else {
+        out[j] = x[i];
+    }
+}

@@ -1,0 +1,1014 @@
+"""Layer 2: Tensor, with PyTorch's names and semantics, recorded onto the autograd engine.
+
+A Tensor is a contiguous row-major GPU Buffer plus a shape and a dtype (float32, or
+int32 for indices). Views that are not contiguous (permute, slicing, expand) are
+materialised by a strided-gather kernel, so every Tensor's buffer is contiguous.
+Each differentiable op below launches its forward kernels and creates, beside them,
+the `Entry` whose backward closure routes the output's gradient to the inputs;
+`Tensor.backward` sorts the graph into a flat tape and runs the engine's one
+`reverse_walk` over it (the same walk the Layer-1 Tape uses).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+from collections import namedtuple
+from typing import Sequence
+
+import numpy as np
+
+from .autograd.engine import Entry, reverse_walk
+from .ops import gpu
+from .ops.nd import broadcast_shapes, contiguous_strides, numel
+
+float32 = "float32"
+int32 = "int32"
+int64 = "int32"  # integer tensors live as int32 on the GPU (WGSL has no portable i64)
+long = int64
+
+_BUF_DTYPE = {float32: "f32", int32: "i32"}
+_NP_DTYPE = {float32: np.float32, int32: np.int32}
+
+_state = threading.local()
+_rng = [np.random.default_rng()]
+
+MaxResult = namedtuple("MaxResult", ["values", "indices"])
+
+
+def is_grad_enabled() -> bool:
+    return getattr(_state, "grad_enabled", True)
+
+
+class no_grad(contextlib.ContextDecorator):
+    """Context manager / decorator: ops inside record nothing for autograd."""
+
+    def __enter__(self):
+        self._prev = is_grad_enabled()
+        _state.grad_enabled = False
+
+    def __exit__(self, *exc):
+        _state.grad_enabled = self._prev
+        return False
+
+
+class enable_grad(contextlib.ContextDecorator):
+    def __enter__(self):
+        self._prev = is_grad_enabled()
+        _state.grad_enabled = True
+
+    def __exit__(self, *exc):
+        _state.grad_enabled = self._prev
+        return False
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the generator behind rand/randn/dropout/initialisation."""
+    _rng[0] = np.random.default_rng(int(seed))
+
+
+def default_generator() -> np.random.Generator:
+    return _rng[0]
+
+
+def _normalize_dtype(dtype) -> str:
+    if dtype is None:
+        return float32
+    if dtype in (float32, int32):
+        return dtype
+    np_dtype = np.dtype(dtype)
+    if np_dtype.kind == "f":
+        return float32
+    if np_dtype.kind in "iub":
+        return int32
+    raise ValueError(f"tensor: unsupported dtype {dtype!r} (float32 or int32/int64)")
+
+
+def _as_shape(op: str, shape) -> tuple[int, ...]:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    try:
+        shape = tuple(int(s) for s in shape)
+    except (TypeError, ValueError):
+        raise ValueError(f"{op}: shape must be integers, got {shape!r}") from None
+    if any(s < 0 for s in shape):
+        raise ValueError(f"{op}: negative dimension in shape {shape}")
+    return shape
+
+
+def _dim(op: str, dim: int, ndim: int) -> int:
+    size = max(ndim, 1)
+    if not -size <= dim < size:
+        raise IndexError(f"{op}: dimension {dim} out of range for a tensor of {ndim} dims")
+    return dim % size
+
+
+class Tensor:
+    """A GPU array with autograd. Build with `anygpu.tensor`, `zeros`, `randn`, ..."""
+
+    __slots__ = ("_buf", "shape", "dtype", "requires_grad", "grad", "_entry", "_parents",
+                 "_host", "_retain", "__weakref__")
+    __array_priority__ = 1000  # numpy defers to our reflected operators
+
+    def __init__(self, buf, shape, dtype: str = float32, requires_grad: bool = False):
+        self._buf = buf
+        self.shape = tuple(shape)
+        self.dtype = dtype
+        self.requires_grad = bool(requires_grad)
+        self.grad: Tensor | None = None
+        self._entry: Entry | None = None
+        self._parents: tuple = ()
+        self._host = None
+        self._retain = False
+
+    __hash__ = object.__hash__
+
+    # ------------------------------------------------------------- basics
+    @property
+    def device(self):
+        return self._buf._dev
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        return numel(self.shape)
+
+    def size(self, dim: int | None = None):
+        return self.shape if dim is None else self.shape[_dim("size", dim, self.ndim)]
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._entry is None
+
+    @property
+    def grad_fn(self):
+        return self._entry
+
+    def numpy(self) -> np.ndarray:
+        """A host copy (float32 or int32) with this tensor's shape."""
+        if self._host is not None:
+            return self._host.copy()
+        return self.device.read(self._buf).reshape(self.shape)
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def item(self):
+        if self.numel() != 1:
+            raise ValueError(f"item: only one-element tensors can be converted, this one has shape {self.shape}")
+        value = self.numpy().reshape(-1)[0]
+        return float(value) if self.dtype == float32 else int(value)
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise ValueError("the truth value of a tensor with more than one element is ambiguous")
+        return bool(self.item())
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self.numpy()
+        return arr if dtype is None else arr.astype(dtype)
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.numpy(), precision=4, separator=", ", prefix="tensor(")
+        extra = ""
+        if self.dtype != float32:
+            extra += f", dtype={self.dtype}"
+        if self._entry is not None:
+            extra += f", grad_fn=<{self._entry.name}>"
+        elif self.requires_grad:
+            extra += ", requires_grad=True"
+        return f"tensor({body}{extra})"
+
+    def detach(self) -> "Tensor":
+        """The same data, cut from the graph (shares the buffer)."""
+        out = Tensor(self._buf, self.shape, self.dtype)
+        out._host = self._host
+        return out
+
+    def requires_grad_(self, flag: bool = True) -> "Tensor":
+        if flag and self.dtype != float32:
+            raise ValueError("requires_grad: only float tensors can require gradients")
+        self.requires_grad = flag
+        return self
+
+    def retain_grad(self) -> None:
+        self._retain = True
+
+    def clone(self) -> "Tensor":
+        dev = self.device
+        return _record("clone", Tensor(dev.copy(self._buf), self.shape, self.dtype), (self,),
+                       lambda g: (g,))
+
+    def contiguous(self) -> "Tensor":
+        return self
+
+    def float(self) -> "Tensor":
+        return self.to(float32)
+
+    def long(self) -> "Tensor":
+        return self.to(int32)
+
+    def int(self) -> "Tensor":
+        return self.to(int32)
+
+    def to(self, dtype_or_device=None) -> "Tensor":
+        """Convert dtype (float32/int32/int64); a device argument is accepted and kept."""
+        if dtype_or_device is None or not isinstance(dtype_or_device, (str, type, np.dtype)) \
+                or dtype_or_device in ("cpu", "gpu", "cuda"):
+            return self
+        dtype = _normalize_dtype(dtype_or_device)
+        if dtype == self.dtype:
+            return self
+        buf = self.device.cast(self._buf, _BUF_DTYPE[dtype])
+        return Tensor(buf, self.shape, dtype)
+
+    # ------------------------------------------------------------- autograd
+    def backward(self, gradient: "Tensor | None" = None) -> None:
+        """Accumulate d(self)/d(leaf) into every leaf's `.grad` that requires grad."""
+        if not self.requires_grad:
+            raise RuntimeError("backward: tensor does not require grad and has no grad_fn")
+        dev = self.device
+        if gradient is None:
+            if self.numel() != 1:
+                raise RuntimeError(f"backward: grad can be implicitly created only for scalar outputs, "
+                                   f"got shape {self.shape}")
+            seed = dev.upload(np.ones(1, np.float32))
+        else:
+            gradient = _to_tensor(gradient, like=self)
+            if gradient.shape != self.shape:
+                raise ValueError(f"backward: gradient has shape {gradient.shape}, expected {self.shape}")
+            seed = gradient._buf
+        order = _topological_order(self)
+        leaves = {}
+        wanted = set()
+        for t in order:
+            for p in t._parents:
+                if p.requires_grad:
+                    wanted.add(id(p))
+                    if p._entry is None or p._retain:
+                        leaves[id(p)] = p
+        if self._entry is None or self._retain:
+            leaves[id(self)] = self
+        grads = {id(self): seed}
+        reverse_walk([t._entry for t in order], grads, dev.add,
+                     wants_grad=wanted.__contains__, keep=lambda key: key in leaves)
+        for key, leaf in leaves.items():
+            grad = grads.get(key)
+            if grad is None:
+                continue
+            if leaf.grad is None:
+                leaf.grad = Tensor(grad, leaf.shape)
+            else:
+                leaf.grad = Tensor(dev.add(leaf.grad._buf, grad), leaf.shape)
+        for t in order:  # free the graph, as torch does without retain_graph
+            t._entry = None
+            t._parents = ()
+
+    # ------------------------------------------------------------- operators
+    def __add__(self, other):
+        return _binary("add", self, other)
+
+    def __radd__(self, other):
+        return _binary("add", _to_tensor(other, like=self), self)
+
+    def __sub__(self, other):
+        return _binary("sub", self, other)
+
+    def __rsub__(self, other):
+        return _binary("sub", _to_tensor(other, like=self), self)
+
+    def __mul__(self, other):
+        return _binary("mul", self, other)
+
+    def __rmul__(self, other):
+        return _binary("mul", _to_tensor(other, like=self), self)
+
+    def __truediv__(self, other):
+        return _binary("div", self, other)
+
+    def __rtruediv__(self, other):
+        return _binary("div", _to_tensor(other, like=self), self)
+
+    def __pow__(self, other):
+        if isinstance(other, (int, float)) and other == 2:
+            return _unary("square", self)
+        return _binary("pow", self, other)
+
+    def __rpow__(self, other):
+        return _binary("pow", _to_tensor(other, like=self), self)
+
+    def __neg__(self):
+        return _unary("neg", self)
+
+    def __matmul__(self, other):
+        return matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return matmul(_to_tensor(other, like=self), self)
+
+    def __eq__(self, other):  # noqa: D105 — elementwise, as in torch
+        return _compare("eq", self, other)
+
+    def __ne__(self, other):
+        return _compare("ne", self, other)
+
+    def __lt__(self, other):
+        return _compare("lt", self, other)
+
+    def __le__(self, other):
+        return _compare("le", self, other)
+
+    def __gt__(self, other):
+        return _compare("gt", self, other)
+
+    def __ge__(self, other):
+        return _compare("ge", self, other)
+
+    def add(self, other):
+        return self + other
+
+    def sub(self, other):
+        return self - other
+
+    def mul(self, other):
+        return self * other
+
+    def div(self, other):
+        return self / other
+
+    def pow(self, other):
+        return self ** other
+
+    def matmul(self, other):
+        return matmul(self, other)
+
+    def maximum(self, other):
+        return _binary("maximum", self, other)
+
+    def minimum(self, other):
+        return _binary("minimum", self, other)
+
+    # ------------------------------------------------------------- unary math
+    def exp(self):
+        return _unary("exp", self)
+
+    def log(self):
+        return _unary("log", self)
+
+    def sqrt(self):
+        return _unary("sqrt", self)
+
+    def abs(self):
+        return _unary("abs", self)
+
+    def relu(self):
+        return _unary("relu", self)
+
+    def sigmoid(self):
+        return _unary("sigmoid", self)
+
+    def tanh(self):
+        return _unary("tanh_act", self)
+
+    def clamp(self, min=None, max=None):
+        lo = -math.inf if min is None else float(min)
+        hi = math.inf if max is None else float(max)
+        return _unary("clamp", self, lo, hi)
+
+    clip = clamp
+
+    # ------------------------------------------------------------- reductions
+    def sum(self, dim=None, keepdim: bool = False):
+        return _reduce_sum(self, dim, keepdim)
+
+    def mean(self, dim=None, keepdim: bool = False):
+        total = _reduce_sum(self, dim, keepdim)
+        count = self.numel() // max(total.numel(), 1) if self.numel() else 1
+        return total * (1.0 / count)
+
+    def max(self, dim=None, keepdim: bool = False):
+        return _reduce_extreme("max", self, dim, keepdim)
+
+    def min(self, dim=None, keepdim: bool = False):
+        return _reduce_extreme("min", self, dim, keepdim)
+
+    def argmax(self, dim=None, keepdim: bool = False):
+        return _arg_reduce("argmax", self, dim, keepdim)
+
+    def argmin(self, dim=None, keepdim: bool = False):
+        return _arg_reduce("argmin", self, dim, keepdim)
+
+    def softmax(self, dim: int = -1):
+        return softmax(self, dim)
+
+    def log_softmax(self, dim: int = -1):
+        return log_softmax(self, dim)
+
+    # ------------------------------------------------------------- shapes
+    def reshape(self, *shape):
+        return reshape(self, shape)
+
+    def view(self, *shape):
+        return reshape(self, shape)
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1):
+        if self.ndim == 0:
+            return reshape(self, (1,))
+        start, end = _dim("flatten", start_dim, self.ndim), _dim("flatten", end_dim, self.ndim)
+        shape = self.shape[:start] + (numel(self.shape[start:end + 1]),) + self.shape[end + 1:]
+        return reshape(self, shape)
+
+    def unsqueeze(self, dim: int):
+        dim = _dim("unsqueeze", dim, self.ndim + 1)
+        return reshape(self, self.shape[:dim] + (1,) + self.shape[dim:])
+
+    def squeeze(self, dim=None):
+        if dim is None:
+            return reshape(self, tuple(s for s in self.shape if s != 1))
+        dim = _dim("squeeze", dim, self.ndim)
+        if self.shape[dim] != 1:
+            return self
+        return reshape(self, self.shape[:dim] + self.shape[dim + 1:])
+
+    def permute(self, *dims):
+        return permute(self, dims)
+
+    def transpose(self, dim0: int, dim1: int):
+        dims = list(range(self.ndim))
+        a, b = _dim("transpose", dim0, self.ndim), _dim("transpose", dim1, self.ndim)
+        dims[a], dims[b] = dims[b], dims[a]
+        return permute(self, dims)
+
+    @property
+    def T(self):
+        return permute(self, tuple(reversed(range(self.ndim))))
+
+    def t(self):
+        if self.ndim > 2:
+            raise ValueError(f"t: expects a tensor with <= 2 dims, got {self.ndim}")
+        return self.T
+
+    def expand(self, *shape):
+        return expand(self, _as_shape("expand", shape) if shape and shape[0] != -1 else shape)
+
+    def __getitem__(self, index):
+        return getitem(self, index)
+
+    def zero_(self):
+        self.device.write(self._buf, np.zeros(self.numel(), _NP_DTYPE[self.dtype]))
+        self._host = None
+        return self
+
+
+# ===================================================================== construction
+
+def _wrap(buf, shape, dtype=float32) -> Tensor:
+    return Tensor(buf, shape, dtype)
+
+
+def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A new tensor holding a copy of `data` (list, number, numpy array or Tensor)."""
+    if isinstance(data, Tensor):
+        data = data.numpy()
+    arr = np.asarray(data)
+    if dtype is None:
+        dtype = int32 if arr.dtype.kind in "iub" else float32
+    dtype = _normalize_dtype(dtype)
+    if arr.dtype.kind not in "iubf":
+        raise ValueError(f"tensor: cannot make a tensor from data of dtype {arr.dtype}")
+    if dtype == int32 and arr.size and (arr.max() > 2**31 - 1 or arr.min() < -2**31):
+        raise ValueError("tensor: integer values out of the int32 range")
+    host = np.ascontiguousarray(arr, dtype=_NP_DTYPE[dtype])
+    t = Tensor(gpu().upload(host.reshape(-1), _BUF_DTYPE[dtype]), host.shape, dtype)
+    t._host = host.copy()
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def from_numpy(arr) -> Tensor:
+    return tensor(arr)
+
+
+def full(shape, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
+    shape = _as_shape("full", shape if isinstance(shape, (tuple, list)) else (shape,))
+    dtype = _normalize_dtype(dtype)
+    dev = gpu()
+    if dtype == float32:
+        buf = dev.unary("fill", dev.empty(numel(shape)), float(fill_value))
+    else:
+        buf = dev.upload(np.full(numel(shape), fill_value, np.int32))
+    return Tensor(buf, shape, dtype, requires_grad)
+
+
+def zeros(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
+    shape = _as_shape("zeros", shape)
+    dtype = _normalize_dtype(dtype)
+    return Tensor(gpu().alloc(numel(shape), _BUF_DTYPE[dtype]), shape, dtype, requires_grad)
+
+
+def ones(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
+    return full(_as_shape("ones", shape), 1.0 if _normalize_dtype(dtype) == float32 else 1,
+                dtype=dtype, requires_grad=requires_grad)
+
+
+def zeros_like(t: Tensor, dtype=None) -> Tensor:
+    return zeros(t.shape, dtype=dtype or t.dtype)
+
+
+def ones_like(t: Tensor, dtype=None) -> Tensor:
+    return ones(t.shape, dtype=dtype or t.dtype)
+
+
+def full_like(t: Tensor, fill_value, dtype=None) -> Tensor:
+    return full(t.shape, fill_value, dtype=dtype or t.dtype)
+
+
+def arange(start, end=None, step=1, dtype=None) -> Tensor:
+    if end is None:
+        start, end = 0, start
+    values = np.arange(start, end, step)
+    if dtype is None:
+        dtype = int32 if all(isinstance(v, (int, np.integer)) for v in (start, end, step)) else float32
+    return tensor(values, dtype=dtype)
+
+
+def rand(*shape, requires_grad: bool = False) -> Tensor:
+    shape = _as_shape("rand", shape)
+    return tensor(_rng[0].random(shape, dtype=np.float32), requires_grad=requires_grad)
+
+
+def randn(*shape, requires_grad: bool = False) -> Tensor:
+    shape = _as_shape("randn", shape)
+    return tensor(_rng[0].standard_normal(shape, dtype=np.float32), requires_grad=requires_grad)
+
+
+def randint(low, high=None, size=(1,)) -> Tensor:
+    if high is None:
+        low, high = 0, low
+    return tensor(_rng[0].integers(low, high, size=size), dtype=int32)
+
+
+def _to_tensor(value, like: Tensor | None = None) -> Tensor:
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, (int, float, bool, np.number)):
+        t = full((), float(value))
+        return t
+    return tensor(value)
+
+
+# ===================================================================== recording
+
+def _record(name: str, out: Tensor, parents: Sequence[Tensor], backward) -> Tensor:
+    """Attach the backward rule of the op that produced `out` (when grad is wanted)."""
+    if is_grad_enabled() and any(p.requires_grad for p in parents):
+        out.requires_grad = True
+        out._parents = tuple(parents)
+        out._entry = Entry(name, tuple(id(p) for p in parents), id(out), backward)
+    return out
+
+
+def _topological_order(root: Tensor) -> list[Tensor]:
+    """Every tensor behind `root` that has an entry, inputs before outputs."""
+    order, seen = [], set()
+    stack = [(root, False)]
+    while stack:
+        t, expanded = stack.pop()
+        if expanded:
+            order.append(t)
+            continue
+        if id(t) in seen or t._entry is None:
+            continue
+        seen.add(id(t))
+        stack.append((t, True))
+        for p in t._parents:
+            if p._entry is not None and id(p) not in seen:
+                stack.append((p, False))
+    return order
+
+
+def _check_float(op: str, *tensors: Tensor) -> None:
+    for t in tensors:
+        if t.dtype != float32 and t.requires_grad:
+            raise ValueError(f"{op}: integer tensors cannot require grad")
+
+
+def sum_to_shape(grad_buf, grad_shape, shape):
+    """Sum a broadcast gradient back down to `shape` (the inverse of broadcasting)."""
+    grad_shape, shape = tuple(grad_shape), tuple(shape)
+    if grad_shape == shape:
+        return grad_buf
+    dev = gpu()
+    lead = len(grad_shape) - len(shape)
+    if lead:
+        outer_n = numel(grad_shape[:lead])
+        grad_buf = dev.reduce_axis(grad_buf, 1, outer_n, numel(grad_shape[lead:]), "sum")
+        grad_shape = grad_shape[lead:]
+    for d, (g, s) in enumerate(zip(grad_shape, shape)):
+        if s == 1 and g != 1:
+            grad_buf = dev.reduce_axis(grad_buf, numel(grad_shape[:d]), g, numel(grad_shape[d + 1:]), "sum")
+            grad_shape = grad_shape[:d] + (1,) + grad_shape[d + 1:]
+    return grad_buf
+
+
+def _float_operand(t: Tensor):
+    return t._buf if t.dtype == float32 else gpu().cast(t._buf, "f32")
+
+
+def _binary(name: str, a, b) -> Tensor:
+    a = _to_tensor(a)
+    b = _to_tensor(b)
+    dev = gpu()
+    buf, shape = dev.broadcast_binary(name, _float_operand(a), a.shape, _float_operand(b), b.shape)
+    out = Tensor(buf, shape)
+
+    def backward(g):
+        ga = gb = None
+        if name == "add":
+            ga, gb = g, g
+        elif name == "sub":
+            ga, gb = g, dev.scale(g, -1.0) if b.requires_grad else None
+        elif name == "mul":
+            ga = dev.broadcast_binary("mul", g, shape, b._buf, b.shape)[0] if a.requires_grad else None
+            gb = dev.broadcast_binary("mul", g, shape, a._buf, a.shape)[0] if b.requires_grad else None
+        elif name == "div":
+            if a.requires_grad:
+                ga = dev.broadcast_binary("div", g, shape, b._buf, b.shape)[0]
+            if b.requires_grad:  # d(a/b)/db = -out / b
+                q = dev.broadcast_binary("div", buf, shape, b._buf, b.shape)[0]
+                gb = dev.scale(dev.mul(g, q), -1.0)
+        elif name == "pow":
+            if a.requires_grad:  # b * a^(b-1) = b * out / a, written without dividing by zero
+                bm1, _ = dev.broadcast_binary("sub", b._buf, b.shape, dev.upload([1.0]), ())
+                p, _ = dev.broadcast_binary("pow", a._buf, a.shape, bm1, b.shape)
+                d, _ = dev.broadcast_binary("mul", p, shape, b._buf, b.shape)
+                ga = dev.mul(g, d)
+            if b.requires_grad:  # out * log(a)
+                la = dev.unary("log", a._buf)
+                d, _ = dev.broadcast_binary("mul", buf, shape, la, a.shape)
+                gb = dev.mul(g, d)
+        elif name in ("maximum", "minimum"):
+            pick = "ge" if name == "maximum" else "le"
+            mask, _ = dev.broadcast_binary(pick, a._buf, a.shape, b._buf, b.shape)
+            ga = dev.mul(g, mask)
+            gb = dev.sub(g, ga)
+        else:
+            raise RuntimeError(f"{name} has no gradient")
+        return (sum_to_shape(ga, shape, a.shape) if ga is not None else None,
+                sum_to_shape(gb, shape, b.shape) if gb is not None else None)
+
+    return _record(name, out, (a, b), backward)
+
+
+def _compare(name: str, a, b) -> Tensor:
+    a = _to_tensor(a)
+    b = _to_tensor(b)
+    buf, shape = gpu().broadcast_binary(name, _float_operand(a), a.shape, _float_operand(b), b.shape)
+    return Tensor(buf, shape)  # a 0/1 float mask; never differentiable
+
+
+# Backward of each unary op from (grad, x, y): name -> function(dev, g, x, y, alpha, beta)
+_UNARY_GRAD = {
+    "neg": lambda dev, g, x, y, a, b: dev.scale(g, -1.0),
+    "exp": lambda dev, g, x, y, a, b: dev.mul(g, y),
+    "log": lambda dev, g, x, y, a, b: dev.binary("div", g, x),
+    "sqrt": lambda dev, g, x, y, a, b: dev.scale(dev.binary("div", g, y), 0.5),
+    "abs": lambda dev, g, x, y, a, b: dev.mul(g, dev.unary("sign", x)),
+    "square": lambda dev, g, x, y, a, b: dev.mul(g, dev.scale(x, 2.0)),
+    "relu": lambda dev, g, x, y, a, b: dev.relu_backward(g, x),
+    "sigmoid": lambda dev, g, x, y, a, b: dev.sigmoid_backward(g, y),
+    "tanh_act": lambda dev, g, x, y, a, b: dev.tanh_backward(g, y),
+    "swish": lambda dev, g, x, y, a, b: dev.swish_backward(g, x),
+    "gelu": lambda dev, g, x, y, a, b: dev.binary("gelu_backward", g, x),
+    "scale": lambda dev, g, x, y, a, b: dev.scale(g, a),
+    "add_scalar": lambda dev, g, x, y, a, b: g,
+    "clamp": lambda dev, g, x, y, a, b: dev.mul(g, dev.unary("inside", x, a, b)),
+}
+
+
+def _unary(name: str, x: Tensor, alpha: float = 0.0, beta: float = 0.0) -> Tensor:
+    dev = gpu()
+    xb = _float_operand(x)
+    out = Tensor(dev.unary(name, xb, alpha, beta), x.shape)
+    grad_rule = _UNARY_GRAD[name]
+    return _record(name, out, (x,), lambda g: (grad_rule(dev, g, xb, out._buf, alpha, beta),))
+
+
+def unary_op(name: str, x: Tensor, alpha: float = 0.0, beta: float = 0.0) -> Tensor:
+    """Apply a recorded unary op by name (relu, sigmoid, tanh_act, swish, gelu, exp, ...)."""
+    return _unary(name, x, alpha, beta)
+
+
+# ===================================================================== reductions
+
+def _dims(op: str, dim, ndim: int) -> tuple[int, ...]:
+    if dim is None:
+        return tuple(range(ndim))
+    if isinstance(dim, int):
+        dim = (dim,)
+    dims = tuple(sorted({_dim(op, d, ndim) for d in dim}))
+    return dims
+
+
+def _reduce_sum(x: Tensor, dim, keepdim: bool) -> Tensor:
+    dev = gpu()
+    dims = _dims("sum", dim, x.ndim)
+    buf, shape = _float_operand(x), list(x.shape)
+    for d in reversed(dims):
+        buf = dev.reduce_axis(buf, numel(shape[:d]), shape[d], numel(shape[d + 1:]), "sum") \
+            if shape[d] != 1 else buf
+        shape[d] = 1
+    kept = tuple(shape)
+    out_shape = kept if keepdim else tuple(s for i, s in enumerate(x.shape) if i not in dims)
+    if not dims and x.ndim == 0:
+        out_shape = ()
+    out = Tensor(buf if buf is not x._buf else dev.copy(buf), out_shape)
+
+    def backward(g):
+        expanded, _ = dev.broadcast_binary("add", dev.alloc(x.numel()), x.shape, g, kept)
+        return (expanded,)
+
+    return _record("sum", out, (x,), backward)
+
+
+def _reduce_extreme(op: str, x: Tensor, dim, keepdim: bool):
+    """max/min: over everything (a 0-d tensor) or over one dim -> (values, indices)."""
+    dev = gpu()
+    if dim is None:
+        flat = reshape(x, (x.numel(),))
+        values = _reduce_extreme(op, flat, 0, False).values
+        return values
+    d = _dim(op, dim, x.ndim)
+    outer, mid, inner = numel(x.shape[:d]), x.shape[d], numel(x.shape[d + 1:])
+    if mid == 0:
+        raise ValueError(f"{op}: cannot reduce over an empty dimension {d} of shape {x.shape}")
+    xb = _float_operand(x)
+    idx = dev.reduce_axis(xb, outer, mid, inner, "arg" + op)
+    vals = dev.reduce_axis(xb, outer, mid, inner, op)
+    kept = x.shape[:d] + (1,) + x.shape[d + 1:]
+    out_shape = kept if keepdim else x.shape[:d] + x.shape[d + 1:]
+    values = Tensor(vals, out_shape)
+    indices = Tensor(idx, out_shape, int32)
+
+    def backward(g):
+        # Route the gradient to the arg position: one-hot(index) * g, built on the GPU.
+        positions = arange(mid, dtype=float32)._buf
+        fidx = dev.cast(idx, "f32")
+        onehot, _ = dev.broadcast_binary("eq", positions, (1, mid, 1), fidx, (outer, 1, inner))
+        grad, _ = dev.broadcast_binary("mul", onehot, (outer, mid, inner), g, (outer, 1, inner))
+        return (grad,)
+
+    _record(op, values, (x,), backward)
+    return MaxResult(values, indices)
+
+
+def _arg_reduce(op: str, x: Tensor, dim, keepdim: bool) -> Tensor:
+    dev = gpu()
+    if dim is None:
+        out = dev.reduce_axis(_float_operand(x), 1, x.numel(), 1, op)
+        return Tensor(out, (1,) * x.ndim if keepdim else (), int32)
+    d = _dim(op, dim, x.ndim)
+    out = dev.reduce_axis(_float_operand(x), numel(x.shape[:d]), x.shape[d], numel(x.shape[d + 1:]), op)
+    shape = x.shape[:d] + ((1,) if keepdim else ()) + x.shape[d + 1:]
+    return Tensor(out, shape, int32)
+
+
+def softmax(x: Tensor, dim: int = -1) -> Tensor:
+    """exp(x - max) / sum(exp(x - max)) along dim (numerically stable)."""
+    shifted = x - x.max(dim, keepdim=True).values.detach()
+    e = shifted.exp()
+    return e / e.sum(dim, keepdim=True)
+
+
+def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
+    """x - max - log(sum(exp(x - max))) along dim (numerically stable)."""
+    shifted = x - x.max(dim, keepdim=True).values.detach()
+    return shifted - shifted.exp().sum(dim, keepdim=True).log()
+
+
+# ===================================================================== shapes
+
+def reshape(x: Tensor, shape) -> Tensor:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    shape = tuple(int(s) for s in shape)
+    if shape.count(-1) > 1:
+        raise ValueError(f"reshape: only one dimension can be -1, got {shape}")
+    if -1 in shape:
+        known = numel(s for s in shape if s != -1)
+        if known == 0 or x.numel() % known:
+            raise ValueError(f"reshape: shape {shape} is invalid for input of size {x.numel()} (shape {x.shape})")
+        shape = tuple(x.numel() // known if s == -1 else s for s in shape)
+    if numel(shape) != x.numel() or any(s < 0 for s in shape):
+        raise ValueError(f"reshape: shape {shape} is invalid for input of size {x.numel()} (shape {x.shape})")
+    out = Tensor(x._buf, shape, x.dtype)
+    out._host = None if x._host is None else x._host.reshape(shape)
+    return _record("reshape", out, (x,), lambda g: (g,))
+
+
+def permute(x: Tensor, dims) -> Tensor:
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = tuple(dims[0])
+    dims = tuple(_dim("permute", d, x.ndim) for d in dims)
+    if sorted(dims) != list(range(x.ndim)):
+        raise ValueError(f"permute: dims {dims} are not a permutation of {x.ndim} dims")
+    if dims == tuple(range(x.ndim)):
+        return x
+    dev = gpu()
+    strides = contiguous_strides(x.shape)
+    shape = tuple(x.shape[d] for d in dims)
+    out = Tensor(dev.strided_gather(x._buf, shape, tuple(strides[d] for d in dims)), shape, x.dtype)
+    inverse = tuple(dims.index(i) for i in range(x.ndim))
+    out_strides = contiguous_strides(shape)
+
+    def backward(g):
+        return (dev.strided_gather(g, x.shape, tuple(out_strides[d] for d in inverse)),)
+
+    return _record("permute", out, (x,), backward)
+
+
+def expand(x: Tensor, shape) -> Tensor:
+    shape = tuple(x.shape[i - len(shape) + x.ndim] if s == -1 else s for i, s in enumerate(shape))
+    target = broadcast_shapes("expand", x.shape, shape)
+    if target != tuple(shape):
+        raise ValueError(f"expand: cannot expand shape {x.shape} to {tuple(shape)}")
+    dev = gpu()
+    pad = len(shape) - x.ndim
+    strides = [0] * pad + [0 if s == 1 else st for s, st in zip(x.shape, contiguous_strides(x.shape))]
+    out = Tensor(dev.strided_gather(x._buf, shape, strides), shape, x.dtype)
+    return _record("expand", out, (x,), lambda g: (sum_to_shape(g, shape, x.shape),))
+
+
+def getitem(x: Tensor, index) -> Tensor:
+    """Basic indexing: ints, slices (positive steps), None and Ellipsis."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    if any(isinstance(i, (Tensor, list, np.ndarray)) for i in index):
+        raise ValueError("indexing: only ints, slices, None and ... are supported "
+                         "(use index_select / gather for tensor indices)")
+    n_ellipsis = sum(i is Ellipsis for i in index)
+    if n_ellipsis > 1:
+        raise IndexError("indexing: an index can only have a single ellipsis")
+    n_real = sum(i is not None and i is not Ellipsis for i in index)
+    if n_real > x.ndim:
+        raise IndexError(f"indexing: too many indices for a tensor of {x.ndim} dims")
+    if n_ellipsis:
+        pos = index.index(Ellipsis)
+        index = index[:pos] + (slice(None),) * (x.ndim - n_real) + index[pos + 1:]
+    else:
+        index = index + (slice(None),) * (x.ndim - n_real)
+    base = contiguous_strides(x.shape)
+    offset, shape, strides, d = 0, [], [], 0
+    for item in index:
+        if item is None:
+            shape.append(1)
+            strides.append(0)
+            continue
+        size = x.shape[d]
+        if isinstance(item, slice):
+            start, stop, step = item.indices(size)
+            if step <= 0:
+                raise ValueError("indexing: step must be positive")
+            length = max(0, -(-(stop - start) // step))
+            offset += start * base[d] if length else 0
+            shape.append(length)
+            strides.append(base[d] * step)
+        else:
+            i = int(item)
+            if not -size <= i < size:
+                raise IndexError(f"indexing: index {i} is out of bounds for dimension {d} with size {size}")
+            offset += (i % size) * base[d]
+        d += 1
+    shape = tuple(shape)
+    dev = gpu()
+    out = Tensor(dev.strided_gather(x._buf, shape, strides, offset), shape, x.dtype)
+
+    def backward(g):
+        full_grad = dev.alloc(x.numel())
+        dev.strided_scatter(g, full_grad, shape, strides, offset)
+        return (full_grad,)
+
+    return _record("getitem", out, (x,), backward)
+
+
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """Join tensors along an existing dim (shapes must match elsewhere)."""
+    tensors = [_to_tensor(t) for t in tensors]
+    if not tensors:
+        raise ValueError("cat: expected a non-empty list of tensors")
+    first = tensors[0]
+    d = _dim("cat", dim, first.ndim)
+    for t in tensors[1:]:
+        if t.ndim != first.ndim or t.shape[:d] != first.shape[:d] or t.shape[d + 1:] != first.shape[d + 1:]:
+            raise ValueError(f"cat: shapes {first.shape} and {t.shape} differ outside dim {d}")
+        if t.dtype != first.dtype:
+            raise ValueError(f"cat: dtypes {first.dtype} and {t.dtype} differ")
+    dev = gpu()
+    total = sum(t.shape[d] for t in tensors)
+    shape = first.shape[:d] + (total,) + first.shape[d + 1:]
+    out_buf = dev.empty(numel(shape), first._buf.dtype)
+    out_strides = contiguous_strides(shape)
+    offsets, start = [], 0
+    for t in tensors:
+        offsets.append(start * out_strides[d])
+        dev.strided_scatter(t._buf, out_buf, t.shape, out_strides, start * out_strides[d])
+        start += t.shape[d]
+    out = Tensor(out_buf, shape, first.dtype)
+
+    def backward(g):
+        return tuple(dev.strided_gather(g, t.shape, out_strides, off) for t, off in zip(tensors, offsets))
+
+    return _record("cat", out, tuple(tensors), backward)
+
+
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    tensors = [_to_tensor(t) for t in tensors]
+    if not tensors:
+        raise ValueError("stack: expected a non-empty list of tensors")
+    for t in tensors[1:]:
+        if t.shape != tensors[0].shape:
+            raise ValueError(f"stack: all tensors must have the same shape, got {tensors[0].shape} and {t.shape}")
+    d = _dim("stack", dim, tensors[0].ndim + 1)
+    return cat([t.unsqueeze(d) for t in tensors], d)
+
+
+def where(condition, a, b) -> Tensor:
+    """a where condition is nonzero, else b (broadcast together)."""
+    condition, a, b = _to_tensor(condition), _to_tensor(a), _to_tensor(b)
+    shape = broadcast_shapes("where", condition.shape, a.shape, b.shape)
+    dev = gpu()
+    cond_full = expand(_as_float(condition).detach(), shape)._buf
+    a_full = expand(a.detach(), shape)._buf if a.shape != shape else _float_operand(a)
+    b_full = expand(b.detach(), shape)._buf if b.shape != shape else _float_operand(b)
+    out = Tensor(dev.where(cond_full, a_full, b_full), shape)
+
+    def backward(g):
+        zero = dev.alloc(g.len)
+        ga = sum_to_shape(dev.where(cond_full, g, zero), shape, a.shape) if a.requires_grad else None
+        gb = sum_to_shape(dev.where(cond_full, zero, g), shape, b.shape) if b.requires_grad else None
+        return ga, gb
+
+    return _record("where", out, (a, b), backward)
+
+
+def _as_float(t: Tensor) -> Tensor:
+    return t if t.dtype == float32 else t.float()
+
+
+# ===================================================================== matmul
+
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    """torch.matmul: 1-D/2-D/batched with broadcast batch dims."""
+    a, b = _to_tensor(a), _to_tensor(b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError("matmul: both arguments need at least 1 dimension")
+    if a.ndim == 1:
+        return matmul(a.unsqueeze(0), b).squeeze(-2)
+    if b.ndim == 1:
+        return matmul(a, b.unsqueeze(-1)).squeeze(-1)
+    m, k = a.shape[-2:]
+    k2, n = b.shape[-2:]
+    if k != k2:
+        raise ValueError(f"matmul: shapes {a.shape} and {b.shape} cannot be multiplied ({k} != {k2})")
+    dev = gpu()
+    if b.ndim == 2:
+        batch_shape = a.shape[:-2]
+        rows = numel(batch_shape) * m
+        out = Tensor(dev.matmul_strided(a._buf, b._buf, 1, rows, n, k), batch_shape + (m, n))
+
+        def backward(g):
+            ga = dev.matmul_strided(g, b._buf, 1, rows, k, n, trans_b=True) if a.requires_grad else None
+            gb = dev.matmul_strided(a._buf, g, 1, k, n, rows, trans_a=True) if b.requires_grad else None
+            return ga, gb
+
+        return _record("matmul", out, (a, b), backward)
+    batch_shape = broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2])
+    a_full = a if a.shape[:-2] == batch_shape else expand(a, batch_shape + (m, k))
+    b_full = b if b.shape[:-2] == batch_shape else expand(b, batch_shape + (k, n))
+    batch = numel(batch_shape)
+    out = Tensor(dev.matmul_strided(a_full._buf, b_full._buf, batch, m, n, k), batch_shape + (m, n))
+
+    def backward(g):
+        ga = dev.matmul_strided(g, b_full._buf, batch, m, k, n, trans_b=True) if a_full.requires_grad else None
+        gb = dev.matmul_strided(a_full._buf, g, batch, k, n, m, trans_a=True) if b_full.requires_grad else None
+        return ga, gb
+
+    return _record("bmm", out, (a_full, b_full), backward)
