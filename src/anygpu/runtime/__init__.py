@@ -1,5 +1,13 @@
 """Layer 0's engine room: the only package that imports wgpu."""
 
+import os as _os
+import tempfile as _tempfile
+
+# Mesa's EGL/GL drivers print "XDG_RUNTIME_DIR is invalid" for every adapter probe
+# when it is unset (CI, containers); a private directory keeps the output clean.
+if not _os.environ.get("XDG_RUNTIME_DIR"):
+    _os.environ["XDG_RUNTIME_DIR"] = _tempfile.mkdtemp(prefix="anygpu-xdg-")
+
 from .device import NO_ADAPTER_HELP, Buffer, Device, Kernel, list_adapters
 from .errors import GpuError, LimitError
 from .shaders import load_shader

@@ -1,0 +1,47 @@
+// C[z] = alpha * A[z] (m x k) @ B[z] (k x n): the register-blocked matmul family.
+// Filled in by anygpu/ops/matmul_gen.py from a config and a shape variant:
+// {{DESCRIPTION}}
+// Each workgroup computes a TILE_M x TILE_N block of C. Per step of TILE_K, the A and
+// B tiles are staged in workgroup memory k-major (As[kk][i], Bs[kk][j]) as vec4 rows,
+// so one vec4 read gives four consecutive rows of A or columns of B. Every thread
+// holds ROWS x COLS outputs in vec4 accumulators that are named variables, and the
+// kk loop is written out in full: function-scope arrays and loops over them go to
+// local memory on several drivers and are several times slower.
+// A thread owns row groups (4 rows) ty, ty + THREADS_Y, ... and column groups tx,
+// tx + THREADS_X, ...: neighbouring threads read neighbouring vec4s of Bs (no bank
+// conflicts) and write neighbouring vec4s of C (coalesced).
+struct Params {
+    m: u32, n: u32, k: u32, batch: u32,
+    a_rs: u32, a_cs: u32, b_rs: u32, b_cs: u32,
+    a_bs: u32, b_bs: u32, c_bs: u32, alpha_bits: u32,
+}
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> A: array<{{A_ELEM}}>;
+@group(0) @binding(2) var<storage, read> B: array<{{B_ELEM}}>;
+@group(0) @binding(3) var<storage, read_write> C: array<{{C_ELEM}}>;
+
+// Row pitches in vec4 (padded where a tile is written transposed, against bank conflicts).
+const AS_PITCH: u32 = {{AS_PITCH}}u;
+const BS_PITCH: u32 = {{BS_PITCH}}u;
+var<workgroup> As: array<vec4<f32>, {{AS_LEN}}>;
+var<workgroup> Bs: array<vec4<f32>, {{BS_LEN}}>;
+
+@compute @workgroup_size({{THREADS_X}}, {{THREADS_Y}})
+fn main(@builtin(local_invocation_id) lid: vec3<u32>,
+        @builtin(local_invocation_index) tid: u32,
+        @builtin(workgroup_id) wid: vec3<u32>) {
+    let tx = lid.x;
+    let ty = lid.y;
+    let row0 = wid.y * {{TILE_M}}u;
+    let col0 = wid.x * {{TILE_N}}u;
+    let a_base = wid.z * P.a_bs;
+    let b_base = wid.z * P.b_bs;
+{{DECLARE}}
+{{PROLOGUE}}
+    for (var k0 = 0u; k0 < P.k; k0 += {{TILE_K}}u) {
+{{MAIN_LOOP}}
+    }
+    let alpha = bitcast<f32>(P.alpha_bits);
+    let c_base = wid.z * P.c_bs;
+{{STORE}}
+}

@@ -1,0 +1,361 @@
+"""The register-blocked matmul family: WGSL generated from a few parameters.
+
+A `MatmulConfig` fixes the blocking (workgroup tile, k step, outputs per thread,
+vector width, register prefetch); a `Variant` fixes what the shape decides (which
+operands are transposed, which may be read and written as vec4, which edges need
+bounds checks). `generate(config, variant)` fills kernels/matmul_family.wgsl with
+fully unrolled code: accumulators and staged values are named vec4 variables,
+never function-scope arrays (those spill to local memory on several drivers).
+
+Every kernel of the family takes matmul_tiled.wgsl's parameter block, so
+`ops.matmul` launches any of them the same way.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+from ..runtime import load_shader
+
+# Bump when the generated code changes in a way that can change which config is fastest:
+# the autotuner's disk cache is keyed by it.
+FAMILY_VERSION = 1
+
+_NAME = re.compile(r"^(\d+)x(\d+)x(\d+)_(\d+)x(\d+)_v([14])(p?)$")
+
+
+@dataclass(frozen=True, order=True)
+class MatmulConfig:
+    """Blocking of one family member.
+
+    tile_m x tile_n outputs per workgroup, tile_k-deep slices staged in workgroup
+    memory, rows x cols outputs per thread (so (tile_m/rows) x (tile_n/cols) threads),
+    vector 4: vec4 global loads and stores where the layout allows, 1: scalar only;
+    prefetch: load the next k slice into registers while computing this one."""
+
+    tile_m: int
+    tile_n: int
+    tile_k: int
+    rows: int
+    cols: int
+    vector: int = 4
+    prefetch: bool = False
+
+    @property
+    def name(self) -> str:
+        return (f"{self.tile_m}x{self.tile_n}x{self.tile_k}_{self.rows}x{self.cols}"
+                f"_v{self.vector}{'p' if self.prefetch else ''}")
+
+    @classmethod
+    def parse(cls, name: str) -> "MatmulConfig":
+        """The config whose `name` is `name` (e.g. '128x128x8_8x8_v4p')."""
+        found = _NAME.match(name)
+        if not found:
+            raise ValueError(f"matmul config: cannot parse {name!r}; expected like '128x128x8_8x8_v4p'")
+        tm, tn, tk, rows, cols, vector, prefetch = found.groups()
+        return cls(int(tm), int(tn), int(tk), int(rows), int(cols), int(vector), prefetch == "p")
+
+    @property
+    def threads_x(self) -> int:
+        return self.tile_n // self.cols
+
+    @property
+    def threads_y(self) -> int:
+        return self.tile_m // self.rows
+
+    @property
+    def threads(self) -> int:
+        return self.threads_x * self.threads_y
+
+    def workgroup_bytes(self) -> int:
+        """Workgroup memory of the staged tiles, padding included (worst case)."""
+        return 16 * self.tile_k * (self.tile_m // 4 + 1 + self.tile_n // 4 + 1)
+
+    def problems(self, max_invocations: int = 256, max_workgroup_bytes: int = 16384) -> list[str]:
+        """Why this config cannot be built within the given limits ([] when it can)."""
+        found = []
+        for field in ("tile_m", "tile_n", "tile_k", "rows", "cols"):
+            value = getattr(self, field)
+            if value < 1 or value & (value - 1):
+                found.append(f"{field}={value} is not a power of two")
+        if self.rows % 4 or self.cols % 4 or self.tile_k % 4:
+            found.append("rows, cols and tile_k must be multiples of 4")
+        if self.tile_m % self.rows or self.tile_n % self.cols:
+            found.append("tile_m and tile_n must be multiples of rows and cols")
+        if self.vector not in (1, 4):
+            found.append(f"vector={self.vector}, expected 1 or 4")
+        if not found and self.threads > max_invocations:
+            found.append(f"{self.threads} threads per workgroup, limit {max_invocations}")
+        if not found and self.workgroup_bytes() > max_workgroup_bytes:
+            found.append(f"{self.workgroup_bytes()} bytes of workgroup memory, limit {max_workgroup_bytes}")
+        return found
+
+
+@dataclass(frozen=True)
+class Variant:
+    """What a shape decides about the generated code (see `Variant.of`)."""
+
+    trans_a: bool
+    trans_b: bool
+    a_vec: bool     # A read as vec4 along its contiguous axis
+    b_vec: bool
+    c_vec: bool     # C written as vec4
+    check_m: bool   # m is not a multiple of tile_m: rows need bounds checks
+    check_n: bool
+    check_k: bool
+
+    @classmethod
+    def of(cls, config: MatmulConfig, m: int, n: int, k: int,
+           trans_a: bool = False, trans_b: bool = False) -> "Variant":
+        """The variant of `config` for an m x n x k product with these transpositions.
+
+        vec4 access needs the contiguous axis to be a multiple of 4 (then every row
+        starts 16-byte aligned, batch strides included, and a vec4 never straddles an edge)."""
+        vec = config.vector == 4
+        a_contig = m if trans_a else k    # A is [k, m] when transposed, else [m, k]
+        b_contig = k if trans_b else n
+        return cls(trans_a, trans_b,
+                   a_vec=vec and a_contig % 4 == 0,
+                   b_vec=vec and b_contig % 4 == 0,
+                   c_vec=vec and n % 4 == 0,
+                   check_m=m % config.tile_m != 0,
+                   check_n=n % config.tile_n != 0,
+                   check_k=k % config.tile_k != 0)
+
+
+@dataclass(frozen=True)
+class _Operand:
+    """How one input (A or B) is staged: names in the shader and its layout."""
+
+    buf: str          # storage buffer: A or B
+    shared: str       # workgroup array: As or Bs
+    pitch: str        # const name of the shared row pitch (vec4)
+    base: str         # batch offset variable
+    origin: str       # first outer index of this tile: row0 or col0
+    extent: str       # outer size: P.m or P.n
+    lead: str         # stride of the non-contiguous axis
+    tile: int         # outer tile size: tile_m or tile_n
+    along_k: bool     # contiguous along k (A not transposed, B transposed)
+    vec: bool
+    check_outer: bool
+    prefix: str       # register names while prefetching: xa, xb
+
+    def address(self, outer: str, kidx: str) -> str:
+        """Element address of (outer index, k index)."""
+        if self.along_k:
+            return f"{self.base} + ({outer}) * {self.lead} + {kidx}"
+        return f"{self.base} + ({kidx}) * {self.lead} + {outer}"
+
+
+def _operands(config: MatmulConfig, variant: Variant) -> tuple[_Operand, _Operand]:
+    a = _Operand("A", "As", "AS_PITCH", "a_base", "row0", "P.m",
+                 "P.a_cs" if variant.trans_a else "P.a_rs", config.tile_m,
+                 not variant.trans_a, variant.a_vec, variant.check_m, "xa")
+    b = _Operand("B", "Bs", "BS_PITCH", "b_base", "col0", "P.n",
+                 "P.b_cs" if variant.trans_b else "P.b_rs", config.tile_n,
+                 variant.trans_b, variant.b_vec, variant.check_n, "xb")
+    return a, b
+
+
+def _pitch(config: MatmulConfig, op: _Operand) -> int:
+    # A tile written transposed (k-contiguous operand) goes down columns of the shared
+    # tile; one vec4 of padding per row spreads those writes over the banks.
+    return op.tile // 4 + (1 if op.along_k else 0)
+
+
+def _log2(x: int) -> int:
+    return x.bit_length() - 1
+
+
+def _both(*conditions: str) -> str:
+    kept = [c for c in conditions if c]
+    return " && ".join(kept) if kept else ""
+
+
+def _units(config: MatmulConfig, op: _Operand) -> int:
+    """vec4 units (one staged vec4 each, or one vec4 load that is scattered) per tile."""
+    return config.tile_k * op.tile // 4
+
+
+def _unit_coords(config: MatmulConfig, op: _Operand, u: str) -> list[str]:
+    """`let` lines giving the unit's coordinates within the tile.
+
+    Neighbouring threads take neighbouring units along the operand's contiguous
+    axis, so their global reads coalesce."""
+    groups = op.tile // 4
+    if not op.along_k:                 # unit = 4 outer indices at one kk
+        return [f"let g = {u} & {groups - 1}u;", f"let kk = {u} >> {_log2(groups)}u;"]
+    if op.vec:                         # unit = 4 kk at one outer index
+        k4s = config.tile_k // 4
+        return [f"let k4 = {u} & {k4s - 1}u;", f"let o = {u} >> {_log2(k4s)}u;"]
+    return [f"let kk = {u} & {config.tile_k - 1}u;", f"let g = {u} >> {_log2(config.tile_k)}u;"]
+
+
+def _fetch_expr(op: _Operand, variant: Variant, k0: str) -> str:
+    """A vec4 expression for the unit's values at k slice k0 (zeros outside the matrix)."""
+    check_k = variant.check_k
+    if op.vec and op.along_k:
+        cond = _both(f"{op.origin} + o < {op.extent}" if op.check_outer else "",
+                     f"{k0} + 4u * k4 < P.k" if check_k else "")
+        load = f"{op.buf}[({op.address(f'{op.origin} + o', f'{k0} + 4u * k4')}) >> 2u]"
+        return f"select(vec4<f32>(0.0), {load}, {cond})" if cond else load
+    if op.vec:
+        cond = _both(f"{op.origin} + 4u * g < {op.extent}" if op.check_outer else "",
+                     f"{k0} + kk < P.k" if check_k else "")
+        load = f"{op.buf}[({op.address(f'{op.origin} + 4u * g', f'{k0} + kk')}) >> 2u]"
+        return f"select(vec4<f32>(0.0), {load}, {cond})" if cond else load
+    parts = []
+    for r in range(4):
+        outer = f"{op.origin} + 4u * g + {r}u"
+        cond = _both(f"{outer} < {op.extent}" if op.check_outer else "",
+                     f"{k0} + kk < P.k" if check_k else "")
+        load = f"{op.buf}[{op.address(outer, f'{k0} + kk')}]"
+        parts.append(f"select(0.0, {load}, {cond})" if cond else load)
+    return "vec4<f32>(" + ", ".join(parts) + ")"
+
+
+def _stash_lines(op: _Operand, value: str) -> list[str]:
+    """Store the unit's vec4 into the shared tile."""
+    if op.vec and op.along_k:
+        return [f"{op.shared}[(4u * k4 + {c}u) * {op.pitch} + (o >> 2u)][o & 3u] = {value}.{comp};"
+                for c, comp in enumerate("xyzw")]
+    return [f"{op.shared}[kk * {op.pitch} + g] = {value};"]
+
+
+def _per_unit(config: MatmulConfig, op: _Operand, body) -> list[str]:
+    """Lines that run `body(s)` (a list of lines) for each of this thread's units s,
+    each in its own block with u and the unit coordinates defined."""
+    units = _units(config, op)
+    threads = config.threads
+    lines = []
+    for s in range(-(-units // threads)):
+        inner = [f"let u = tid + {s * threads}u;"] + _unit_coords(config, op, "u") + body(s)
+        if (s + 1) * threads > units:   # last, partial round
+            lines += [f"if (tid < {units - s * threads}u) {{"] + ["    " + x for x in inner] + ["}"]
+        else:
+            lines += ["{"] + ["    " + x for x in inner] + ["}"]
+    return lines
+
+
+def _n_units_per_thread(config: MatmulConfig, op: _Operand) -> int:
+    return -(-_units(config, op) // config.threads)
+
+
+def _compute_lines(config: MatmulConfig) -> list[str]:
+    """The fully unrolled inner product over one tile_k slice."""
+    ty_step, tx_step = config.threads_y, config.threads_x
+    lines = []
+    for kk in range(config.tile_k):
+        lines.append("{")
+        for i in range(config.rows // 4):
+            lines.append(f"    let a{i} = As[{kk}u * AS_PITCH + ty + {i * ty_step}u];")
+        for j in range(config.cols // 4):
+            lines.append(f"    let b{j} = Bs[{kk}u * BS_PITCH + tx + {j * tx_step}u];")
+        for i in range(config.rows // 4):
+            for r, comp in enumerate("xyzw"):
+                for j in range(config.cols // 4):
+                    acc = f"acc_{i}_{r}_{j}"
+                    lines.append(f"    {acc} = fma(vec4<f32>(a{i}.{comp}), b{j}, {acc});")
+        lines.append("}")
+    return lines
+
+
+def _store_lines(config: MatmulConfig, variant: Variant) -> list[str]:
+    ty_step, tx_step = config.threads_y, config.threads_x
+    lines = ["let row_first = row0 + 4u * ty;", "let col_first = col0 + 4u * tx;"]
+    for i in range(config.rows // 4):
+        for r in range(4):
+            body = [f"let c_row = c_base + row * P.n + col_first;"]
+            for j in range(config.cols // 4):
+                acc = f"acc_{i}_{r}_{j}"
+                col_off = 4 * j * tx_step
+                if variant.c_vec:
+                    store = [f"C[(c_row + {col_off}u) >> 2u] = {acc} * alpha;"]
+                    if variant.check_n:
+                        store = [f"if (col_first + {col_off}u < P.n) {{ {store[0]} }}"]
+                    body += store
+                    continue
+                body.append(f"let v_{j} = {acc} * alpha;")
+                for c, comp in enumerate("xyzw"):
+                    store = f"C[c_row + {col_off + c}u] = v_{j}.{comp};"
+                    if variant.check_n:
+                        store = f"if (col_first + {col_off + c}u < P.n) {{ {store} }}"
+                    body.append(store)
+            lines.append("{")
+            lines.append(f"    let row = row_first + {4 * i * ty_step + r}u;")
+            if variant.check_m:
+                lines += ["    if (row < P.m) {"] + ["        " + x for x in body] + ["    }"]
+            else:
+                lines += ["    " + x for x in body]
+            lines.append("}")
+    return lines
+
+
+def _indent(lines: list[str], depth: int) -> str:
+    pad = "    " * depth
+    return "\n".join(pad + line if line else line for line in lines)
+
+
+@functools.lru_cache(maxsize=None)
+def generate(config: MatmulConfig, variant: Variant) -> str:
+    """The WGSL source of `config` specialised to `variant` (cached)."""
+    problems = config.problems(max_invocations=1024, max_workgroup_bytes=1 << 30)
+    if problems:
+        raise ValueError(f"matmul config {config.name}: " + "; ".join(problems))
+    op_a, op_b = _operands(config, variant)
+
+    declare = [f"var acc_{i}_{r}_{j} = vec4<f32>(0.0);"
+               for i in range(config.rows // 4) for r in range(4) for j in range(config.cols // 4)]
+
+    def fetch_into_registers(k0: str) -> list[str]:
+        out = []
+        for op in (op_a, op_b):
+            out += _per_unit(config, op, lambda s, op=op: [f"{op.prefix}{s} = {_fetch_expr(op, variant, k0)};"])
+        return out
+
+    def stash_registers() -> list[str]:
+        out = []
+        for op in (op_a, op_b):
+            out += _per_unit(config, op, lambda s, op=op: _stash_lines(op, f"{op.prefix}{s}"))
+        return out
+
+    def fetch_and_stash() -> list[str]:
+        out = []
+        for op in (op_a, op_b):
+            out += _per_unit(config, op, lambda s, op=op: [f"let v = {_fetch_expr(op, variant, 'k0')};"]
+                             + _stash_lines(op, "v"))
+        return out
+
+    prologue: list[str] = []
+    if config.prefetch:
+        for op in (op_a, op_b):
+            declare += [f"var {op.prefix}{s}: vec4<f32>;" for s in range(_n_units_per_thread(config, op))]
+        prologue = fetch_into_registers("0u")
+        main_loop = (stash_registers() + ["workgroupBarrier();",
+                     f"if (k0 + {config.tile_k}u < P.k) {{"]
+                     + ["    " + x for x in fetch_into_registers(f"(k0 + {config.tile_k}u)")] + ["}"]
+                     + _compute_lines(config) + ["workgroupBarrier();"])
+    else:
+        main_loop = fetch_and_stash() + ["workgroupBarrier();"] + _compute_lines(config) + ["workgroupBarrier();"]
+
+    pitch_a, pitch_b = _pitch(config, op_a), _pitch(config, op_b)
+    description = (f"config {config.name}, trans_a={variant.trans_a} trans_b={variant.trans_b} "
+                   f"vec4 A/B/C={variant.a_vec}/{variant.b_vec}/{variant.c_vec} "
+                   f"checks m/n/k={variant.check_m}/{variant.check_n}/{variant.check_k}")
+    return load_shader(
+        "matmul_family.wgsl",
+        DESCRIPTION=description,
+        A_ELEM="vec4<f32>" if variant.a_vec else "f32",
+        B_ELEM="vec4<f32>" if variant.b_vec else "f32",
+        C_ELEM="vec4<f32>" if variant.c_vec else "f32",
+        AS_PITCH=pitch_a, BS_PITCH=pitch_b,
+        AS_LEN=config.tile_k * pitch_a, BS_LEN=config.tile_k * pitch_b,
+        THREADS_X=config.threads_x, THREADS_Y=config.threads_y,
+        TILE_M=config.tile_m, TILE_N=config.tile_n, TILE_K=config.tile_k,
+        DECLARE=_indent(declare, 1),
+        PROLOGUE=_indent(prologue, 1),
+        MAIN_LOOP=_indent(main_loop, 2),
+        STORE=_indent(_store_lines(config, variant), 1),
+    )
