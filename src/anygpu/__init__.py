@@ -13,3 +13,20 @@ from .tensor import (  # noqa: E402  (Layer 2 sits on the device above)
     log_softmax, long, manual_seed, matmul, no_grad, ones, ones_like, rand, randint, randn, softmax, stack,
     tensor, where, zeros, zeros_like,
 )
+from . import nn, optim  # noqa: E402
+from .io import TamperedError, nanosign  # noqa: E402
+from .io import checkpoint as _checkpoint  # noqa: E402
+
+
+def save(state_dict, path, metadata=None) -> str:
+    """Write a state dict (Tensors or arrays) as safetensors, NanoSign-signed, atomically.
+    Returns the BLAKE3 hash of the payload."""
+    return _checkpoint.save(state_dict, path, metadata=metadata)
+
+
+def load(path, allow_unsigned: bool = False) -> dict:
+    """Verify, strip and parse a signed safetensors file into a dict of Tensors.
+
+    Raises nanosign.TamperedError when the signature does not match, and ValueError for
+    an unsigned file unless allow_unsigned=True. Never unpickles."""
+    return {name: tensor(array) for name, array in _checkpoint.load(path, allow_unsigned=allow_unsigned).items()}

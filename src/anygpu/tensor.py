@@ -109,6 +109,9 @@ class Tensor:
 
     __slots__ = ("_buf", "shape", "dtype", "requires_grad", "grad", "_entry", "_parents",
                  "_host", "_retain", "__weakref__")
+    # _host: the host array an integer tensor was made from, kept only so index checks
+    # (class indices, embedding ids) can run before GPU work. Never used for reads:
+    # in-place updates of a shared buffer would leave it stale.
     __array_priority__ = 1000  # numpy defers to our reflected operators
 
     def __init__(self, buf, shape, dtype: str = float32, requires_grad: bool = False):
@@ -157,8 +160,6 @@ class Tensor:
 
     def numpy(self) -> np.ndarray:
         """A host copy (float32 or int32) with this tensor's shape."""
-        if self._host is not None:
-            return self._host.copy()
         return self.device.read(self._buf).reshape(self.shape)
 
     def tolist(self):
@@ -286,25 +287,25 @@ class Tensor:
         return _binary("add", self, other)
 
     def __radd__(self, other):
-        return _binary("add", _to_tensor(other, like=self), self)
+        return _binary("add", other, self)
 
     def __sub__(self, other):
         return _binary("sub", self, other)
 
     def __rsub__(self, other):
-        return _binary("sub", _to_tensor(other, like=self), self)
+        return _binary("sub", other, self)
 
     def __mul__(self, other):
         return _binary("mul", self, other)
 
     def __rmul__(self, other):
-        return _binary("mul", _to_tensor(other, like=self), self)
+        return _binary("mul", other, self)
 
     def __truediv__(self, other):
         return _binary("div", self, other)
 
     def __rtruediv__(self, other):
-        return _binary("div", _to_tensor(other, like=self), self)
+        return _binary("div", other, self)
 
     def __pow__(self, other):
         if isinstance(other, (int, float)) and other == 2:
@@ -387,6 +388,27 @@ class Tensor:
     def tanh(self):
         return _unary("tanh_act", self)
 
+    def neg(self):
+        return _unary("neg", self)
+
+    def square(self):
+        return _unary("square", self)
+
+    def reciprocal(self):
+        return _unary("reciprocal", self)
+
+    def rsqrt(self):
+        return _unary("reciprocal", _unary("sqrt", self))
+
+    def sin(self):
+        return _unary("sin", self)
+
+    def cos(self):
+        return _unary("cos", self)
+
+    def __abs__(self):
+        return _unary("abs", self)
+
     def clamp(self, min=None, max=None):
         lo = -math.inf if min is None else float(min)
         hi = math.inf if max is None else float(max)
@@ -404,10 +426,32 @@ class Tensor:
         return total * (1.0 / count)
 
     def max(self, dim=None, keepdim: bool = False):
+        if isinstance(dim, Tensor):  # torch.max(a, b): the elementwise maximum
+            return self.maximum(dim)
         return _reduce_extreme("max", self, dim, keepdim)
 
     def min(self, dim=None, keepdim: bool = False):
+        if isinstance(dim, Tensor):
+            return self.minimum(dim)
         return _reduce_extreme("min", self, dim, keepdim)
+
+    def var(self, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+        """Variance over dim (all dims by default), divided by n - correction
+        (correction 1 unless unbiased=False or correction says otherwise), as torch."""
+        if isinstance(dim, bool):  # x.var(False): the legacy unbiased argument
+            dim, unbiased = None, dim
+        if correction is None:
+            correction = 0 if unbiased is False else 1
+        centered = self - self.mean(dim, keepdim=True)
+        total = (centered * centered).sum(dim, keepdim=keepdim)
+        divisor = (self.numel() // max(total.numel(), 1) if self.numel() else 0) - correction
+        return total * (1.0 / divisor if divisor > 0 else math.nan)
+
+    def std(self, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+        return self.var(dim, unbiased, keepdim, correction=correction).sqrt()
+
+    def logsumexp(self, dim, keepdim: bool = False):
+        return logsumexp(self, dim, keepdim)
 
     def argmax(self, dim=None, keepdim: bool = False):
         return _arg_reduce("argmax", self, dim, keepdim)
@@ -466,10 +510,59 @@ class Tensor:
         return self.T
 
     def expand(self, *shape):
-        return expand(self, _as_shape("expand", shape) if shape and shape[0] != -1 else shape)
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return expand(self, tuple(int(s) for s in shape))
 
     def __getitem__(self, index):
+        if isinstance(index, (Tensor, list, np.ndarray)):  # x[indices]: rows picked along dim 0
+            return index_select(self, 0, index)
         return getitem(self, index)
+
+    def masked_fill(self, mask, value) -> "Tensor":
+        """value where mask is nonzero, self elsewhere (mask broadcasts to self's shape)."""
+        mask = _to_tensor(mask)
+        if broadcast_shapes("masked_fill", self.shape, mask.shape) != self.shape:
+            raise ValueError(f"masked_fill: mask of shape {mask.shape} does not broadcast to {self.shape}")
+        return where(mask, value, self)
+
+    def gather(self, dim: int, index) -> "Tensor":
+        return gather(self, dim, index)
+
+    def index_select(self, dim: int, index) -> "Tensor":
+        return index_select(self, dim, index)
+
+    def chunk(self, chunks: int, dim: int = 0):
+        d = _dim("chunk", dim, self.ndim)
+        if chunks < 1:
+            raise ValueError(f"chunk: chunks must be >= 1, got {chunks}")
+        return self.split(-(-self.shape[d] // chunks) or 1, d)
+
+    def split(self, split_size_or_sections, dim: int = 0):
+        """Views (copies) of consecutive pieces along dim: equal sizes or a list of sizes."""
+        d = _dim("split", dim, self.ndim)
+        size = self.shape[d]
+        if isinstance(split_size_or_sections, int):
+            step = split_size_or_sections
+            if step < 1:
+                raise ValueError(f"split: split_size must be >= 1, got {step}")
+            sections = [min(step, size - start) for start in range(0, size, step)] or [0]
+        else:
+            sections = [int(s) for s in split_size_or_sections]
+            if sum(sections) != size:
+                raise ValueError(f"split: sections {sections} do not add up to size {size} of dim {d}")
+        pieces, start = [], 0
+        for length in sections:
+            index = (slice(None),) * d + (slice(start, start + length),)
+            pieces.append(getitem(self, index))
+            start += length
+        return tuple(pieces)
+
+    def tril(self, diagonal: int = 0) -> "Tensor":
+        return _triangle(self, diagonal, lower=True)
+
+    def triu(self, diagonal: int = 0) -> "Tensor":
+        return _triangle(self, diagonal, lower=False)
 
     def zero_(self):
         self.device.write(self._buf, np.zeros(self.numel(), _NP_DTYPE[self.dtype]))
@@ -495,9 +588,9 @@ def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
         raise ValueError(f"tensor: cannot make a tensor from data of dtype {arr.dtype}")
     if dtype == int32 and arr.size and (arr.max() > 2**31 - 1 or arr.min() < -2**31):
         raise ValueError("tensor: integer values out of the int32 range")
-    host = np.ascontiguousarray(arr, dtype=_NP_DTYPE[dtype])
+    host = np.array(arr, dtype=_NP_DTYPE[dtype], order="C")  # a copy; ascontiguousarray would make 0-d 1-d
     t = Tensor(gpu().upload(host.reshape(-1), _BUF_DTYPE[dtype]), host.shape, dtype)
-    t._host = host.copy()
+    t._host = host
     if requires_grad:
         t.requires_grad_(True)
     return t
@@ -633,11 +726,20 @@ def _float_operand(t: Tensor):
     return t._buf if t.dtype == float32 else gpu().cast(t._buf, "f32")
 
 
+def _is_scalar(value) -> bool:
+    return isinstance(value, (int, float, np.number)) and not isinstance(value, np.bool_)
+
+
 def _binary(name: str, a, b) -> Tensor:
+    if name in _SCALAR_OPS and isinstance(a, Tensor) and _is_scalar(b):
+        return _scalar_binary(name, a, float(b), reverse=False)
+    if name in _SCALAR_OPS and isinstance(b, Tensor) and _is_scalar(a):
+        return _scalar_binary(name, b, float(a), reverse=True)
     a = _to_tensor(a)
     b = _to_tensor(b)
     dev = gpu()
-    buf, shape = dev.broadcast_binary(name, _float_operand(a), a.shape, _float_operand(b), b.shape)
+    a_buf, b_buf = _float_operand(a), _float_operand(b)  # the backward reads these, never int bits
+    buf, shape = dev.broadcast_binary(name, a_buf, a.shape, b_buf, b.shape)
     out = Tensor(buf, shape)
 
     def backward(g):
@@ -647,27 +749,26 @@ def _binary(name: str, a, b) -> Tensor:
         elif name == "sub":
             ga, gb = g, dev.scale(g, -1.0) if b.requires_grad else None
         elif name == "mul":
-            ga = dev.broadcast_binary("mul", g, shape, b._buf, b.shape)[0] if a.requires_grad else None
-            gb = dev.broadcast_binary("mul", g, shape, a._buf, a.shape)[0] if b.requires_grad else None
+            ga = dev.broadcast_binary("mul", g, shape, b_buf, b.shape)[0] if a.requires_grad else None
+            gb = dev.broadcast_binary("mul", g, shape, a_buf, a.shape)[0] if b.requires_grad else None
         elif name == "div":
             if a.requires_grad:
-                ga = dev.broadcast_binary("div", g, shape, b._buf, b.shape)[0]
+                ga = dev.broadcast_binary("div", g, shape, b_buf, b.shape)[0]
             if b.requires_grad:  # d(a/b)/db = -out / b
-                q = dev.broadcast_binary("div", buf, shape, b._buf, b.shape)[0]
+                q = dev.broadcast_binary("div", buf, shape, b_buf, b.shape)[0]
                 gb = dev.scale(dev.mul(g, q), -1.0)
         elif name == "pow":
             if a.requires_grad:  # b * a^(b-1) = b * out / a, written without dividing by zero
-                bm1, _ = dev.broadcast_binary("sub", b._buf, b.shape, dev.upload([1.0]), ())
-                p, _ = dev.broadcast_binary("pow", a._buf, a.shape, bm1, b.shape)
-                d, _ = dev.broadcast_binary("mul", p, shape, b._buf, b.shape)
+                bm1 = dev.unary("add_scalar", b_buf, -1.0)
+                p, _ = dev.broadcast_binary("pow", a_buf, a.shape, bm1, b.shape)
+                d, _ = dev.broadcast_binary("mul", p, shape, b_buf, b.shape)
                 ga = dev.mul(g, d)
             if b.requires_grad:  # out * log(a)
-                la = dev.unary("log", a._buf)
+                la = dev.unary("log", a_buf)
                 d, _ = dev.broadcast_binary("mul", buf, shape, la, a.shape)
                 gb = dev.mul(g, d)
         elif name in ("maximum", "minimum"):
-            pick = "ge" if name == "maximum" else "le"
-            mask, _ = dev.broadcast_binary(pick, a._buf, a.shape, b._buf, b.shape)
+            mask, _ = dev.broadcast_binary(name + "_share", a_buf, a.shape, b_buf, b.shape)
             ga = dev.mul(g, mask)
             gb = dev.sub(g, ga)
         else:
@@ -676,6 +777,38 @@ def _binary(name: str, a, b) -> Tensor:
                 sum_to_shape(gb, shape, b.shape) if gb is not None else None)
 
     return _record(name, out, (a, b), backward)
+
+
+# Tensor-with-Python-scalar arithmetic as one unary launch: name -> (forward op, reversed op).
+_SCALAR_OPS = {"add": ("add_scalar", "add_scalar"), "sub": ("add_scalar", "rsub_scalar"),
+               "mul": ("scale", "scale"), "div": ("div_scalar", "rdiv_scalar"), "pow": ("pow_scalar", None)}
+
+
+def _scalar_binary(name: str, x: Tensor, s: float, reverse: bool) -> Tensor:
+    """x op s (or s op x when reverse) for a Python number s, with its backward."""
+    op = _SCALAR_OPS[name][1 if reverse else 0]
+    if op is None:  # s ** x: through the broadcasting kernel
+        return _binary(name, full((), s), x)
+    dev = gpu()
+    xb = _float_operand(x)
+    alpha = -s if (name, reverse) == ("sub", False) else s
+    out = Tensor(dev.unary(op, xb, alpha), x.shape)
+
+    def backward(g):
+        if op == "add_scalar":
+            return (g,)
+        if op == "rsub_scalar":
+            return (dev.scale(g, -1.0),)
+        if op == "scale":
+            return (dev.scale(g, s),)
+        if op == "div_scalar":
+            return (dev.unary("div_scalar", g, s),)
+        if op == "rdiv_scalar":  # d(s/x)/dx = -out / x
+            return (dev.scale(dev.mul(g, dev.binary("div", out._buf, xb)), -1.0),)
+        # pow_scalar: s * x^(s-1)
+        return (dev.mul(g, dev.scale(dev.unary("pow_scalar", xb, s - 1.0), s)),)
+
+    return _record(name, out, (x,), backward)
 
 
 def _compare(name: str, a, b) -> Tensor:
@@ -701,6 +834,13 @@ _UNARY_GRAD = {
     "scale": lambda dev, g, x, y, a, b: dev.scale(g, a),
     "add_scalar": lambda dev, g, x, y, a, b: g,
     "clamp": lambda dev, g, x, y, a, b: dev.mul(g, dev.unary("inside", x, a, b)),
+    "gelu_tanh": lambda dev, g, x, y, a, b: dev.binary("gelu_tanh_backward", g, x),
+    "sin": lambda dev, g, x, y, a, b: dev.mul(g, dev.unary("cos", x)),
+    "cos": lambda dev, g, x, y, a, b: dev.scale(dev.mul(g, dev.unary("sin", x)), -1.0),
+    "reciprocal": lambda dev, g, x, y, a, b: dev.scale(dev.mul(g, dev.mul(y, y)), -1.0),
+    "leaky_relu": lambda dev, g, x, y, a, b: dev.binary("leaky_relu_backward", g, x, a),
+    "elu": lambda dev, g, x, y, a, b: dev.binary("elu_backward", g, x, a),
+    "softplus": lambda dev, g, x, y, a, b: dev.mul(g, dev.unary("softplus_grad", x, a, b)),
 }
 
 
@@ -752,10 +892,18 @@ def _reduce_sum(x: Tensor, dim, keepdim: bool) -> Tensor:
 def _reduce_extreme(op: str, x: Tensor, dim, keepdim: bool):
     """max/min: over everything (a 0-d tensor) or over one dim -> (values, indices)."""
     dev = gpu()
-    if dim is None:
-        flat = reshape(x, (x.numel(),))
-        values = _reduce_extreme(op, flat, 0, False).values
-        return values
+    if dim is None:  # a 0-d result whose gradient is shared evenly among tied extremes, as in torch
+        if x.numel() == 0:
+            raise ValueError(f"{op}: cannot reduce an empty tensor of shape {x.shape}")
+        xb = _float_operand(x)
+        value = Tensor(dev.reduce_axis(xb, 1, x.numel(), 1, op), ())
+
+        def backward_all(g):
+            hits, _ = dev.broadcast_binary("eq", xb, x.shape, value._buf, ())
+            share = dev.binary("div", g, dev.reduce_axis(hits, 1, x.numel(), 1, "sum"))
+            return (dev.broadcast_binary("mul", hits, x.shape, share, ())[0],)
+
+        return _record(op, value, (x,), backward_all)
     d = _dim(op, dim, x.ndim)
     outer, mid, inner = numel(x.shape[:d]), x.shape[d], numel(x.shape[d + 1:])
     if mid == 0:
@@ -792,16 +940,43 @@ def _arg_reduce(op: str, x: Tensor, dim, keepdim: bool) -> Tensor:
 
 
 def softmax(x: Tensor, dim: int = -1) -> Tensor:
-    """exp(x - max) / sum(exp(x - max)) along dim (numerically stable)."""
-    shifted = x - x.max(dim, keepdim=True).values.detach()
-    e = shifted.exp()
-    return e / e.sum(dim, keepdim=True)
+    """exp(x - max) / sum(exp(x - max)) along dim: the fused row kernel over the last
+    dim (another dim is moved last and back)."""
+    d = _dim("softmax", dim, x.ndim)
+    if x.numel() == 0:
+        return x.float().clone()
+    if x.ndim == 0:
+        return softmax(x.reshape(1), 0).reshape(())
+    if d != x.ndim - 1:
+        return softmax(x.transpose(d, -1), -1).transpose(d, -1)
+    dev = gpu()
+    cols = x.shape[-1]
+    rows = x.numel() // cols
+    out = Tensor(dev.softmax(_float_operand(x), rows, cols), x.shape)
+    return _record("softmax", out, (x,), lambda g: (dev.softmax_backward(g, out._buf, rows, cols),))
+
+
+def _max_detached(x: Tensor, d: int) -> Tensor:
+    """x's max over dim d, kept as size 1, outside the graph (a shift that cancels out)."""
+    out = gpu().reduce_axis(_float_operand(x), numel(x.shape[:d]), x.shape[d], numel(x.shape[d + 1:]), "max")
+    return Tensor(out, x.shape[:d] + (1,) + x.shape[d + 1:])
 
 
 def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     """x - max - log(sum(exp(x - max))) along dim (numerically stable)."""
-    shifted = x - x.max(dim, keepdim=True).values.detach()
-    return shifted - shifted.exp().sum(dim, keepdim=True).log()
+    d = _dim("log_softmax", dim, x.ndim)
+    if x.ndim == 0:
+        return log_softmax(x.reshape(1), 0).reshape(())
+    shifted = x - _max_detached(x, d)
+    return shifted - shifted.exp().sum(d, keepdim=True).log()
+
+
+def logsumexp(x: Tensor, dim, keepdim: bool = False) -> Tensor:
+    """log(sum(exp(x))) over dim, computed around the max (numerically stable)."""
+    d = _dim("logsumexp", dim, x.ndim)
+    peak = _max_detached(x, d)
+    out = (x - peak).exp().sum(d, keepdim=True).log() + peak
+    return out if keepdim else out.squeeze(d)
 
 
 # ===================================================================== shapes
@@ -846,12 +1021,14 @@ def permute(x: Tensor, dims) -> Tensor:
 
 
 def expand(x: Tensor, shape) -> Tensor:
-    shape = tuple(x.shape[i - len(shape) + x.ndim] if s == -1 else s for i, s in enumerate(shape))
-    target = broadcast_shapes("expand", x.shape, shape)
-    if target != tuple(shape):
-        raise ValueError(f"expand: cannot expand shape {x.shape} to {tuple(shape)}")
-    dev = gpu()
     pad = len(shape) - x.ndim
+    if pad < 0:
+        raise ValueError(f"expand: shape {tuple(shape)} has fewer dims than the tensor of shape {x.shape}")
+    asked = tuple(shape)
+    shape = tuple(x.shape[i - pad] if s == -1 and i >= pad else s for i, s in enumerate(asked))
+    if any(s < 0 or (d >= pad and x.shape[d - pad] not in (1, s)) for d, s in enumerate(shape)):
+        raise ValueError(f"expand: cannot expand shape {x.shape} to {asked}")
+    dev = gpu()
     strides = [0] * pad + [0 if s == 1 else st for s, st in zip(x.shape, contiguous_strides(x.shape))]
     out = Tensor(dev.strided_gather(x._buf, shape, strides), shape, x.dtype)
     return _record("expand", out, (x,), lambda g: (sum_to_shape(g, shape, x.shape),))
@@ -907,6 +1084,79 @@ def getitem(x: Tensor, index) -> Tensor:
         return (full_grad,)
 
     return _record("getitem", out, (x,), backward)
+
+
+def _index_tensor(op: str, index) -> Tensor:
+    index = index if isinstance(index, Tensor) else tensor(np.asarray(index))
+    if index.dtype != int32:
+        raise ValueError(f"{op}: index must be an integer tensor, got {index.dtype}")
+    return index
+
+
+def _check_index_range(op: str, index: Tensor, size: int, dim: int) -> None:
+    """Host-side bounds check (free where the index tensor keeps its host copy)."""
+    if index._host is None or index._host.size == 0:
+        return
+    low, high = int(index._host.min()), int(index._host.max())
+    if low < -size or high >= size:
+        bad = low if low < -size else high
+        raise IndexError(f"{op}: index {bad} is out of bounds for dimension {dim} with size {size}")
+
+
+def gather(x: Tensor, dim: int, index) -> Tensor:
+    """torch.gather: out[..., j, ...] = x[..., index[..., j, ...], ...] along dim.
+
+    index has x's number of dims and sizes no larger than x's outside dim; the output
+    has index's shape. The backward scatter-adds the gradient into x's positions."""
+    index = _index_tensor("gather", index)
+    d = _dim("gather", dim, x.ndim)
+    if index.ndim != x.ndim:
+        raise ValueError(f"gather: index has {index.ndim} dims (shape {index.shape}), expected {x.ndim} "
+                         f"like the input of shape {x.shape}")
+    if any(i > s for k, (i, s) in enumerate(zip(index.shape, x.shape)) if k != d):
+        raise ValueError(f"gather: index of shape {index.shape} is larger than the input {x.shape} outside dim {d}")
+    _check_index_range("gather", index, x.shape[d], d)
+    if any(i != s for k, (i, s) in enumerate(zip(index.shape, x.shape)) if k != d):
+        x = getitem(x, tuple(slice(None) if k == d else slice(0, i) for k, i in enumerate(index.shape)))
+    dev = gpu()
+    outer, size, inner = numel(x.shape[:d]), x.shape[d], numel(x.shape[d + 1:])
+    n_index = index.shape[d]
+    out = Tensor(dev.gather_axis(x._buf, index._buf, outer, size, n_index, inner, per_element=True),
+                 index.shape, x.dtype)
+
+    def backward(g):
+        return (dev.scatter_add_axis(g, index._buf, outer, size, n_index, inner, per_element=True),)
+
+    return _record("gather", out, (x,), backward)
+
+
+def index_select(x: Tensor, dim: int, index) -> Tensor:
+    """The entries of x at positions `index` (1-D integers) along dim; negative wrap."""
+    index = _index_tensor("index_select", index)
+    d = _dim("index_select", dim, x.ndim)
+    if index.ndim > 1:
+        raise ValueError(f"index_select: index must be 0-D or 1-D, got shape {index.shape}")
+    size = x.shape[d] if x.ndim else 1
+    _check_index_range("index_select", index, size, d)
+    dev = gpu()
+    outer, inner = numel(x.shape[:d]), numel(x.shape[d + 1:])
+    n_index = index.numel()
+    shape = x.shape[:d] + (n_index,) + x.shape[d + 1:] if x.ndim else (n_index,)
+    out = Tensor(dev.gather_axis(x._buf, index._buf, outer, size, n_index, inner), shape, x.dtype)
+
+    def backward(g):
+        return (dev.scatter_add_axis(g, index._buf, outer, size, n_index, inner),)
+
+    return _record("index_select", out, (x,), backward)
+
+
+def _triangle(x: Tensor, diagonal: int, lower: bool) -> Tensor:
+    if x.ndim < 2:
+        raise ValueError(f"{'tril' if lower else 'triu'}: expects at least 2 dims, got shape {x.shape}")
+    rows, cols = x.shape[-2:]
+    make = np.tril if lower else np.triu
+    keep = tensor(make(np.ones((rows, cols), np.float32), int(diagonal)))
+    return where(keep, x, 0.0)
 
 
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
@@ -980,6 +1230,8 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     a, b = _to_tensor(a), _to_tensor(b)
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError("matmul: both arguments need at least 1 dimension")
+    if a.ndim == 1 and b.ndim == 1:
+        return matmul(a.unsqueeze(0), b.unsqueeze(-1)).reshape(())
     if a.ndim == 1:
         return matmul(a.unsqueeze(0), b).squeeze(-2)
     if b.ndim == 1:

@@ -1,0 +1,922 @@
+"""torch.nn.functional on anygpu tensors: the same names, argument order and defaults.
+
+Each function checks its arguments first (ValueError naming the function, with the
+expected and the actual shapes), then either launches fused Layer-0 kernels and
+records, right beside them, the backward that routes the gradient (`_record`), or
+composes Tensor ops, whose backward comes with them.
+
+Images are NCHW. Integer tensors (class indices, token ids, boolean masks) are int32.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from ..autograd import rules
+from ..ops import gpu
+from ..ops.conv import conv_output_size, conv_transpose_output_size
+from ..ops.nd import broadcast_shapes, contiguous_strides, numel
+from ..tensor import (
+    Tensor, _record, default_generator, float32, full, int32, no_grad, ones, sum_to_shape, tensor, unary_op,
+    where,
+)
+from ..tensor import log_softmax as _log_softmax
+from ..tensor import softmax as _softmax
+
+__all__ = [
+    "linear", "conv2d", "conv_transpose2d", "group_norm", "layer_norm", "batch_norm", "softmax",
+    "log_softmax", "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy_with_logits",
+    "scaled_dot_product_attention", "interpolate", "relu", "silu", "gelu", "sigmoid", "tanh", "leaky_relu",
+    "elu", "softplus", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "dropout", "embedding", "pad",
+    "one_hot", "normalize",
+]
+
+_REDUCTIONS = ("none", "mean", "sum")
+
+
+# ===================================================================== argument checks
+
+def _tensor(op: str, name: str, value, min_ndim: int = 0, ndims: Sequence[int] | None = None,
+            dtype: str | None = float32) -> Tensor:
+    """`value` if it is a Tensor of an accepted rank and dtype, else a clear error."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{op}: {name} must be a Tensor, got {type(value).__name__}")
+    if ndims is not None and value.ndim not in ndims:
+        expected = " or ".join(f"{n}-D" for n in ndims)
+        raise ValueError(f"{op}: {name} must be {expected}, got shape {value.shape}")
+    if value.ndim < min_ndim:
+        raise ValueError(f"{op}: {name} needs at least {min_ndim} dims, got shape {value.shape}")
+    if dtype is not None and value.dtype != dtype:
+        kind = "a float" if dtype == float32 else "an integer"
+        raise ValueError(f"{op}: {name} must be {kind} tensor, got dtype {value.dtype}")
+    return value
+
+
+def _optional(op: str, name: str, value, shape) -> Tensor | None:
+    """None, or a float Tensor of exactly `shape`."""
+    if value is None:
+        return None
+    _tensor(op, name, value)
+    if value.shape != tuple(shape):
+        raise ValueError(f"{op}: {name} has shape {value.shape}, expected {tuple(shape)}")
+    return value
+
+
+def _pair(op: str, name: str, value, minimum: int) -> tuple[int, int]:
+    if isinstance(value, (int, np.integer)):
+        value = (int(value), int(value))
+    try:
+        h, w = (int(v) for v in value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{op}: {name} must be an int or a pair of ints, got {value!r}") from None
+    if h < minimum or w < minimum:
+        raise ValueError(f"{op}: {name} must be >= {minimum}, got {(h, w)}")
+    return h, w
+
+
+def _reduction(op: str, reduction: str, size_average=None, reduce=None) -> str:
+    if size_average is not None or reduce is not None:  # torch's deprecated pair of flags
+        reduction = "none" if reduce is False else ("sum" if size_average is False else "mean")
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{op}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    return reduction
+
+
+def _reduce(loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss
+
+
+def _needs(*tensors) -> tuple[bool, ...]:
+    return tuple(t is not None and t.requires_grad for t in tensors)
+
+
+def _record_with(name: str, out: Tensor, inputs, backward) -> Tensor:
+    """_record over the inputs that are Tensors; `backward` returns one gradient per
+    entry of `inputs` (None entries included), the Nones are dropped here."""
+    present = [i for i, t in enumerate(inputs) if t is not None]
+
+    def routed(g):
+        grads = backward(g)
+        return tuple(grads[i] for i in present)
+
+    return _record(name, out, tuple(inputs[i] for i in present), routed)
+
+
+def _batched(op: str, input: Tensor, spatial_dims: int) -> tuple[Tensor, bool]:
+    """(N, C, *spatial) view of an input that may lack the batch dim: (tensor, was_unbatched)."""
+    if input.ndim == spatial_dims + 1:
+        return input.unsqueeze(0), True
+    if input.ndim != spatial_dims + 2:
+        raise ValueError(f"{op}: expected a {spatial_dims + 1}-D or {spatial_dims + 2}-D input "
+                         f"(C, H, W) or (N, C, H, W), got shape {input.shape}")
+    return input, False
+
+
+# ===================================================================== linear and convolutions
+
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """y = input @ weight.T + bias: input (*, in_features), weight (out_features, in_features),
+    bias (out_features) -> (*, out_features). One matmul reading weight transposed in place."""
+    op = "linear"
+    _tensor(op, "input", input, min_ndim=1)
+    _tensor(op, "weight", weight, ndims=(2,))
+    out_f, in_f = weight.shape
+    if input.shape[-1] != in_f:
+        raise ValueError(f"linear: input has {input.shape[-1]} features in its last dim (shape {input.shape}), "
+                         f"but weight of shape {weight.shape} expects in_features = {in_f}")
+    _optional(op, "bias", bias, (out_f,))
+    rows = numel(input.shape[:-1])
+    out_shape = input.shape[:-1] + (out_f,)
+    dev = gpu()
+    if rows == 0:
+        return Tensor(dev.alloc(0), out_shape)
+    buf = dev.matmul_strided(input._buf, weight._buf, 1, rows, out_f, in_f, trans_b=True, op=op)
+    if bias is not None:
+        buf = dev.add_per_col(buf, bias._buf, rows, out_f)
+    out = Tensor(buf, out_shape)
+    need_x, need_w, need_b = _needs(input, weight, bias)
+
+    def backward(g):
+        grad_x = dev.matmul_strided(g, weight._buf, 1, rows, in_f, out_f, op=op) if need_x else None
+        grad_w = dev.matmul_strided(g, input._buf, 1, out_f, in_f, rows, trans_a=True, op=op) if need_w else None
+        grad_b = dev.sum_rows(g, rows, out_f) if need_b else None
+        return grad_x, grad_w, grad_b
+
+    return _record_with(op, out, (input, weight, bias), backward)
+
+
+def _conv_padding(op: str, padding, kh: int, kw: int, stride, dilation):
+    """Numeric (ph, pw) padding plus the extra (bottom, right) zero rows 'same' needs when
+    its total padding is odd (torch puts the odd one on the far side)."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return (0, 0), (0, 0)
+        if padding != "same":
+            raise ValueError(f"{op}: padding must be an int, a pair, 'same' or 'valid', got {padding!r}")
+        if stride != (1, 1):
+            raise ValueError(f"{op}: padding='same' is not supported for strided convolutions (stride {stride})")
+        total = (dilation[0] * (kh - 1), dilation[1] * (kw - 1))
+        return (total[0] // 2, total[1] // 2), (total[0] % 2, total[1] % 2)
+    return _pair(op, "padding", padding, 0), (0, 0)
+
+
+def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
+           groups: int = 1) -> Tensor:
+    """2-D convolution (cross-correlation): input (N, C_in, H, W) or (C_in, H, W),
+    weight (C_out, C_in/groups, kH, kW), bias (C_out) -> (N, C_out, H_out, W_out).
+    padding: int, (ph, pw), 'valid' or 'same' (stride 1)."""
+    op = "conv2d"
+    _tensor(op, "input", input)
+    _tensor(op, "weight", weight, ndims=(4,))
+    x, unbatched = _batched(op, input, 2)
+    if not isinstance(groups, int) or groups < 1:
+        raise ValueError(f"conv2d: groups must be a positive integer, got {groups!r}")
+    out_c, in_c_per_group, kh, kw = weight.shape
+    batch, in_c, in_h, in_w = x.shape
+    if in_c != in_c_per_group * groups:
+        raise ValueError(f"conv2d: input has {in_c} channels (shape {input.shape}), but weight of shape "
+                         f"{weight.shape} with groups={groups} expects {in_c_per_group * groups} "
+                         f"= weight.shape[1] * groups")
+    if out_c % groups:
+        raise ValueError(f"conv2d: weight has {out_c} output channels (shape {weight.shape}), "
+                         f"not divisible by groups={groups}")
+    _optional(op, "bias", bias, (out_c,))
+    stride = _pair(op, "stride", stride, 1)
+    dilation = _pair(op, "dilation", dilation, 1)
+    padding, extra = _conv_padding(op, padding, kh, kw, stride, dilation)
+    if extra != (0, 0):
+        x = pad(x, (0, extra[1], 0, extra[0]))
+        batch, in_c, in_h, in_w = x.shape
+    dev = gpu()
+    out_h = conv_output_size(in_h, kh, stride[0], padding[0], dilation[0])
+    out_w = conv_output_size(in_w, kw, stride[1], padding[1], dilation[1])
+    if out_h < 1 or out_w < 1:
+        raise ValueError(f"conv2d: input of spatial size {(in_h, in_w)} with padding {padding} is too small for "
+                         f"a {kh}x{kw} kernel with dilation {dilation} (output would be {out_h}x{out_w})")
+    buf = dev.conv2d(x._buf, weight._buf, None if bias is None else bias._buf, batch, in_c, in_h, in_w, out_c,
+                     kh, kw, stride, padding, dilation, groups)
+    out = Tensor(buf, (batch, out_c, out_h, out_w))
+    needs = _needs(x, weight, bias)
+
+    def backward(g):
+        return rules.conv2d_backward(dev, g, x._buf, weight._buf, batch, in_c, in_h, in_w, out_c, kh, kw,
+                                     stride, padding, dilation, groups, needs=needs)
+
+    out = _record_with(op, out, (x, weight, bias), backward)
+    return out.squeeze(0) if unbatched else out
+
+
+def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
+                     output_padding=0, groups: int = 1, dilation=1) -> Tensor:
+    """Transposed 2-D convolution: input (N, C_in, H, W) or (C_in, H, W),
+    weight (C_in, C_out/groups, kH, kW), bias (C_out) -> (N, C_out, H_out, W_out),
+    H_out = (H - 1)*stride - 2*padding + dilation*(kH - 1) + output_padding + 1."""
+    op = "conv_transpose2d"
+    _tensor(op, "input", input)
+    _tensor(op, "weight", weight, ndims=(4,))
+    x, unbatched = _batched(op, input, 2)
+    if not isinstance(groups, int) or groups < 1:
+        raise ValueError(f"conv_transpose2d: groups must be a positive integer, got {groups!r}")
+    w_in_c, out_c_per_group, kh, kw = weight.shape
+    batch, in_c, in_h, in_w = x.shape
+    if in_c != w_in_c:
+        raise ValueError(f"conv_transpose2d: input has {in_c} channels (shape {input.shape}), but weight of "
+                         f"shape {weight.shape} expects weight.shape[0] = {w_in_c}")
+    if in_c % groups:
+        raise ValueError(f"conv_transpose2d: input channels {in_c} are not divisible by groups={groups}")
+    out_c = out_c_per_group * groups
+    _optional(op, "bias", bias, (out_c,))
+    stride = _pair(op, "stride", stride, 1)
+    padding = _pair(op, "padding", padding, 0)
+    output_padding = _pair(op, "output_padding", output_padding, 0)
+    dilation = _pair(op, "dilation", dilation, 1)
+    dev = gpu()
+    buf = dev.conv_transpose2d(x._buf, weight._buf, None if bias is None else bias._buf, batch, in_c, in_h, in_w,
+                               out_c, kh, kw, stride, padding, output_padding, dilation, groups)
+    out_h, out_w = (conv_transpose_output_size(size, k, s, p, o, d) for size, k, s, p, o, d in
+                    zip((in_h, in_w), (kh, kw), stride, padding, output_padding, dilation))
+    out = Tensor(buf, (batch, out_c, out_h, out_w))
+    needs = _needs(x, weight, bias)
+
+    def backward(g):
+        return rules.conv_transpose2d_backward(dev, g, x._buf, weight._buf, batch, in_c, in_h, in_w, out_c, kh, kw,
+                                               stride, padding, output_padding, dilation, groups, needs=needs)
+
+    out = _record_with(op, out, (x, weight, bias), backward)
+    return out.squeeze(0) if unbatched else out
+
+
+# ===================================================================== normalisation
+
+def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5) -> Tensor:
+    """Group normalisation: input (N, C, *), statistics per (sample, group of C/num_groups
+    channels); weight, bias (C) -> same shape as input."""
+    op = "group_norm"
+    _tensor(op, "input", input, min_ndim=2)
+    batch, channels = input.shape[:2]
+    if not isinstance(num_groups, int) or num_groups < 1 or channels % num_groups:
+        raise ValueError(f"group_norm: input has {channels} channels (shape {input.shape}), "
+                         f"not divisible by num_groups={num_groups!r}")
+    _optional(op, "weight", weight, (channels,))
+    _optional(op, "bias", bias, (channels,))
+    spatial = numel(input.shape[2:])
+    if input.numel() == 0:
+        return input.clone()
+    dev = gpu()
+    gamma = weight._buf if weight is not None else ones(channels)._buf
+    beta = bias._buf if bias is not None else dev.alloc(channels)
+    out = Tensor(dev.group_norm(input._buf, gamma, beta, batch, channels, spatial, num_groups, float(eps)),
+                 input.shape)
+    needs = _needs(input, weight, bias)
+
+    def backward(g):
+        return rules.group_norm_backward(dev, g, input._buf, gamma, batch, channels, spatial, num_groups,
+                                         float(eps), needs=needs)
+
+    return _record_with(op, out, (input, weight, bias), backward)
+
+
+def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5) -> Tensor:
+    """Layer normalisation over the trailing dims `normalized_shape`; weight and bias
+    have that shape. One fused kernel per direction (ops/layernorm.py)."""
+    op = "layer_norm"
+    _tensor(op, "input", input)
+    if isinstance(normalized_shape, (int, np.integer)):
+        normalized_shape = (int(normalized_shape),)
+    normalized_shape = tuple(int(s) for s in normalized_shape)
+    k = len(normalized_shape)
+    if k == 0 or input.shape[input.ndim - k:] != normalized_shape or k > input.ndim:
+        raise ValueError(f"layer_norm: input of shape {input.shape} does not end with "
+                         f"normalized_shape {normalized_shape}")
+    _optional(op, "weight", weight, normalized_shape)
+    _optional(op, "bias", bias, normalized_shape)
+    cols = numel(normalized_shape)
+    rows = input.numel() // cols if cols else 0
+    if rows == 0 or cols == 0:
+        return input.clone()
+    dev = gpu()
+    gamma = weight._buf if weight is not None else None
+    y, stats = dev.layer_norm(input._buf, gamma, None if bias is None else bias._buf, rows, cols, float(eps))
+    out = Tensor(y, input.shape)
+    need_x, need_w, need_b = _needs(input, weight, bias)
+
+    def backward(g):
+        grad_x, grad_w, grad_b = dev.layer_norm_backward(g, input._buf, gamma, stats, rows, cols,
+                                                         want_affine=need_w or need_b)
+        return grad_x, grad_w, grad_b
+
+    return _record_with(op, out, (input, weight, bias), backward)
+
+
+def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
+               weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
+               momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Batch normalisation over (N, *) per channel C = input.shape[1] for (N, C), (N, C, L)
+    or (N, C, H, W). Training normalises with the batch's biased variance and updates
+    running_mean / running_var in place (unbiased variance, as torch); evaluation uses them."""
+    op = "batch_norm"
+    _tensor(op, "input", input, min_ndim=2)
+    channels = input.shape[1]
+    for name, value in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
+                        ("bias", bias)):
+        _optional(op, name, value, (channels,))
+    if not training and (running_mean is None or running_var is None):
+        raise ValueError("batch_norm: running_mean and running_var are required when training=False")
+    batch = input.shape[0]
+    spatial = numel(input.shape[2:])
+    count = batch * spatial
+    x = input.reshape(batch, channels, spatial)
+    stat_shape = (1, channels, 1)
+    if training:
+        if count <= 1:
+            raise ValueError(f"batch_norm: expected more than 1 value per channel when training, "
+                             f"got input of shape {input.shape}")
+        mean = x.mean((0, 2), keepdim=True)
+        centered = x - mean
+        var = (centered * centered).mean((0, 2), keepdim=True)
+        y = centered / (var + eps).sqrt()
+        if running_mean is not None and running_var is not None:
+            if momentum is None:
+                raise ValueError("batch_norm: momentum=None (a cumulative average) needs the module's "
+                                 "num_batches_tracked; pass a float momentum")
+            with no_grad():
+                _assign(running_mean, running_mean * (1.0 - momentum) + mean.detach().reshape(channels) * momentum)
+                unbiased = var.detach().reshape(channels) * (count / (count - 1))
+                _assign(running_var, running_var * (1.0 - momentum) + unbiased * momentum)
+    else:
+        y = (x - running_mean.detach().reshape(stat_shape)) / (running_var.detach().reshape(stat_shape) + eps).sqrt()
+    if weight is not None:
+        y = y * weight.reshape(stat_shape)
+    if bias is not None:
+        y = y + bias.reshape(stat_shape)
+    return y.reshape(input.shape)
+
+
+def _assign(target: Tensor, value: Tensor) -> None:
+    """Overwrite target's buffer with value (same shape), in place, outside the graph."""
+    gpu().copy(value._buf, target._buf)
+    target._host = None  # the buffer changed under any cached host copy
+
+
+# ===================================================================== softmax and losses
+
+def _softmax_dim(ndim: int) -> int:
+    # torch's legacy implicit dim (it warns; we follow it silently)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """exp(x) / sum(exp(x)) along dim (numerically stable; one fused kernel)."""
+    _tensor("softmax", "input", _cast(input, dtype), dtype=None)
+    return _softmax(_cast(input, dtype), _softmax_dim(input.ndim) if dim is None else dim)
+
+
+def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """x - log(sum(exp(x))) along dim (numerically stable)."""
+    _tensor("log_softmax", "input", _cast(input, dtype), dtype=None)
+    return _log_softmax(_cast(input, dtype), _softmax_dim(input.ndim) if dim is None else dim)
+
+
+def _cast(input, dtype):
+    return input if dtype is None or not isinstance(input, Tensor) else input.to(dtype)
+
+
+def _class_rows(op: str, input: Tensor, target: Tensor):
+    """(logits [rows, C], target [rows], output shape of reduction='none') for class-index targets."""
+    if input.ndim == 1:
+        if target.ndim != 0:
+            raise ValueError(f"{op}: input of shape {input.shape} (one sample of C classes) expects a 0-D target, "
+                             f"got shape {target.shape}")
+        return input.reshape(1, input.shape[0]), target.reshape(1), ()
+    expected = (input.shape[0],) + input.shape[2:]
+    if target.shape != expected:
+        raise ValueError(f"{op}: target has shape {target.shape}, expected {expected} for input of shape "
+                         f"{input.shape} (N, C, d1, ...)")
+    classes = input.shape[1]
+    logits = input if input.ndim == 2 else input.permute(0, *range(2, input.ndim), 1).reshape(-1, classes)
+    return logits, target.reshape(-1), expected
+
+
+def _check_classes(op: str, target: Tensor, classes: int, ignore_index: int) -> None:
+    """Class indices outside [0, C) raise here, before any GPU work, when the target keeps
+    its host copy (tensors made from numpy or lists do); on the GPU they give NaN."""
+    host = target._host
+    if host is None or host.size == 0:
+        return
+    bad = host[(host != ignore_index) & ((host < 0) | (host >= classes))]
+    if bad.size:
+        raise ValueError(f"{op}: target class index {int(bad.flat[0])} is out of range for {classes} classes "
+                         f"(valid: 0..{classes - 1}, or ignore_index={ignore_index})")
+
+
+def _class_loss(op: str, input: Tensor, target: Tensor, weight, ignore_index: int, reduction: str,
+                label_smoothing: float, log_probs: bool) -> Tensor:
+    """cross_entropy / nll_loss with class-index targets, on the fused row kernel."""
+    _tensor(op, "target", target, dtype=int32)
+    logits, flat_target, none_shape = _class_rows(op, input, target)
+    rows, classes = logits.shape
+    _optional(op, "weight", weight, (classes,))
+    _check_classes(op, target, classes, ignore_index)
+    dev = gpu()
+    if rows == 0:
+        return _reduce(Tensor(dev.alloc(0), none_shape), reduction) if reduction != "mean" else full((), math.nan)
+    weight_buf = weight._buf if weight is not None else ones(classes)._buf
+    parts_buf, stats, row_weight = dev.cross_entropy_rows(logits._buf, flat_target._buf, weight_buf, rows, classes,
+                                                          ignore_index, log_probs)
+    parts = Tensor(parts_buf, (2, rows))
+
+    def backward(g):
+        return (dev.cross_entropy_rows_backward(g, logits._buf, flat_target._buf, weight_buf, stats, rows, classes,
+                                                ignore_index, log_probs),)
+
+    parts = _record(op, parts, (logits,), backward)
+    nll = parts[0]
+    smooth = parts[1] if label_smoothing else None
+    if reduction == "none":
+        loss = nll if smooth is None else nll * (1.0 - label_smoothing) + smooth * (label_smoothing / classes)
+        return loss.reshape(none_shape)
+    if reduction == "sum":
+        loss = nll.sum()
+        return loss if smooth is None else loss * (1.0 - label_smoothing) + smooth.sum() * (label_smoothing / classes)
+    # Both terms are divided by the sum of w[target] over the rows not ignored (their count
+    # without a weight), as torch does.
+    total_weight = Tensor(row_weight, (rows,)).sum()
+    if smooth is None:
+        return nll.sum() / total_weight
+    return (nll.sum() * (1.0 - label_smoothing) + smooth.sum() * (label_smoothing / classes)) / total_weight
+
+
+def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
+                  ignore_index: int = -100, reduce=None, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Tensor:
+    """Cross-entropy of logits input (N, C), (C,) or (N, C, d1, ...) against class indices
+    (N), () or (N, d1, ...) (int), or class probabilities of input's shape (float).
+    Class indices take one fused log-softmax + NLL kernel (ops/lossfn.py)."""
+    op = "cross_entropy"
+    _tensor(op, "input", input, min_ndim=1)
+    reduction = _reduction(op, reduction, size_average, reduce)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    if not isinstance(target, Tensor):
+        raise TypeError(f"cross_entropy: target must be a Tensor, got {type(target).__name__}")
+    if target.dtype == float32:
+        if target.shape != input.shape:
+            raise ValueError(f"cross_entropy: float target (class probabilities) has shape {target.shape}, "
+                             f"expected the input's shape {input.shape}; class indices must be integers")
+        return _soft_cross_entropy(input, target, weight, reduction, label_smoothing)
+    return _class_loss(op, input, target, weight, int(ignore_index), reduction, float(label_smoothing),
+                       log_probs=False)
+
+
+def _soft_cross_entropy(input, target, weight, reduction, label_smoothing):
+    class_dim = 0 if input.ndim == 1 else 1
+    classes = input.shape[class_dim]
+    _optional("cross_entropy", "weight", weight, (classes,))
+    logp = _log_softmax(input, class_dim)
+    if label_smoothing:
+        target = target * (1.0 - label_smoothing) + label_smoothing / classes
+    if weight is not None:
+        logp = logp * weight.reshape((classes,) + (1,) * (input.ndim - class_dim - 1))
+    loss = -(logp * target).sum(class_dim)
+    return _reduce(loss, reduction)
+
+
+def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
+             ignore_index: int = -100, reduce=None, reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood of log-probabilities input (N, C), (C,) or (N, C, d1, ...)
+    against int class indices (N), () or (N, d1, ...)."""
+    op = "nll_loss"
+    _tensor(op, "input", input, min_ndim=1)
+    reduction = _reduction(op, reduction, size_average, reduce)
+    return _class_loss(op, input, target, weight, int(ignore_index), reduction, 0.0, log_probs=True)
+
+
+def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    """Mean squared error; input and target broadcast together (torch warns, we allow)."""
+    op = "mse_loss"
+    _tensor(op, "input", input)
+    _tensor(op, "target", target)
+    reduction = _reduction(op, reduction, size_average, reduce)
+    broadcast_shapes(op, input.shape, target.shape)
+    if reduction == "mean" and input.shape == target.shape and input.numel() > 0:
+        dev = gpu()  # one tree-reduction kernel instead of subtract, square and mean
+        out = Tensor(dev.mse_loss(input._buf, target._buf), ())
+        needs = _needs(input, target)
+        return _record(op, out, (input, target),
+                       lambda g: rules.mse_loss_backward(dev, g, input._buf, target._buf, needs=needs))
+    diff = input - target
+    return _reduce(diff * diff, reduction)
+
+
+def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    """Mean absolute error; input and target broadcast together."""
+    _tensor("l1_loss", "input", input)
+    _tensor("l1_loss", "target", target)
+    reduction = _reduction("l1_loss", reduction, size_average, reduce)
+    return _reduce((input - target).abs(), reduction)
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                                     size_average=None, reduce=None, reduction: str = "mean",
+                                     pos_weight: Tensor | None = None) -> Tensor:
+    """Sigmoid + binary cross-entropy, stable for large |logits|:
+    (1 - t) x + (1 + (pw - 1) t) * softplus(-x)."""
+    op = "binary_cross_entropy_with_logits"
+    _tensor(op, "input", input)
+    _tensor(op, "target", target)
+    reduction = _reduction(op, reduction, size_average, reduce)
+    if target.shape != input.shape:
+        raise ValueError(f"{op}: target has shape {target.shape}, expected the input's shape {input.shape}")
+    log_weight = 1.0 if pos_weight is None else (pos_weight - 1.0) * target + 1.0
+    loss = (1.0 - target) * input + log_weight * softplus(-input)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+# ===================================================================== attention
+
+_causal_masks: dict = {}
+
+
+def _causal_mask(rows: int, cols: int) -> Tensor:
+    """Additive (rows, cols) mask: -inf above the diagonal (torch's is_causal, top-left aligned)."""
+    key = (id(gpu()), rows, cols)
+    mask = _causal_masks.get(key)
+    if mask is None:
+        if len(_causal_masks) > 32:
+            _causal_masks.clear()
+        mask = _causal_masks[key] = tensor(np.triu(np.full((rows, cols), -np.inf, np.float32), k=1))
+    return mask
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False) -> Tensor:
+    """softmax(q k^T * scale + mask) v: query (*, L, E), key (*, S, E), value (*, S, Ev)
+    -> (*, L, Ev); scale defaults to 1/sqrt(E). attn_mask broadcasts to (*, L, S): an
+    integer (boolean) mask keeps positions where it is nonzero, a float mask is added.
+    The batched matmuls read k and the probabilities transposed in place; the backward
+    is written out (dV = P^T dO, dP = dO V^T, dS = softmax', dQ = dS K, dK = dS^T Q)."""
+    op = "scaled_dot_product_attention"
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        _tensor(op, name, t, min_ndim=2)
+    if enable_gqa:
+        raise ValueError(f"{op}: enable_gqa is not supported")
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(f"{op}: query of shape {query.shape} and key of shape {key.shape} differ in the "
+                         f"embedding dim ({query.shape[-1]} != {key.shape[-1]})")
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(f"{op}: key of shape {key.shape} and value of shape {value.shape} differ in the "
+                         f"sequence dim ({key.shape[-2]} != {value.shape[-2]})")
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"{op}: dropout_p must be in [0, 1), got {dropout_p}")
+    if is_causal and attn_mask is not None:
+        raise ValueError(f"{op}: pass either attn_mask or is_causal=True, not both")
+    length, embed = query.shape[-2:]
+    source, embed_v = value.shape[-2:]
+    batch_shape = broadcast_shapes(op, query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    q = query if query.shape[:-2] == batch_shape else query.expand(batch_shape + (length, embed))
+    k = key if key.shape[:-2] == batch_shape else key.expand(batch_shape + (source, embed))
+    v = value if value.shape[:-2] == batch_shape else value.expand(batch_shape + (source, embed_v))
+    scores_shape = batch_shape + (length, source)
+    mask = _causal_mask(length, source) if is_causal else None
+    if attn_mask is not None:
+        _tensor(op, "attn_mask", attn_mask, dtype=None)
+        if broadcast_shapes(op, scores_shape, attn_mask.shape) != scores_shape:
+            raise ValueError(f"{op}: attn_mask of shape {attn_mask.shape} does not broadcast to the scores' "
+                             f"shape {scores_shape}")
+        mask = attn_mask if attn_mask.dtype == float32 else where(attn_mask, 0.0, -math.inf)
+    scale = 1.0 / math.sqrt(embed) if scale is None else float(scale)
+    batch = numel(batch_shape)
+    dev = gpu()
+    scores = dev.matmul_strided(q._buf, k._buf, batch, length, source, embed, trans_b=True, alpha=scale, op=op)
+    if mask is not None:
+        scores, _ = dev.broadcast_binary("add", scores, scores_shape, mask._buf, mask.shape)
+    probs = dev.softmax(scores, batch * length, source)
+    seed = None
+    kept = probs
+    if dropout_p > 0.0:
+        seed = int(default_generator().integers(0, 2**63))
+        kept = dev.dropout(probs, dropout_p, seed)
+    out = Tensor(dev.matmul_strided(kept, v._buf, batch, length, embed_v, source, op=op),
+                 batch_shape + (length, embed_v))
+    need_q, need_k, need_v, need_mask = _needs(q, k, v, mask)
+
+    def backward(g):
+        grad_v = dev.matmul_strided(kept, g, batch, source, embed_v, length, trans_a=True, op=op) if need_v else None
+        if not (need_q or need_k or need_mask):
+            return None, None, grad_v, None
+        grad_kept = dev.matmul_strided(g, v._buf, batch, length, source, embed_v, trans_b=True, op=op)
+        grad_probs = dev.dropout(grad_kept, dropout_p, seed) if seed is not None else grad_kept
+        grad_scores = dev.softmax_backward(grad_probs, probs, batch * length, source)
+        grad_q = dev.matmul_strided(grad_scores, k._buf, batch, length, embed, source, alpha=scale,
+                                    op=op) if need_q else None
+        grad_k = dev.matmul_strided(grad_scores, q._buf, batch, source, embed, length, trans_a=True, alpha=scale,
+                                    op=op) if need_k else None
+        grad_mask = sum_to_shape(grad_scores, scores_shape, mask.shape) if need_mask else None
+        return grad_q, grad_k, grad_v, grad_mask
+
+    return _record_with(op, out, (q, k, v, mask), backward)
+
+
+# ===================================================================== resampling and pooling
+
+def _nearest_indices(in_size: int, out_size: int, scale_factor, exact: bool) -> np.ndarray:
+    """torch's nearest source index of every output position along one axis (float32 math)."""
+    if scale_factor is not None and scale_factor > 0:
+        scale = np.float32(1.0 / scale_factor)
+    else:
+        scale = np.float32(in_size) / np.float32(out_size)
+    positions = np.arange(out_size, dtype=np.float32)
+    if exact:
+        positions = positions + np.float32(0.5)
+    return np.minimum(np.floor(positions * scale).astype(np.int64), in_size - 1).astype(np.int32)
+
+
+def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
+                recompute_scale_factor=None, antialias: bool = False) -> Tensor:
+    """Resample the spatial dims of input (N, C, *spatial), 1 to 3 of them, to `size` or by
+    `scale_factor`. Modes: 'nearest' (torch's floor rule) and 'nearest-exact'. Integer
+    upscales of 2-D images take the upsample kernel; other sizes gather rows per axis."""
+    op = "interpolate"
+    _tensor(op, "input", input, ndims=(3, 4, 5))
+    if mode not in ("nearest", "nearest-exact"):
+        raise ValueError(f"interpolate: mode {mode!r} is not supported (use 'nearest' or 'nearest-exact')")
+    if align_corners is not None:
+        raise ValueError("interpolate: align_corners only applies to the linear modes")
+    if antialias:
+        raise ValueError("interpolate: antialias only applies to the linear modes")
+    spatial = input.shape[2:]
+    dims = len(spatial)
+    if (size is None) == (scale_factor is None):
+        raise ValueError("interpolate: give exactly one of size and scale_factor")
+    if size is not None:
+        out_sizes = (size,) * dims if isinstance(size, (int, np.integer)) else tuple(size)
+        if len(out_sizes) != dims:
+            raise ValueError(f"interpolate: size {size} has {len(out_sizes)} entries for {dims} spatial dims "
+                             f"of input {input.shape}")
+        out_sizes = tuple(int(s) for s in out_sizes)
+        factors = (None,) * dims
+    else:
+        factors = (scale_factor,) * dims if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
+        if len(factors) != dims:
+            raise ValueError(f"interpolate: scale_factor {scale_factor} has {len(factors)} entries for {dims} "
+                             f"spatial dims of input {input.shape}")
+        factors = tuple(float(f) for f in factors)
+        out_sizes = tuple(int(math.floor(s * f)) for s, f in zip(spatial, factors))
+        if recompute_scale_factor:
+            factors = (None,) * dims
+    if min(out_sizes) < 1:
+        raise ValueError(f"interpolate: output size {out_sizes} must be positive (input {input.shape})")
+    exact = mode == "nearest-exact"
+    indices = [_nearest_indices(s, o, f, exact) for s, o, f in zip(spatial, out_sizes, factors)]
+    blocks = [o // s if o % s == 0 and np.array_equal(idx, np.arange(o) // (o // s)) else None
+              for s, o, idx in zip(spatial, out_sizes, indices)]
+    if dims == 2 and None not in blocks:
+        return _upsample_blocks(input, blocks[0], blocks[1])
+    out = input
+    for d, (s, idx) in enumerate(zip(spatial, indices)):
+        if not np.array_equal(idx, np.arange(s)):
+            out = out.index_select(2 + d, tensor(idx))
+    return out if out is not input else input.clone()
+
+
+def _upsample_blocks(input: Tensor, scale_h: int, scale_w: int) -> Tensor:
+    if (scale_h, scale_w) == (1, 1):
+        return input.clone()
+    batch, channels, in_h, in_w = input.shape
+    dev = gpu()
+    out = Tensor(dev.upsample_nearest2d(input._buf, batch, channels, in_h, in_w, scale_h, scale_w),
+                 (batch, channels, in_h * scale_h, in_w * scale_w))
+    return _record("interpolate", out, (input,), lambda g: (
+        dev.upsample_nearest2d_backward(g, batch, channels, in_h, in_w, scale_h, scale_w),))
+
+
+def _pool_input(op: str, input: Tensor):
+    _tensor(op, "input", input)
+    x, unbatched = _batched(op, input, 2)
+    return x, unbatched
+
+
+def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False):
+    """Max over kernel_size windows of input (N, C, H, W) or (C, H, W); stride defaults to
+    kernel_size. return_indices gives each max's flat position h*W + w in its plane (int)."""
+    op = "max_pool2d"
+    x, unbatched = _pool_input(op, input)
+    kernel = _pair(op, "kernel_size", kernel_size, 1)
+    stride = kernel if stride is None or stride == [] or stride == () else _pair(op, "stride", stride, 1)
+    padding = _pair(op, "padding", padding, 0)
+    dilation = _pair(op, "dilation", dilation, 1)
+    batch, channels, in_h, in_w = x.shape
+    planes = batch * channels
+    dev = gpu()
+    values, indices, out_h, out_w = dev.max_pool2d(x._buf, planes, in_h, in_w, kernel, stride, padding, dilation,
+                                                   ceil_mode)
+    out = Tensor(values, (batch, channels, out_h, out_w))
+    out = _record(op, out, (x,), lambda g: (dev.max_pool2d_backward(g, indices, planes, in_h, in_w, out_h, out_w,
+                                                                     kernel, stride, padding, dilation),))
+    index_tensor = Tensor(indices, out.shape, int32)
+    if unbatched:
+        out, index_tensor = out.squeeze(0), index_tensor.squeeze(0)
+    return (out, index_tensor) if return_indices else out
+
+
+def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
+    """Mean over kernel_size windows of input (N, C, H, W) or (C, H, W); stride defaults to
+    kernel_size; the divisor counts padding unless count_include_pad=False."""
+    op = "avg_pool2d"
+    x, unbatched = _pool_input(op, input)
+    kernel = _pair(op, "kernel_size", kernel_size, 1)
+    stride = kernel if stride is None or stride == [] or stride == () else _pair(op, "stride", stride, 1)
+    padding = _pair(op, "padding", padding, 0)
+    batch, channels, in_h, in_w = x.shape
+    planes = batch * channels
+    dev = gpu()
+    values, out_h, out_w = dev.avg_pool2d(x._buf, planes, in_h, in_w, kernel, stride, padding, ceil_mode,
+                                          count_include_pad, divisor_override)
+    out = Tensor(values, (batch, channels, out_h, out_w))
+    out = _record(op, out, (x,), lambda g: (dev.avg_pool2d_backward(g, planes, in_h, in_w, out_h, out_w, kernel,
+                                                                     stride, padding, count_include_pad,
+                                                                     divisor_override),))
+    return out.squeeze(0) if unbatched else out
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
+    """Average pooling to output_size (an int or pair; None keeps that dim). Sizes that
+    divide the input evenly (global pooling included) are supported."""
+    op = "adaptive_avg_pool2d"
+    x, unbatched = _pool_input(op, input)
+    in_h, in_w = x.shape[2:]
+    if isinstance(output_size, (int, np.integer)) or output_size is None:
+        output_size = (output_size, output_size)
+    out_h, out_w = (in_h if output_size[0] is None else int(output_size[0]),
+                    in_w if output_size[1] is None else int(output_size[1]))
+    if out_h < 1 or out_w < 1 or in_h % out_h or in_w % out_w:
+        raise ValueError(f"adaptive_avg_pool2d: output size {(out_h, out_w)} must divide the input's spatial size "
+                         f"{(in_h, in_w)} (input shape {input.shape})")
+    if (out_h, out_w) == (1, 1):
+        out = x.mean((2, 3), keepdim=True)
+    else:
+        out = avg_pool2d(x, (in_h // out_h, in_w // out_w))
+    return out.squeeze(0) if unbatched else out
+
+
+def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float | None = None) -> Tensor:
+    """Pad (or, with negative amounts, crop) the last len(pad)//2 dims: pad = (left, right,
+    top, bottom, ...) starting from the last dim, filled with `value` (constant mode)."""
+    op = "pad"
+    _tensor(op, "input", input, dtype=None)
+    if mode != "constant":
+        raise ValueError(f"pad: mode {mode!r} is not supported (only 'constant')")
+    pad = tuple(int(p) for p in pad)
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise ValueError(f"pad: pad {pad} must have an even length of at most 2 * {input.ndim} for input of shape "
+                         f"{input.shape}")
+    before = [0] * input.ndim
+    after = [0] * input.ndim
+    for i in range(len(pad) // 2):
+        before[input.ndim - 1 - i], after[input.ndim - 1 - i] = pad[2 * i], pad[2 * i + 1]
+    if any(b < 0 or a < 0 for b, a in zip(before, after)):  # crop first
+        crop = tuple(slice(max(-b, 0), s - max(-a, 0)) for s, b, a in zip(input.shape, before, after))
+        if any(c.stop <= c.start for c in crop):
+            raise ValueError(f"pad: pad {pad} crops input of shape {input.shape} to nothing")
+        input = input[crop]
+        before, after = [max(b, 0) for b in before], [max(a, 0) for a in after]
+    shape = tuple(s + b + a for s, b, a in zip(input.shape, before, after))
+    if shape == input.shape:
+        return input
+    dev = gpu()
+    strides = contiguous_strides(shape)
+    offset = sum(b * st for b, st in zip(before, strides))
+    fill = 0.0 if value is None else float(value)
+    if input.dtype == float32:
+        buf = dev.unary("fill", dev.empty(numel(shape)), fill)
+    else:
+        buf = dev.upload(np.full(numel(shape), fill, np.int32))
+    dev.strided_scatter(input._buf, buf, input.shape, strides, offset)
+    out = Tensor(buf, shape, input.dtype)
+    return _record(op, out, (input,), lambda g: (dev.strided_gather(g, input.shape, strides, offset),))
+
+
+# ===================================================================== activations
+
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    return unary_op("relu", _tensor("relu", "input", input))
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    """x * sigmoid(x)."""
+    return unary_op("swish", _tensor("silu", "input", input))
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    """x * Phi(x) (approximate='none', erf to ~1e-7) or its tanh approximation ('tanh')."""
+    _tensor("gelu", "input", input)
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return unary_op("gelu" if approximate == "none" else "gelu_tanh", input)
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    return unary_op("sigmoid", _tensor("sigmoid", "input", input))
+
+
+def tanh(input: Tensor) -> Tensor:
+    return unary_op("tanh_act", _tensor("tanh", "input", input))
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    return unary_op("leaky_relu", _tensor("leaky_relu", "input", input), float(negative_slope))
+
+
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    return unary_op("elu", _tensor("elu", "input", input), float(alpha))
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold."""
+    return unary_op("softplus", _tensor("softplus", "input", input), float(beta), float(threshold))
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+    """input / max(||input||_p over dim, eps)."""
+    _tensor("normalize", "input", input)
+    if p == 2:
+        norm = (input * input).sum(dim, keepdim=True).sqrt()
+    elif p == 1:
+        norm = input.abs().sum(dim, keepdim=True)
+    else:
+        norm = (input.abs() ** p).sum(dim, keepdim=True) ** (1.0 / p)
+    return input / norm.clamp(min=eps)
+
+
+# ===================================================================== dropout and embeddings
+
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero each element with probability p and scale the rest by 1/(1-p) (training only).
+    The mask comes from a seed drawn from anygpu's generator (ag.manual_seed), hashed
+    per element on the GPU; the backward re-derives it from the same seed."""
+    _tensor("dropout", "input", input)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    dev = gpu()
+    seed = int(default_generator().integers(0, 2**63))
+    out = Tensor(dev.dropout(input._buf, p, seed), input.shape)
+    return _record("dropout", out, (input,), lambda g: (dev.dropout(g, p, seed),))
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max_norm=None,
+              norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
+    """Rows of weight (num_embeddings, embedding_dim) picked by the int indices in input (*)
+    -> (*, embedding_dim). The backward scatter-adds into the picked rows; padding_idx's
+    row gets no gradient."""
+    op = "embedding"
+    _tensor(op, "input", input, dtype=int32)
+    _tensor(op, "weight", weight, ndims=(2,))
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise ValueError("embedding: max_norm, scale_grad_by_freq and sparse are not supported")
+    rows, dim = weight.shape
+    if padding_idx is not None:
+        if not -rows <= padding_idx < rows:
+            raise ValueError(f"embedding: padding_idx {padding_idx} is out of range for {rows} embeddings")
+        padding_idx %= rows
+    host = input._host
+    if host is not None and host.size and (host.min() < 0 or host.max() >= rows):
+        bad = host.min() if host.min() < 0 else host.max()
+        raise ValueError(f"embedding: index {int(bad)} is out of range for {rows} embeddings "
+                         f"(weight of shape {weight.shape})")
+    dev = gpu()
+    n = input.numel()
+    out = Tensor(dev.gather_axis(weight._buf, input._buf, 1, rows, n, dim), input.shape + (dim,))
+    skip = -1 if padding_idx is None else padding_idx
+    return _record(op, out, (weight,), lambda g: (dev.scatter_add_axis(g, input._buf, 1, rows, n, dim, skip=skip),))
+
+
+def one_hot(tensor_: Tensor, num_classes: int = -1) -> Tensor:
+    """int tensor (*) -> int tensor (*, num_classes) with a 1 at each index."""
+    _tensor("one_hot", "tensor", tensor_, dtype=int32)
+    if num_classes < 0:
+        num_classes = int(tensor_.numpy().max()) + 1 if tensor_.numel() else 0
+    host = tensor_._host
+    if host is not None and host.size and (host.min() < 0 or host.max() >= num_classes):
+        raise ValueError(f"one_hot: class values must be in [0, {num_classes}), got "
+                         f"{int(host.min())}..{int(host.max())}")
+    classes = tensor(np.arange(num_classes, dtype=np.int32))
+    with no_grad():
+        return (tensor_.unsqueeze(-1) == classes).long()

@@ -1,0 +1,139 @@
+"""Parameter initialisation, as torch.nn.init: each function fills a Tensor in place
+and returns it.
+
+Values are drawn on the host from anygpu's seeded generator
+(`anygpu.manual_seed`; pass `generator=` a numpy Generator to use another one) and
+written into the tensor's GPU buffer, so every Module that holds the tensor sees them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..tensor import Tensor, default_generator, float32
+
+__all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_", "xavier_uniform_",
+           "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "trunc_normal_"]
+
+
+def _write(tensor: Tensor, values) -> Tensor:
+    """Overwrite `tensor`'s buffer in place with `values` (broadcast to its shape)."""
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"init: expected an anygpu Tensor, got {type(tensor).__name__}")
+    if tensor.dtype != float32:
+        raise ValueError(f"init: only float32 tensors can be initialised, got {tensor.dtype}")
+    values = np.broadcast_to(np.asarray(values, dtype=np.float32), tensor.shape)
+    tensor.device.write(tensor._buf, values)
+    tensor._host = None  # the buffer changed under any cached host copy
+    return tensor
+
+
+def _generator(generator) -> np.random.Generator:
+    return default_generator() if generator is None else generator
+
+
+def _calculate_fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:
+    """(fan_in, fan_out) as torch computes them: dim 1 and dim 0 times the receptive field.
+
+    Linear weight (out, in): (in, out). Conv2d weight (out_c, in_c/groups, kh, kw):
+    (in_c/groups*kh*kw, out_c*kh*kw). ConvTranspose2d weight (in_c, out_c/groups, kh, kw):
+    (out_c/groups*kh*kw, in_c*kh*kw), as in torch."""
+    if tensor.ndim < 2:
+        raise ValueError(f"init: fan in and fan out need a tensor of at least 2 dims, got shape {tensor.shape}")
+    receptive = math.prod(tensor.shape[2:])
+    return tensor.shape[1] * receptive, tensor.shape[0] * receptive
+
+
+def _fan(tensor: Tensor, mode: str) -> int:
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"init: mode must be 'fan_in' or 'fan_out', got {mode!r}")
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    return fan_in if mode == "fan_in" else fan_out
+
+
+def calculate_gain(nonlinearity: str, param=None) -> float:
+    """The recommended gain for a nonlinearity (torch.nn.init.calculate_gain)."""
+    linear = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+              "conv_transpose3d", "sigmoid")
+    if nonlinearity in linear:
+        return 1.0
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        slope = 0.01 if param is None else float(param)
+        return math.sqrt(2.0 / (1 + slope ** 2))
+    if nonlinearity == "selu":
+        return 3.0 / 4
+    raise ValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
+
+
+def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator=None) -> Tensor:
+    """Fill with values from U(a, b)."""
+    return _write(tensor, _generator(generator).uniform(a, b, tensor.shape))
+
+
+def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator=None) -> Tensor:
+    """Fill with values from N(mean, std^2)."""
+    return _write(tensor, _generator(generator).normal(mean, std, tensor.shape))
+
+
+def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0,
+                  generator=None) -> Tensor:
+    """Fill with N(mean, std^2) values redrawn until they lie in [a, b]."""
+    rng = _generator(generator)
+    values = rng.normal(mean, std, tensor.shape)
+    outside = (values < a) | (values > b)
+    while outside.any():
+        values[outside] = rng.normal(mean, std, int(outside.sum()))
+        outside = (values < a) | (values > b)
+    return _write(tensor, values)
+
+
+def constant_(tensor: Tensor, val: float) -> Tensor:
+    return _write(tensor, float(val))
+
+
+def zeros_(tensor: Tensor) -> Tensor:
+    return _write(tensor, 0.0)
+
+
+def ones_(tensor: Tensor) -> Tensor:
+    return _write(tensor, 1.0)
+
+
+def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
+    """U(-bound, bound) with bound = gain * sqrt(6 / (fan_in + fan_out))."""
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
+    return uniform_(tensor, -bound, bound, generator)
+
+
+def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
+    """N(0, std^2) with std = gain * sqrt(2 / (fan_in + fan_out))."""
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)), generator)
+
+
+def kaiming_uniform_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
+                     generator=None) -> Tensor:
+    """U(-bound, bound) with bound = gain * sqrt(3 / fan), gain = calculate_gain(nonlinearity, a).
+
+    With a = sqrt(5) (what Linear and Conv2d use) the bound is 1 / sqrt(fan_in)."""
+    fan = _fan(tensor, mode)
+    if fan == 0:
+        return tensor
+    bound = calculate_gain(nonlinearity, a) * math.sqrt(3.0 / fan)
+    return uniform_(tensor, -bound, bound, generator)
+
+
+def kaiming_normal_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
+                    generator=None) -> Tensor:
+    """N(0, std^2) with std = gain / sqrt(fan)."""
+    fan = _fan(tensor, mode)
+    if fan == 0:
+        return tensor
+    return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(fan), generator)
