@@ -200,7 +200,7 @@ class Tensor:
     def detach(self) -> "Tensor":
         """The same data, cut from the graph (shares the buffer)."""
         out = Tensor(self._buf, self.shape, self.dtype)
-        out._host = self._host
+        out._host = _view_host(self, self._host)
         return out
 
     def requires_grad_(self, flag: bool = True) -> "Tensor":
@@ -670,6 +670,13 @@ def _to_tensor(value, like: Tensor | None = None) -> Tensor:
 
 # ===================================================================== recording
 
+def _view_host(source: Tensor, host):
+    """The host copy a view of `source` (sharing its buffer) may keep: integer tensors'
+    only (index checks read it). Float buffers are updated in place (optimizers, running
+    statistics), which would leave a view's copy stale."""
+    return host if source.dtype == int32 else None
+
+
 def _record(name: str, out: Tensor, parents: Sequence[Tensor], backward) -> Tensor:
     """Attach the backward rule of the op that produced `out` (when grad is wanted)."""
     if is_grad_enabled() and any(p.requires_grad for p in parents):
@@ -995,7 +1002,7 @@ def reshape(x: Tensor, shape) -> Tensor:
     if numel(shape) != x.numel() or any(s < 0 for s in shape):
         raise ValueError(f"reshape: shape {shape} is invalid for input of size {x.numel()} (shape {x.shape})")
     out = Tensor(x._buf, shape, x.dtype)
-    out._host = None if x._host is None else x._host.reshape(shape)
+    out._host = _view_host(x, None if x._host is None else x._host.reshape(shape))
     return _record("reshape", out, (x,), lambda g: (g,))
 
 
@@ -1087,7 +1094,12 @@ def getitem(x: Tensor, index) -> Tensor:
 
 
 def _index_tensor(op: str, index) -> Tensor:
-    index = index if isinstance(index, Tensor) else tensor(np.asarray(index))
+    if not isinstance(index, Tensor):
+        array = np.asarray(index)
+        if array.dtype == np.bool_:
+            raise ValueError(f"{op}: boolean-mask indexing is not supported (its size depends on the data); "
+                             f"use where() or masked_fill()")
+        index = tensor(array)
     if index.dtype != int32:
         raise ValueError(f"{op}: index must be an integer tensor, got {index.dtype}")
     return index

@@ -23,6 +23,9 @@ struct Params {
 // Row pitches in vec4 (padded where a tile is written transposed, against bank conflicts).
 const AS_PITCH: u32 = {{AS_PITCH}}u;
 const BS_PITCH: u32 = {{BS_PITCH}}u;
+// Offset of the second buffer of each tile when double buffered (see the config).
+const A_STAGE: u32 = {{A_STAGE}}u;
+const B_STAGE: u32 = {{B_STAGE}}u;
 var<workgroup> As: array<vec4<f32>, {{AS_LEN}}>;
 var<workgroup> Bs: array<vec4<f32>, {{BS_LEN}}>;
 

@@ -35,8 +35,8 @@ fn per_workgroup(@builtin(local_invocation_index) tid: u32,
     }
     partial[tid] = acc;
     workgroupBarrier();
-    for (var half = WG / 2u; half > 0u; half = half / 2u) {
-        if (tid < half) { partial[tid] = partial[tid] + partial[tid + half]; }
+    for (var width = WG / 2u; width > 0u; width = width / 2u) {
+        if (tid < width) { partial[tid] = partial[tid] + partial[tid + width]; }
         workgroupBarrier();
     }
     if (tid == 0u) { out[slot] = partial[0] * P.scale; }

@@ -294,7 +294,7 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
         normalized_shape = (int(normalized_shape),)
     normalized_shape = tuple(int(s) for s in normalized_shape)
     k = len(normalized_shape)
-    if k == 0 or input.shape[input.ndim - k:] != normalized_shape or k > input.ndim:
+    if k == 0 or k > input.ndim or input.shape[input.ndim - k:] != normalized_shape:
         raise ValueError(f"layer_norm: input of shape {input.shape} does not end with "
                          f"normalized_shape {normalized_shape}")
     _optional(op, "weight", weight, normalized_shape)
@@ -307,12 +307,10 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
     gamma = weight._buf if weight is not None else None
     y, stats = dev.layer_norm(input._buf, gamma, None if bias is None else bias._buf, rows, cols, float(eps))
     out = Tensor(y, input.shape)
-    need_x, need_w, need_b = _needs(input, weight, bias)
+    _, need_w, need_b = _needs(input, weight, bias)
 
     def backward(g):
-        grad_x, grad_w, grad_b = dev.layer_norm_backward(g, input._buf, gamma, stats, rows, cols,
-                                                         want_affine=need_w or need_b)
-        return grad_x, grad_w, grad_b
+        return dev.layer_norm_backward(g, input._buf, gamma, stats, rows, cols, want_affine=need_w or need_b)
 
     return _record_with(op, out, (input, weight, bias), backward)
 
@@ -320,9 +318,10 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
 def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
                weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
-    """Batch normalisation over (N, *) per channel C = input.shape[1] for (N, C), (N, C, L)
-    or (N, C, H, W). Training normalises with the batch's biased variance and updates
-    running_mean / running_var in place (unbiased variance, as torch); evaluation uses them."""
+    """Batch normalisation per channel C = input.shape[1] of (N, C), (N, C, L) or (N, C, H, W).
+    Training normalises with the batch's mean and biased variance and updates running_mean /
+    running_var in place (unbiased variance, as torch); evaluation uses the running statistics.
+    Fused kernels (ops/batchnorm.py): two launches forward, two backward."""
     op = "batch_norm"
     _tensor(op, "input", input, min_ndim=2)
     channels = input.shape[1]
@@ -331,63 +330,56 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         _optional(op, name, value, (channels,))
     if not training and (running_mean is None or running_var is None):
         raise ValueError("batch_norm: running_mean and running_var are required when training=False")
-    batch = input.shape[0]
-    spatial = numel(input.shape[2:])
-    count = batch * spatial
-    x = input.reshape(batch, channels, spatial)
-    stat_shape = (1, channels, 1)
+    batch, spatial = input.shape[0], numel(input.shape[2:])
+    if training and batch * spatial <= 1:
+        raise ValueError(f"batch_norm: expected more than 1 value per channel when training, "
+                         f"got input of shape {input.shape}")
+    if input.numel() == 0:
+        return input.clone()
+    dev = gpu()
+    track = training and running_mean is not None and running_var is not None
+    if track and momentum is None:
+        raise ValueError("batch_norm: momentum=None (a cumulative average) needs the module's "
+                         "num_batches_tracked; pass a float momentum")
     if training:
-        if count <= 1:
-            raise ValueError(f"batch_norm: expected more than 1 value per channel when training, "
-                             f"got input of shape {input.shape}")
-        mean = x.mean((0, 2), keepdim=True)
-        centered = x - mean
-        var = (centered * centered).mean((0, 2), keepdim=True)
-        y = centered / (var + eps).sqrt()
-        if running_mean is not None and running_var is not None:
-            if momentum is None:
-                raise ValueError("batch_norm: momentum=None (a cumulative average) needs the module's "
-                                 "num_batches_tracked; pass a float momentum")
-            with no_grad():
-                _assign(running_mean, running_mean * (1.0 - momentum) + mean.detach().reshape(channels) * momentum)
-                unbiased = var.detach().reshape(channels) * (count / (count - 1))
-                _assign(running_var, running_var * (1.0 - momentum) + unbiased * momentum)
+        mean, variance = dev.batch_norm_stats(input._buf, batch, channels, spatial,
+                                              running_mean._buf if track else None,
+                                              running_var._buf if track else None,
+                                              0.0 if momentum is None else float(momentum))
+        if track:
+            running_mean._host = running_var._host = None  # updated in place on the GPU
     else:
-        y = (x - running_mean.detach().reshape(stat_shape)) / (running_var.detach().reshape(stat_shape) + eps).sqrt()
-    if weight is not None:
-        y = y * weight.reshape(stat_shape)
-    if bias is not None:
-        y = y + bias.reshape(stat_shape)
-    return y.reshape(input.shape)
+        mean, variance = running_mean._buf, running_var._buf
+    gamma = None if weight is None else weight._buf
+    out = Tensor(dev.batch_norm_apply(input._buf, mean, variance, gamma, None if bias is None else bias._buf,
+                                      batch, channels, spatial, float(eps)), input.shape)
 
+    def backward(g):
+        return dev.batch_norm_backward(g, input._buf, mean, variance, gamma, batch, channels, spatial,
+                                       float(eps), training)
 
-def _assign(target: Tensor, value: Tensor) -> None:
-    """Overwrite target's buffer with value (same shape), in place, outside the graph."""
-    gpu().copy(value._buf, target._buf)
-    target._host = None  # the buffer changed under any cached host copy
+    return _record_with(op, out, (input, weight, bias), backward)
 
 
 # ===================================================================== softmax and losses
 
-def _softmax_dim(ndim: int) -> int:
-    # torch's legacy implicit dim (it warns; we follow it silently)
-    return 0 if ndim in (0, 1, 3) else 1
-
-
 def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
-    """exp(x) / sum(exp(x)) along dim (numerically stable; one fused kernel)."""
-    _tensor("softmax", "input", _cast(input, dtype), dtype=None)
-    return _softmax(_cast(input, dtype), _softmax_dim(input.ndim) if dim is None else dim)
+    """exp(x) / sum(exp(x)) along dim (numerically stable; one fused kernel).
+    dim=None picks torch's legacy implicit dim (0 for 0-, 1- and 3-D input, else 1)."""
+    _tensor("softmax", "input", input, dtype=None)
+    x = input if dtype is None else input.to(dtype)
+    return _softmax(x, _implicit_softmax_dim(input.ndim) if dim is None else dim)
 
 
 def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
-    """x - log(sum(exp(x))) along dim (numerically stable)."""
-    _tensor("log_softmax", "input", _cast(input, dtype), dtype=None)
-    return _log_softmax(_cast(input, dtype), _softmax_dim(input.ndim) if dim is None else dim)
+    """x - log(sum(exp(x))) along dim (numerically stable); dim=None as in softmax."""
+    _tensor("log_softmax", "input", input, dtype=None)
+    x = input if dtype is None else input.to(dtype)
+    return _log_softmax(x, _implicit_softmax_dim(input.ndim) if dim is None else dim)
 
 
-def _cast(input, dtype):
-    return input if dtype is None or not isinstance(input, Tensor) else input.to(dtype)
+def _implicit_softmax_dim(ndim: int) -> int:
+    return 0 if ndim in (0, 1, 3) else 1
 
 
 def _class_rows(op: str, input: Tensor, target: Tensor):

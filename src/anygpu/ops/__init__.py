@@ -8,9 +8,13 @@ from __future__ import annotations
 import threading
 
 from .. import runtime
-from . import elementwise, matmul, nd
+from . import elementwise, matmul, nd, optim
+from . import attention, broadcast, conv, loss, norm, reduce, shape, softmax, upsample
+from . import batchnorm, index, layernorm, lossfn, pool, random
 
-_OP_MODULES = [elementwise, matmul, nd]
+_OP_MODULES = [elementwise, matmul, nd, reduce, broadcast, shape, upsample, softmax, attention, conv, norm,
+               loss, optim]
+_OP_MODULES += [batchnorm, index, layernorm, lossfn, pool, random]  # the ops behind nn.functional
 
 
 class Device(runtime.Device):

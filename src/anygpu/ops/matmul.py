@@ -1,17 +1,16 @@
-"""Matrix products (Layer 0): matmul, batch_matmul and the strided form autograd uses."""
+"""Matrix products (Layer 0): matmul, batch_matmul and the strided form autograd uses.
+
+The kernel is a member of the register-blocked family (ops/matmul_gen.py) that the
+autotuner (ops/autotune.py) picks per device and shape bucket, or the simple 64x64
+tiled kernel (kernels/matmul_tiled.wgsl), which is always correct and is used for
+small products and whenever a family member cannot run."""
 
 from __future__ import annotations
 
-import struct
-
-from ..runtime import LimitError, load_shader
+from ..runtime import GpuError, LimitError
+from . import autotune
 from ._common import check_buffer, check_positive
-
-_TILE = 64
-
-
-def _f32_bits(x: float) -> int:
-    return struct.unpack("<I", struct.pack("<f", x))[0]
+from .matmul_gen import Problem, launch
 
 
 def matmul_strided(dev, a, b, batch: int, m: int, n: int, k: int,
@@ -30,13 +29,17 @@ def matmul_strided(dev, a, b, batch: int, m: int, n: int, k: int,
                  f"{'batch*' if b_batch and batch > 1 else ''}{b_rows}*{b_cols}")
     if batch > 65535:
         raise LimitError(f"{op}: batch of {batch} is over the adapter's max-compute-workgroups-per-dimension (65535)")
-    a_rs, a_cs = (1, m) if trans_a else (k, 1)
-    b_rs, b_cs = (1, k) if trans_b else (n, 1)
+    problem = Problem(int(batch), int(m), int(n), int(k), bool(trans_a), bool(trans_b),
+                      bool(a_batch), bool(b_batch), float(alpha))
     out = dev.empty(batch * m * n)
-    kernel = dev.kernel("matmul_tiled", load_shader("matmul_tiled.wgsl"), 2, 1, "I" * 12)
-    params = (m, n, k, batch, a_rs, a_cs, b_rs, b_cs,
-              m * k if a_batch else 0, k * n if b_batch else 0, m * n, _f32_bits(alpha))
-    dev.launch(kernel, [a, b], [out], params, (-(-n // _TILE), -(-m // _TILE), batch))
+    config = autotune.choose(dev, problem)
+    if config is not None:
+        try:
+            launch(dev, config, problem, a, b, out)
+            return out
+        except GpuError as exc:  # this family member does not compile here: never again
+            autotune.forget(dev, config, str(exc))
+    launch(dev, None, problem, a, b, out)
     return out
 
 

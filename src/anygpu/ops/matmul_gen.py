@@ -7,15 +7,18 @@ bounds checks). `generate(config, variant)` fills kernels/matmul_family.wgsl wit
 fully unrolled code: accumulators and staged values are named vec4 variables,
 never function-scope arrays (those spill to local memory on several drivers).
 
-Every kernel of the family takes matmul_tiled.wgsl's parameter block, so
-`ops.matmul` launches any of them the same way.
+Every kernel of the family takes the parameter block of the simple kernel
+(kernels/matmul_tiled.wgsl, the always-correct fallback, config None here), so
+`launch` records any of them the same way.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..runtime import load_shader
 
@@ -23,7 +26,7 @@ from ..runtime import load_shader
 # the autotuner's disk cache is keyed by it.
 FAMILY_VERSION = 1
 
-_NAME = re.compile(r"^(\d+)x(\d+)x(\d+)_(\d+)x(\d+)_v([14])(p?)$")
+_NAME = re.compile(r"^(\d+)x(\d+)x(\d+)_(\d+)x(\d+)_v([14])([pd]?)$")
 
 
 @dataclass(frozen=True, order=True)
@@ -33,7 +36,9 @@ class MatmulConfig:
     tile_m x tile_n outputs per workgroup, tile_k-deep slices staged in workgroup
     memory, rows x cols outputs per thread (so (tile_m/rows) x (tile_n/cols) threads),
     vector 4: vec4 global loads and stores where the layout allows, 1: scalar only;
-    prefetch: load the next k slice into registers while computing this one."""
+    prefetch: load the next k slice into registers while computing this one;
+    double: also two workgroup buffers, so the next slice is staged while this one
+    is read and each k step needs one barrier instead of two (implies prefetch)."""
 
     tile_m: int
     tile_n: int
@@ -42,11 +47,12 @@ class MatmulConfig:
     cols: int
     vector: int = 4
     prefetch: bool = False
+    double: bool = False
 
     @property
     def name(self) -> str:
-        return (f"{self.tile_m}x{self.tile_n}x{self.tile_k}_{self.rows}x{self.cols}"
-                f"_v{self.vector}{'p' if self.prefetch else ''}")
+        suffix = "d" if self.double else "p" if self.prefetch else ""
+        return f"{self.tile_m}x{self.tile_n}x{self.tile_k}_{self.rows}x{self.cols}_v{self.vector}{suffix}"
 
     @classmethod
     def parse(cls, name: str) -> "MatmulConfig":
@@ -54,8 +60,9 @@ class MatmulConfig:
         found = _NAME.match(name)
         if not found:
             raise ValueError(f"matmul config: cannot parse {name!r}; expected like '128x128x8_8x8_v4p'")
-        tm, tn, tk, rows, cols, vector, prefetch = found.groups()
-        return cls(int(tm), int(tn), int(tk), int(rows), int(cols), int(vector), prefetch == "p")
+        tm, tn, tk, rows, cols, vector, staging = found.groups()
+        return cls(int(tm), int(tn), int(tk), int(rows), int(cols), int(vector),
+                   prefetch=staging in ("p", "d"), double=staging == "d")
 
     @property
     def threads_x(self) -> int:
@@ -69,9 +76,14 @@ class MatmulConfig:
     def threads(self) -> int:
         return self.threads_x * self.threads_y
 
+    @property
+    def stages(self) -> int:
+        """Workgroup buffers per operand."""
+        return 2 if self.double else 1
+
     def workgroup_bytes(self) -> int:
         """Workgroup memory of the staged tiles, padding included (worst case)."""
-        return 16 * self.tile_k * (self.tile_m // 4 + 1 + self.tile_n // 4 + 1)
+        return 16 * self.stages * self.tile_k * (self.tile_m // 4 + 1 + self.tile_n // 4 + 1)
 
     def problems(self, max_invocations: int = 256, max_workgroup_bytes: int = 16384) -> list[str]:
         """Why this config cannot be built within the given limits ([] when it can)."""
@@ -86,6 +98,8 @@ class MatmulConfig:
             found.append("tile_m and tile_n must be multiples of rows and cols")
         if self.vector not in (1, 4):
             found.append(f"vector={self.vector}, expected 1 or 4")
+        if self.double and not self.prefetch:
+            found.append("double buffering needs prefetch")
         if not found and self.threads > max_invocations:
             found.append(f"{self.threads} threads per workgroup, limit {max_invocations}")
         if not found and self.workgroup_bytes() > max_workgroup_bytes:
@@ -216,12 +230,13 @@ def _fetch_expr(op: _Operand, variant: Variant, k0: str) -> str:
     return "vec4<f32>(" + ", ".join(parts) + ")"
 
 
-def _stash_lines(op: _Operand, value: str) -> list[str]:
-    """Store the unit's vec4 into the shared tile."""
+def _stash_lines(op: _Operand, value: str, stage: str = "") -> list[str]:
+    """Store the unit's vec4 into the shared tile (at offset `stage` when double buffered)."""
+    at = f"{stage} + " if stage else ""
     if op.vec and op.along_k:
-        return [f"{op.shared}[(4u * k4 + {c}u) * {op.pitch} + (o >> 2u)][o & 3u] = {value}.{comp};"
+        return [f"{op.shared}[{at}(4u * k4 + {c}u) * {op.pitch} + (o >> 2u)][o & 3u] = {value}.{comp};"
                 for c, comp in enumerate("xyzw")]
-    return [f"{op.shared}[kk * {op.pitch} + g] = {value};"]
+    return [f"{op.shared}[{at}kk * {op.pitch} + g] = {value};"]
 
 
 def _per_unit(config: MatmulConfig, op: _Operand, body) -> list[str]:
@@ -243,16 +258,18 @@ def _n_units_per_thread(config: MatmulConfig, op: _Operand) -> int:
     return -(-_units(config, op) // config.threads)
 
 
-def _compute_lines(config: MatmulConfig) -> list[str]:
-    """The fully unrolled inner product over one tile_k slice."""
+def _compute_lines(config: MatmulConfig, stage: bool = False) -> list[str]:
+    """The fully unrolled inner product over one tile_k slice (read from the buffers at
+    a_stage / b_stage when double buffered)."""
     ty_step, tx_step = config.threads_y, config.threads_x
+    a_at, b_at = ("a_stage + ", "b_stage + ") if stage else ("", "")
     lines = []
     for kk in range(config.tile_k):
         lines.append("{")
         for i in range(config.rows // 4):
-            lines.append(f"    let a{i} = As[{kk}u * AS_PITCH + ty + {i * ty_step}u];")
+            lines.append(f"    let a{i} = As[{a_at}{kk}u * AS_PITCH + ty + {i * ty_step}u];")
         for j in range(config.cols // 4):
-            lines.append(f"    let b{j} = Bs[{kk}u * BS_PITCH + tx + {j * tx_step}u];")
+            lines.append(f"    let b{j} = Bs[{b_at}{kk}u * BS_PITCH + tx + {j * tx_step}u];")
         for i in range(config.rows // 4):
             for r, comp in enumerate("xyzw"):
                 for j in range(config.cols // 4):
@@ -315,10 +332,10 @@ def generate(config: MatmulConfig, variant: Variant) -> str:
             out += _per_unit(config, op, lambda s, op=op: [f"{op.prefix}{s} = {_fetch_expr(op, variant, k0)};"])
         return out
 
-    def stash_registers() -> list[str]:
+    def stash_registers(stages=("", "")) -> list[str]:
         out = []
-        for op in (op_a, op_b):
-            out += _per_unit(config, op, lambda s, op=op: _stash_lines(op, f"{op.prefix}{s}"))
+        for op, stage in zip((op_a, op_b), stages):
+            out += _per_unit(config, op, lambda s, op=op, stage=stage: _stash_lines(op, f"{op.prefix}{s}", stage))
         return out
 
     def fetch_and_stash() -> list[str]:
@@ -329,7 +346,24 @@ def generate(config: MatmulConfig, variant: Variant) -> str:
         return out
 
     prologue: list[str] = []
-    if config.prefetch:
+    next_k = f"(k0 + {config.tile_k}u)"
+    if config.double:
+        # Step t reads buffer t % 2 and stages slice t + 1 into the other one; the
+        # single barrier then separates those writes from step t + 1's reads, and
+        # step t's reads from step t + 1's writes into buffer t % 2.
+        for op in (op_a, op_b):
+            declare += [f"var {op.prefix}{s}: vec4<f32>;" for s in range(_n_units_per_thread(config, op))]
+        prologue = fetch_into_registers("0u") + stash_registers() + ["workgroupBarrier();"]
+        main_loop = ([f"let stage = (k0 / {config.tile_k}u) & 1u;",
+                      "let a_stage = stage * A_STAGE;", "let b_stage = stage * B_STAGE;",
+                      "let a_next = A_STAGE - a_stage;", "let b_next = B_STAGE - b_stage;",
+                      f"let more = {next_k} < P.k;",
+                      "if (more) {"]
+                     + ["    " + x for x in fetch_into_registers(next_k)] + ["}"]
+                     + _compute_lines(config, stage=True)
+                     + ["if (more) {"] + ["    " + x for x in stash_registers(("a_next", "b_next"))] + ["}"]
+                     + ["workgroupBarrier();"])
+    elif config.prefetch:
         for op in (op_a, op_b):
             declare += [f"var {op.prefix}{s}: vec4<f32>;" for s in range(_n_units_per_thread(config, op))]
         prologue = fetch_into_registers("0u")
@@ -351,7 +385,8 @@ def generate(config: MatmulConfig, variant: Variant) -> str:
         B_ELEM="vec4<f32>" if variant.b_vec else "f32",
         C_ELEM="vec4<f32>" if variant.c_vec else "f32",
         AS_PITCH=pitch_a, BS_PITCH=pitch_b,
-        AS_LEN=config.tile_k * pitch_a, BS_LEN=config.tile_k * pitch_b,
+        AS_LEN=config.stages * config.tile_k * pitch_a, BS_LEN=config.stages * config.tile_k * pitch_b,
+        A_STAGE=config.tile_k * pitch_a, B_STAGE=config.tile_k * pitch_b,
         THREADS_X=config.threads_x, THREADS_Y=config.threads_y,
         TILE_M=config.tile_m, TILE_N=config.tile_n, TILE_K=config.tile_k,
         DECLARE=_indent(declare, 1),
@@ -359,3 +394,63 @@ def generate(config: MatmulConfig, variant: Variant) -> str:
         MAIN_LOOP=_indent(main_loop, 2),
         STORE=_indent(_store_lines(config, variant), 1),
     )
+
+
+class Problem(NamedTuple):
+    """One strided, batched product: C[z] = alpha * op(A[z]) @ op(B[z]) for z < batch,
+    C row-major [batch, m, n]; A stored [m, k] ([k, m] if trans_a), B [k, n]
+    ([n, k] if trans_b); a_batch/b_batch False broadcast one matrix over the batch."""
+
+    batch: int
+    m: int
+    n: int
+    k: int
+    trans_a: bool = False
+    trans_b: bool = False
+    a_batch: bool = True
+    b_batch: bool = True
+    alpha: float = 1.0
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.batch * self.m * self.n * self.k
+
+    @property
+    def a_len(self) -> int:
+        return (self.batch if self.a_batch else 1) * self.m * self.k
+
+    @property
+    def b_len(self) -> int:
+        return (self.batch if self.b_batch else 1) * self.k * self.n
+
+    def params(self) -> tuple:
+        """The kernels' uniform block (see kernels/matmul_tiled.wgsl)."""
+        m, n, k = self.m, self.n, self.k
+        a_rs, a_cs = (1, m) if self.trans_a else (k, 1)
+        b_rs, b_cs = (1, k) if self.trans_b else (n, 1)
+        alpha_bits = struct.unpack("<I", struct.pack("<f", self.alpha))[0]
+        return (m, n, k, self.batch, a_rs, a_cs, b_rs, b_cs,
+                m * k if self.a_batch else 0, k * n if self.b_batch else 0, m * n, alpha_bits)
+
+
+SIMPLE_TILE = 64  # output tile of kernels/matmul_tiled.wgsl
+PARAM_FORMAT = "I" * 12
+
+
+@functools.lru_cache(maxsize=None)
+def _simple_source() -> str:
+    return load_shader("matmul_tiled.wgsl")
+
+
+def launch(dev, config: MatmulConfig | None, problem: Problem, a, b, out) -> None:
+    """Record the product `problem` of Buffers a and b into out with `config`
+    (None: the simple kernel). Raises anygpu.GpuError when the kernel does not compile."""
+    if config is None:
+        kernel = dev.kernel("matmul_tiled", _simple_source(), 2, 1, PARAM_FORMAT)
+        tile_m = tile_n = SIMPLE_TILE
+    else:
+        variant = Variant.of(config, problem.m, problem.n, problem.k, problem.trans_a, problem.trans_b)
+        kernel = dev.kernel("matmul_" + config.name, generate(config, variant), 2, 1, PARAM_FORMAT)
+        tile_m, tile_n = config.tile_m, config.tile_n
+    grid = (-(-problem.n // tile_n), -(-problem.m // tile_m), problem.batch)
+    dev.launch(kernel, (a, b), (out,), problem.params(), grid)

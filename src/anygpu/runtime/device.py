@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import struct
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,10 +26,13 @@ import wgpu
 from .errors import GpuError, LimitError
 
 # Commands recorded before a forced submit. Bounds host memory for the pending
-# list and the uniform ring, and keeps the GPU busy while Python records more.
-MAX_PENDING = 1024
+# list and the uniform ring, and keeps the GPU busy while Python records more: a
+# submit costs the host about as much as ten dispatches, and submitting every few
+# hundred lets the GPU start on a long chain of small ops early.
+MAX_PENDING = 256
 PARAM_SLOT_BYTES = 256  # one uniform slot per dispatch (kernels use at most 64 words)
 WORKGROUPS_PER_DIM = 65535
+MAX_BIND_GROUPS = 8192  # cached bind groups; the oldest goes first
 
 _DTYPES = {"f32": np.float32, "i32": np.int32, "u32": np.uint32}
 _NP_TO_DTYPE = {np.dtype(np.float32): "f32", np.dtype(np.int32): "i32", np.dtype(np.uint32): "u32"}
@@ -127,7 +129,8 @@ class Device:
         self._staging: dict[int, list] = {}
         self._kernels: dict[tuple, Kernel] = {}
         self._layouts: dict[tuple[int, int], tuple[object, object]] = {}
-        self._bind_groups: OrderedDict = OrderedDict()
+        self._bind_groups: dict[tuple, object] = {}  # (layout, *wgpu buffers) -> bind group, oldest first
+        self._timestamps = None  # (query set, resolve buffer, mappable buffer), made on first use
         self._pending: list[tuple] = []
         align = self.limits["min-uniform-buffer-offset-alignment"]
         self._slot = -(-PARAM_SLOT_BYTES // align) * align
@@ -316,25 +319,21 @@ class Device:
         self.stats["pipelines"] += 1
         return kernel
 
-    def _bind_group(self, kernel: Kernel, buffers: tuple):
-        key = (id(kernel.layout),) + tuple(id(b._gpu) for b in buffers)
-        group = self._bind_groups.get(key)
-        if group is not None:
-            self._bind_groups.move_to_end(key)
-            return group[0]
+    def _new_bind_group(self, kernel: Kernel, key: tuple, inputs, outputs):
+        """Create and cache the bind group of `kernel` over these Buffers (`key` names them)."""
         entries = [{"binding": 0, "resource": {"buffer": self._param_ring, "offset": 0,
                                                "size": PARAM_SLOT_BYTES}}]
-        for i, b in enumerate(buffers):
+        for i, b in enumerate((*inputs, *outputs)):
             entries.append({"binding": i + 1, "resource": {"buffer": b._gpu, "offset": 0, "size": b._size}})
         group = self._device.create_bind_group(layout=kernel.layout, entries=entries)
-        # Keep the wgpu buffers alive with the group so an id is never reused while cached.
-        self._bind_groups[key] = (group, tuple(b._gpu for b in buffers))
-        if len(self._bind_groups) > 8192:
-            self._bind_groups.popitem(last=False)
+        # The key holds the wgpu buffers, so none is destroyed or reused while its group is cached.
+        self._bind_groups[key] = group
+        if len(self._bind_groups) > MAX_BIND_GROUPS:
+            del self._bind_groups[next(iter(self._bind_groups))]  # the oldest
         return group
 
     def _forget_bind_groups(self, gpu_buffer) -> None:
-        gone = [k for k, (_, bufs) in self._bind_groups.items() if any(b is gpu_buffer for b in bufs)]
+        gone = [k for k in self._bind_groups if any(b is gpu_buffer for b in k[1:])]
         for k in gone:
             del self._bind_groups[k]
 
@@ -353,25 +352,70 @@ class Device:
 
     def launch(self, kernel: Kernel, inputs, outputs, params=(), grid=(1, 1, 1)) -> None:
         """Record one dispatch of `kernel` over `grid` workgroups (x, y, z)."""
-        buffers = tuple(inputs) + tuple(outputs)
+        # The hot path of every op: kept to plain local operations (see tests/bench for the cost).
         if len(inputs) != kernel.n_in or len(outputs) != kernel.n_out:
             raise ValueError(f"{kernel.name}: expected {kernel.n_in} inputs and {kernel.n_out} outputs, "
                              f"got {len(inputs)} and {len(outputs)}")
-        gx, gy, gz = (int(g) for g in grid)
-        if gx == 0 or gy == 0 or gz == 0:
-            return
-        if max(gx, gy, gz) > WORKGROUPS_PER_DIM:
+        gx, gy, gz = grid
+        if not (0 < gx <= WORKGROUPS_PER_DIM and 0 < gy <= WORKGROUPS_PER_DIM and 0 < gz <= WORKGROUPS_PER_DIM):
+            if gx == 0 or gy == 0 or gz == 0:
+                return
             raise LimitError(f"{kernel.name}: grid {grid} is over the adapter's "
                              f"max-compute-workgroups-per-dimension ({WORKGROUPS_PER_DIM})")
-        offset = self._n_params * self._slot
+        gpu_buffers = [b._gpu for b in inputs]
+        gpu_buffers += [b._gpu for b in outputs]
+        key = (kernel.layout, *gpu_buffers)
+        group = self._bind_groups.get(key)
+        if group is None:
+            group = self._new_bind_group(kernel, key, inputs, outputs)
+        slot = self._n_params
+        offset = slot * self._slot
         kernel.param_struct.pack_into(self._params, offset, *params)
-        self._n_params += 1
-        group = self._bind_group(kernel, buffers)
+        self._n_params = slot + 1
         # Pending commands hold wgpu buffers (through the bind group), not Buffers: a
         # Buffer freed now may be reused by later work of this batch (stream order).
-        self._pending.append(("dispatch", kernel.pipeline, group, offset, (gx, gy, gz)))
+        pending = self._pending
+        pending.append(("dispatch", kernel.pipeline, group, (offset,), (int(gx), int(gy), int(gz))))
         self.stats["dispatches"] += 1
-        self._maybe_flush()
+        if len(pending) >= MAX_PENDING or slot + 1 >= MAX_PENDING:
+            self.flush()
+
+    def time_gpu(self, record) -> float | None:
+        """GPU seconds taken by the dispatches that `record()` launches.
+
+        Timestamp queries are written at the start and end of the one compute pass
+        that holds those dispatches. Returns None when the adapter lacks
+        'timestamp-query', or when `record` did something that splits the pass (a
+        copy, clear, read or submit): time such work with `synchronize` and a clock.
+        Waits for the GPU before and after."""
+        if "timestamp-query" not in self.features:
+            return None
+        self.synchronize()  # an idle queue: the pass's first timestamp marks its own start
+        if self._timestamps is None:
+            query_set = self._device.create_query_set(type=wgpu.QueryType.timestamp, count=2)
+            resolved = self._device.create_buffer(
+                size=16, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+            readable = self._device.create_buffer(
+                size=16, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+            self._timestamps = (query_set, resolved, readable)
+        query_set, resolved, readable = self._timestamps
+        pending = self._pending
+        pending.append(("timestamps", query_set))
+        start = len(pending)
+        record()
+        if (self._pending is not pending or len(pending) == start
+                or any(cmd[0] != "dispatch" for cmd in pending[start:])):
+            self.flush()
+            return None
+        pending.append(("resolve", query_set, resolved, readable))
+        self.flush()
+        try:
+            readable.map_sync(wgpu.MapMode.READ, 0, 16)
+            begin, end = np.frombuffer(readable.read_mapped(0, 16, copy=True), dtype=np.uint64)
+            readable.unmap()
+        except wgpu.GPUError as exc:
+            raise GpuError(f"reading timestamps failed on {self.adapter_name}: {exc}") from exc
+        return max(int(end) - int(begin), 0) * 1e-9  # wgpu reports timestamps in nanoseconds
 
     # ------------------------------------------------------------------ submission
 
@@ -391,22 +435,36 @@ class Device:
             if n_params:
                 self._queue.write_buffer(self._param_ring, 0, self._params, 0, n_params * self._slot)
             encoder = self._device.create_command_encoder()
-            compute_pass = None
+            compute_pass = pipeline = timestamp_writes = None
             for cmd in pending:
-                if cmd[0] == "dispatch":
+                kind = cmd[0]
+                if kind == "dispatch":
                     if compute_pass is None:
-                        compute_pass = encoder.begin_compute_pass()
-                    compute_pass.set_pipeline(cmd[1])
-                    compute_pass.set_bind_group(0, cmd[2], [cmd[3]])
+                        if timestamp_writes is None:
+                            compute_pass = encoder.begin_compute_pass()
+                        else:
+                            compute_pass = encoder.begin_compute_pass(timestamp_writes=timestamp_writes)
+                            timestamp_writes = None
+                        pipeline = None
+                    if cmd[1] is not pipeline:  # chains of one op set their pipeline once
+                        pipeline = cmd[1]
+                        compute_pass.set_pipeline(pipeline)
+                    compute_pass.set_bind_group(0, cmd[2], cmd[3])
                     compute_pass.dispatch_workgroups(*cmd[4])
                     continue
                 if compute_pass is not None:
                     compute_pass.end()
                     compute_pass = None
-                if cmd[0] == "copy":
+                if kind == "copy":
                     encoder.copy_buffer_to_buffer(cmd[1], cmd[2], cmd[3], cmd[4], cmd[5])
-                elif cmd[0] == "clear":
+                elif kind == "clear":
                     encoder.clear_buffer(cmd[1], 0, -(-cmd[2] // 4) * 4)
+                elif kind == "timestamps":  # the next compute pass is timed (see time_gpu)
+                    timestamp_writes = {"query_set": cmd[1], "beginning_of_pass_write_index": 0,
+                                        "end_of_pass_write_index": 1}
+                elif kind == "resolve":
+                    encoder.resolve_query_set(cmd[1], 0, 2, cmd[2], 0)
+                    encoder.copy_buffer_to_buffer(cmd[2], 0, cmd[3], 0, 16)
             if compute_pass is not None:
                 compute_pass.end()
             self._queue.submit([encoder.finish()])

@@ -1,0 +1,332 @@
+"""The benchmarks of `anygpu bench`: each returns a `Row` with anygpu's time per call
+and NumPy's and PyTorch's on the same work, measured in the same process.
+
+Rates: GFLOP/s for matmul, conv2d and the training step (flops counted as 2 per
+multiply-add), GB/s for elementwise add and softmax (bytes read + written once).
+A ratio is peer time / anygpu time: 0.5 means anygpu runs at half the peer's speed."""
+
+from __future__ import annotations
+
+import importlib
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ..ops import autotune
+from ..ops.matmul_gen import Problem
+from .timing import time_anygpu, time_host, time_torch
+
+
+@dataclass
+class Row:
+    """One benchmark: work per call and seconds per call of anygpu and its peers."""
+
+    name: str
+    unit: str                       # "GFLOP/s", "GB/s" or "us/op" (then lower is better)
+    work: float = 0.0               # flops or bytes per call
+    anygpu: float | None = None     # seconds per call
+    peers: dict = field(default_factory=dict)   # "numpy" / "torch" -> seconds per call, or None
+    note: str = ""
+    detail: dict = field(default_factory=dict)
+
+    def rate(self, seconds: float | None) -> float | None:
+        if seconds is None or seconds <= 0:
+            return None
+        if self.unit == "us/op":
+            return seconds * 1e6
+        return self.work / seconds / 1e9
+
+    def ratio(self, peer: str) -> float | None:
+        """peer seconds / anygpu seconds (above 1: anygpu is faster)."""
+        theirs = self.peers.get(peer)
+        if theirs is None or not self.anygpu:
+            return None
+        return theirs / self.anygpu
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["anygpu_rate"] = self.rate(self.anygpu)
+        out["peer_rates"] = {peer: self.rate(s) for peer, s in self.peers.items()}
+        out["ratios"] = {peer: self.ratio(peer) for peer in self.peers}
+        return out
+
+
+@dataclass
+class Sizes:
+    """Problem sizes of one run (see `sizes_for`)."""
+
+    matmul: list            # (m, n, k) triples
+    conv: tuple             # batch, in_c, out_c, height/width, kernel
+    add: int                # elements
+    softmax: tuple          # rows, cols
+    train_batch: int
+    chain: int = 2000       # ops in the small-op chain
+    budget_s: float = 0.2   # time per measurement (split over rounds)
+
+
+def sizes_for(dev, quick: bool = False, matmul=None) -> Sizes:
+    """Default sizes for the adapter: full-size work on GPUs, small on CPU adapters
+    (software Vulkan runs a GPU's workload thousands of times slower), tiny with --quick."""
+    cpu = getattr(dev, "adapter_type", "") == "CPU"
+    if quick:
+        sizes = Sizes([(64, 64, 64), (128, 128, 128)], (1, 8, 8, 16, 3), 1 << 16, (64, 256), 16,
+                      chain=200, budget_s=0.02)
+    elif cpu:
+        sizes = Sizes([(n, n, n) for n in (128, 256, 512)], (2, 32, 32, 28, 3), 1 << 22, (1024, 1024), 64)
+    else:
+        sizes = Sizes([(n, n, n) for n in (256, 512, 1024, 2048, 4096, 8192)], (32, 64, 64, 56, 3),
+                      1 << 26, (4096, 4096), 256)
+    if matmul:
+        sizes.matmul = list(matmul)
+    return sizes
+
+
+# ---------------------------------------------------------------------------- peers
+
+
+class Peers:
+    """NumPy and, when importable, PyTorch (CUDA when available, else CPU; TF32 off)."""
+
+    def __init__(self, use_torch: bool = True):
+        self.torch = None
+        self.device = "cpu"
+        if use_torch:
+            try:
+                import torch
+            except ImportError:
+                torch = None
+            if torch is not None:
+                self.torch = torch
+                self.device = "cuda" if torch.cuda.is_available() else "cpu"
+                torch.backends.cuda.matmul.allow_tf32 = False   # the fp32 figure, not TF32's
+                torch.backends.cudnn.allow_tf32 = False
+
+    def describe(self) -> dict:
+        out = {"numpy": f"NumPy {np.__version__} (CPU)"}
+        if self.torch is not None:
+            where = self.device
+            if self.device == "cuda":
+                where += f": {self.torch.cuda.get_device_name(0)}"
+            out["torch"] = f"PyTorch {self.torch.__version__} ({where}, TF32 off)"
+        return out
+
+    def tensor(self, array: np.ndarray):
+        return self.torch.from_numpy(np.ascontiguousarray(array)).to(self.device)
+
+    def time(self, fn, budget_s: float) -> float:
+        return time_torch(self.torch, self.device, fn, budget_s=budget_s)
+
+    def sync(self) -> None:
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
+
+
+def _rel_err(got: np.ndarray, want: np.ndarray) -> float:
+    return float(np.abs(got.astype(np.float64) - want).max() / (np.abs(want).max() + 1e-30))
+
+
+# ---------------------------------------------------------------------------- rows
+
+
+def bench_matmul(dev, peers: Peers, m: int, n: int, k: int, budget_s: float, tune: bool = False) -> Row:
+    row = Row(f"matmul {m}x{n}x{k}", "GFLOP/s", work=2.0 * m * n * k)
+    rng = np.random.default_rng(0)
+    a = rng.random((m, k), dtype=np.float32) - 0.5
+    b = rng.random((k, n), dtype=np.float32) - 0.5
+    problem = Problem(1, m, n, k)
+    if tune:
+        result = autotune.tune(dev, problem)
+        autotune.store(dev, problem, result)
+        autotune.forget_choices(dev)
+        row.detail["tuning"] = {name: t if isinstance(t, str) else t * 1e3
+                                for name, t in result.timings.items()}   # ms per product, or why skipped
+    a_gpu, b_gpu = dev.upload(a), dev.upload(b)
+    row.anygpu = time_anygpu(dev, lambda: dev.matmul(a_gpu, b_gpu, m, n, k), budget_s)
+    config = autotune.choose(dev, problem)
+    row.detail["config"] = config.name if config else autotune.SIMPLE
+    want = a @ b
+    row.detail["max_rel_err"] = _rel_err(dev.read(dev.matmul(a_gpu, b_gpu, m, n, k)).reshape(m, n), want)
+    row.peers["numpy"] = time_host(lambda: a @ b, budget_s=budget_s)
+    if peers.torch is not None:
+        ta, tb = peers.tensor(a), peers.tensor(b)
+        row.peers["torch"] = peers.time(lambda: ta @ tb, budget_s)
+    return row
+
+
+def bench_conv2d(dev, peers: Peers, sizes: Sizes) -> Row:
+    batch, in_c, out_c, size, kernel = sizes.conv
+    pad = kernel // 2
+    name = f"conv2d {kernel}x{kernel} {in_c}->{out_c} {size}x{size} batch {batch}"
+    row = Row(name, "GFLOP/s", work=2.0 * batch * out_c * size * size * in_c * kernel * kernel)
+    if not hasattr(dev, "conv2d"):
+        row.note = "skipped: dev.conv2d does not exist yet"
+        return row
+    rng = np.random.default_rng(0)
+    x = rng.random((batch, in_c, size, size), dtype=np.float32) - 0.5
+    w = (rng.random((out_c, in_c, kernel, kernel), dtype=np.float32) - 0.5) * 0.1
+    bias = rng.random(out_c, dtype=np.float32)
+    x_gpu, w_gpu, bias_gpu = dev.upload(x), dev.upload(w), dev.upload(bias)
+
+    def run():
+        return dev.conv2d(x_gpu, w_gpu, bias_gpu, batch, in_c, size, size, out_c, kernel, kernel,
+                          1, pad, 1, 1)
+    row.anygpu = time_anygpu(dev, run, sizes.budget_s)
+    row.peers["numpy"] = None
+    row.note = "NumPy has no conv2d"
+    if peers.torch is not None:
+        torch = peers.torch
+        tx, tw, tbias = peers.tensor(x), peers.tensor(w), peers.tensor(bias)
+        row.peers["torch"] = peers.time(lambda: torch.nn.functional.conv2d(tx, tw, tbias, padding=pad),
+                                        sizes.budget_s)
+        want = torch.nn.functional.conv2d(tx, tw, tbias, padding=pad).cpu().numpy().astype(np.float64)
+        row.detail["max_rel_err"] = _rel_err(dev.read(run()).reshape(want.shape), want)
+    return row
+
+
+def bench_add(dev, peers: Peers, sizes: Sizes) -> Row:
+    count = sizes.add
+    row = Row(f"add 2^{count.bit_length() - 1} floats", "GB/s", work=3.0 * 4 * count)
+    rng = np.random.default_rng(0)
+    a = rng.random(count, dtype=np.float32)
+    b = rng.random(count, dtype=np.float32)
+    a_gpu, b_gpu = dev.upload(a), dev.upload(b)
+    row.anygpu = time_anygpu(dev, lambda: dev.add(a_gpu, b_gpu), sizes.budget_s)
+    row.detail["max_rel_err"] = _rel_err(dev.read(dev.add(a_gpu, b_gpu)), a.astype(np.float64) + b)
+    row.peers["numpy"] = time_host(lambda: np.add(a, b), budget_s=sizes.budget_s)
+    if peers.torch is not None:
+        ta, tb = peers.tensor(a), peers.tensor(b)
+        row.peers["torch"] = peers.time(lambda: ta + tb, sizes.budget_s)
+    return row
+
+
+def _softmax_np(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def bench_softmax(dev, peers: Peers, sizes: Sizes) -> Row:
+    rows, cols = sizes.softmax
+    row = Row(f"softmax {rows}x{cols}", "GB/s", work=2.0 * 4 * rows * cols)
+    if not hasattr(dev, "softmax"):
+        row.note = "skipped: dev.softmax does not exist yet"
+        return row
+    x = (np.random.default_rng(0).random((rows, cols), dtype=np.float32) - 0.5) * 8
+    x_gpu = dev.upload(x)
+    row.anygpu = time_anygpu(dev, lambda: dev.softmax(x_gpu, rows, cols), sizes.budget_s)
+    row.detail["max_rel_err"] = _rel_err(dev.read(dev.softmax(x_gpu, rows, cols)).reshape(rows, cols),
+                                         _softmax_np(x.astype(np.float64)))
+    row.peers["numpy"] = time_host(lambda: _softmax_np(x), budget_s=sizes.budget_s)
+    if peers.torch is not None:
+        tx = peers.tensor(x)
+        row.peers["torch"] = peers.time(lambda: peers.torch.softmax(tx, dim=1), sizes.budget_s)
+    return row
+
+
+def bench_overhead(dev, peers: Peers, sizes: Sizes) -> Row:
+    """Host cost per small op, end to end: a chain of `scale` ops on 1000 floats, then a read."""
+    chain = sizes.chain
+    row = Row(f"small-op overhead: chain of {chain} scale on 1000 floats", "us/op")
+    x = np.ones(1000, np.float32)
+    x_gpu = dev.upload(x)
+
+    def run_anygpu():
+        y = x_gpu
+        for _ in range(chain):
+            y = dev.scale(y, 1.0)
+        dev.read(y)
+
+    def run_numpy():
+        y = x
+        for _ in range(chain):
+            y = y * np.float32(1.0)
+    row.anygpu = time_host(run_anygpu, budget_s=sizes.budget_s, rounds=3) / chain
+    row.peers["numpy"] = time_host(run_numpy, budget_s=sizes.budget_s, rounds=3) / chain
+    if peers.torch is not None:
+        tx = peers.tensor(x)
+
+        def run_torch():
+            y = tx
+            for _ in range(chain):
+                y = y * 1.0
+            y.cpu()
+        row.peers["torch"] = time_host(run_torch, budget_s=sizes.budget_s, rounds=3) / chain
+    row.note = "wall clock, host included; lower is better"
+    return row
+
+
+def bench_train_step(dev, peers: Peers, sizes: Sizes) -> Row:
+    """One SGD step of an MLP 784-512-512-10 on a batch (forward, cross-entropy,
+    backward, update), anygpu.nn beside torch.nn. Skipped while anygpu.nn is missing."""
+    batch = sizes.train_batch
+    dims = (784, 512, 512, 10)
+    flops = 3 * 2.0 * batch * sum(a * b for a, b in zip(dims, dims[1:]))  # forward + 2x backward
+    row = Row(f"train step MLP 784-512-512-10 batch {batch}", "GFLOP/s", work=flops)
+    try:
+        ag = importlib.import_module("anygpu")
+        nn = importlib.import_module("anygpu.nn")
+        optim = importlib.import_module("anygpu.optim")
+        functional = nn.functional
+    except ImportError as exc:
+        row.note = f"skipped: anygpu.nn is not importable yet ({exc})"
+        return row
+    rng = np.random.default_rng(0)
+    x = rng.random((batch, dims[0]), dtype=np.float32)
+    labels = rng.integers(0, dims[-1], batch)
+    try:
+        ag.manual_seed(0)
+        model = nn.Sequential(nn.Linear(dims[0], dims[1]), nn.ReLU(), nn.Linear(dims[1], dims[2]), nn.ReLU(),
+                              nn.Linear(dims[2], dims[3]))
+        opt = optim.SGD(model.parameters(), lr=0.01)
+        x_t, y_t = ag.tensor(x), ag.tensor(labels.astype(np.int32), dtype="int32")
+
+        def step():
+            opt.zero_grad()
+            loss = functional.cross_entropy(model(x_t), y_t)
+            loss.backward()
+            opt.step()
+        row.anygpu = time_host(step, sync=dev.synchronize, budget_s=sizes.budget_s, rounds=3)
+    except Exception as exc:   # the layers above are young: report, do not abort the suite
+        row.note = f"skipped: {type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
+        return row
+    row.note = "wall clock, host included"
+    if peers.torch is not None:
+        torch = peers.torch
+        torch.manual_seed(0)
+        tnn = torch.nn
+        tmodel = tnn.Sequential(tnn.Linear(dims[0], dims[1]), tnn.ReLU(), tnn.Linear(dims[1], dims[2]),
+                                tnn.ReLU(), tnn.Linear(dims[2], dims[3])).to(peers.device)
+        topt = torch.optim.SGD(tmodel.parameters(), lr=0.01)
+        tx, ty = peers.tensor(x), peers.tensor(labels)
+
+        def torch_step():
+            topt.zero_grad()
+            torch.nn.functional.cross_entropy(tmodel(tx), ty).backward()
+            topt.step()
+        row.peers["torch"] = time_host(torch_step, sync=peers.sync, budget_s=sizes.budget_s, rounds=3)
+    return row
+
+
+def run_suite(dev, sizes: Sizes, peers: Peers, only=None, tune: bool = False, progress=None) -> list[Row]:
+    """Every benchmark (or those named in `only`: matmul, conv2d, add, softmax,
+    overhead, train), in order."""
+    def wanted(name: str) -> bool:
+        return not only or name in only
+
+    def done(row: Row) -> Row:
+        if progress:
+            progress(row)
+        return row
+
+    rows = []
+    if wanted("matmul"):
+        for m, n, k in sizes.matmul:
+            rows.append(done(bench_matmul(dev, peers, m, n, k, sizes.budget_s, tune)))
+    for name, bench in (("conv2d", bench_conv2d), ("add", bench_add), ("softmax", bench_softmax),
+                        ("overhead", bench_overhead), ("train", bench_train_step)):
+        if wanted(name):
+            start = time.perf_counter()
+            row = bench(dev, peers, sizes)
+            row.detail.setdefault("wall_s", round(time.perf_counter() - start, 3))
+            rows.append(done(row))
+    return rows

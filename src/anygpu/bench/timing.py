@@ -1,0 +1,76 @@
+"""Clocks for the benchmark suite: anygpu's GPU time, NumPy's and PyTorch's, measured
+the same way (warm-up, then the median of several rounds of repeated calls)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+from ..ops.autotune import seconds_per_run
+from ..runtime.device import MAX_PENDING
+
+
+def _repeats_for(seconds_once: float, budget_s: float, most: int) -> int:
+    return max(1, min(most, int(budget_s / max(seconds_once, 1e-7))))
+
+
+def time_anygpu(dev, run, budget_s: float = 0.2, rounds: int = 5) -> float:
+    """Median GPU seconds per call of `run` (which records anygpu work).
+
+    Timestamp queries when the adapter has them (then host time is excluded),
+    otherwise many calls and one synchronize on a wall clock."""
+    run()
+    dev.synchronize()   # compile, tune, fill caches
+    dispatches = dev.stats["dispatches"]
+    start = time.perf_counter()
+    run()
+    dev.synchronize()
+    once = time.perf_counter() - start
+    per_call = max(dev.stats["dispatches"] - dispatches, 1)
+    # A round must fit in one submit (one compute pass) for the timestamps to span it.
+    repeats = _repeats_for(once, budget_s / rounds, max(1, (MAX_PENDING - 8) // per_call))
+    return seconds_per_run(dev, run, repeats=repeats, rounds=rounds)
+
+
+def time_host(fn, sync=None, budget_s: float = 0.2, rounds: int = 5) -> float:
+    """Median wall seconds per call of `fn`, calling `sync()` after each round (e.g.
+    torch.cuda.synchronize) so asynchronous work is counted."""
+    sync = sync or (lambda: None)
+    fn()
+    sync()
+    start = time.perf_counter()
+    fn()
+    sync()
+    repeats = _repeats_for(time.perf_counter() - start, budget_s / rounds, 1000)
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            fn()
+        sync()
+        samples.append((time.perf_counter() - start) / repeats)
+    return statistics.median(samples)
+
+
+def time_torch(torch, device: str, fn, budget_s: float = 0.2, rounds: int = 5) -> float:
+    """Median seconds per call of `fn` (torch work on `device`): CUDA events on a
+    CUDA device (GPU time, like anygpu's timestamps), a wall clock on the CPU."""
+    if device != "cuda":
+        return time_host(fn, budget_s=budget_s, rounds=rounds)
+    sync = torch.cuda.synchronize
+    fn()
+    sync()
+    start = time.perf_counter()
+    fn()
+    sync()
+    repeats = _repeats_for(time.perf_counter() - start, budget_s / rounds, 1000)
+    samples = []
+    for _ in range(rounds):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        for _ in range(repeats):
+            fn()
+        end.record()
+        end.synchronize()
+        samples.append(begin.elapsed_time(end) * 1e-3 / repeats)
+    return statistics.median(samples)

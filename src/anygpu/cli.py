@@ -1,0 +1,185 @@
+"""The ``anygpu`` command: ``info``, ``bench``, ``train``, and NanoSign's ``sign|verify|strip|hash``.
+
+Exit codes: 0 success; 2 bad arguments or bad data, reported as ONE line on stderr
+(``anygpu: error: ...``) and never a traceback. ``verify`` and ``strip`` also use 1 for a
+failed signature (see ``anygpu.nanosign_cli``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+from importlib import metadata
+from typing import Sequence
+
+EXIT_OK = 0
+EXIT_ERROR = 2
+
+# Limits `anygpu info` prints, in this order, with how to show them.
+_KEY_LIMITS = (
+    ("max-buffer-size", "bytes"),
+    ("max-storage-buffer-binding-size", "bytes"),
+    ("max-compute-workgroup-storage-size", "bytes"),
+    ("max-compute-invocations-per-workgroup", "count"),
+    ("max-compute-workgroup-size-x", "count"),
+    ("max-compute-workgroups-per-dimension", "count"),
+    ("max-storage-buffers-per-shader-stage", "count"),
+    ("max-uniform-buffer-binding-size", "bytes"),
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one stderr line (the SPEC's promise), not usage + error."""
+
+    def error(self, message: str):  # noqa: D102 — argparse's hook
+        hint = f" (see '{self.prog} --help')"
+        self.exit(EXIT_ERROR, f"anygpu: error: {message}{hint}\n")
+
+
+def _private_runtime_dir() -> None:
+    """Give Mesa an XDG_RUNTIME_DIR, so software Vulkan does not print
+    'XDG_RUNTIME_DIR is invalid or not set' on every run. Must run before wgpu opens
+    an adapter (adapters are opened lazily, so before any command runs is early enough)."""
+    current = os.environ.get("XDG_RUNTIME_DIR")
+    if current and os.path.isdir(current):
+        return
+    folder = tempfile.mkdtemp(prefix="anygpu-xdg-")  # mode 0700, as the XDG spec asks
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    os.environ["XDG_RUNTIME_DIR"] = folder
+
+
+# --------------------------------------------------------------------------- info
+
+
+def _format_bytes(value: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if value >= size:
+            return f"{value} bytes ({value / size:.3g} {unit})"
+    return f"{value} bytes"
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    import anygpu as ag
+    from anygpu.runtime import list_adapters
+
+    try:
+        wgpu_version = metadata.version("wgpu")
+    except metadata.PackageNotFoundError:
+        wgpu_version = "unknown"
+    print(f"anygpu {ag.__version__} (wgpu {wgpu_version}, Python {sys.version.split()[0]})")
+
+    adapters = list_adapters()
+    dev = ag.gpu()  # raises GpuError, naming the driver to install, when there is none
+    chosen_info = None
+    print(f"adapters wgpu sees ({len(adapters)}):")
+    for adapter in adapters:
+        info = adapter.info
+        chosen = (
+            chosen_info is None
+            and info.get("device") == dev.adapter_name
+            and info.get("backend_type") == dev.backend
+            and info.get("description", "") == dev.driver
+        )
+        if chosen:
+            chosen_info = adapter
+        mark = "*" if chosen else " "
+        print(
+            f"  {mark} {info.get('device') or info.get('description') or 'unknown'}"
+            f"  backend {info.get('backend_type', '?')}, type {info.get('adapter_type', '?')},"
+            f" driver {info.get('description') or '?'}"
+        )
+    selection = [
+        f"{name}={os.environ[name]}" for name in ("ANYGPU_ADAPTER", "ANYGPU_BACKEND") if os.environ.get(name)
+    ]
+    how = ", ".join(selection) if selection else "wgpu's high-performance choice; set ANYGPU_ADAPTER / ANYGPU_BACKEND to pick"
+    print(f"chosen (*): {dev.adapter_name} ({dev.backend}, {dev.adapter_type}) — {how}")
+
+    print("key limits:")
+    for name, kind in _KEY_LIMITS:
+        if name in dev.limits:
+            value = int(dev.limits[name])
+            shown = _format_bytes(value) if kind == "bytes" else str(value)
+            print(f"  {name:<40} {shown}")
+    print(f"features anygpu uses: {', '.join(sorted(dev.features)) or 'none'}")
+    if chosen_info is not None:
+        others = sorted(set(chosen_info.features) - set(dev.features))
+        print(f"other adapter features ({len(others)}): {', '.join(others) or 'none'}")
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full ``anygpu`` argument parser (each subcommand sets ``func``)."""
+    from anygpu import nanosign_cli, train
+
+    parser = _Parser(
+        prog="anygpu",
+        description="Train and run neural networks on any GPU through WebGPU and WGSL.",
+    )
+    parser.add_argument("--version", action="version", version=f"anygpu {_version()}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    subparsers.required = True
+
+    info = subparsers.add_parser(
+        "info", help="list the adapters wgpu sees, the one chosen, its limits and features",
+        description="List every adapter wgpu sees, the one anygpu chooses, its key limits and features.",
+    )
+    info.set_defaults(func=_cmd_info)
+
+    try:
+        from anygpu import bench
+    except ImportError:  # the benchmark suite is optional in a trimmed install
+        bench = None
+    register_bench = getattr(bench, "register", None)
+    if register_bench is not None:
+        register_bench(subparsers)
+
+    train.register(subparsers)
+    nanosign_cli.register(subparsers)
+    return parser
+
+
+def _version() -> str:
+    try:
+        return metadata.version("anygpu")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    if isinstance(error, FileNotFoundError) and error.filename and error.strerror:
+        text = f"{error.filename}: {error.strerror}"
+    return " ".join(text.split())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``anygpu`` command with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    _private_runtime_dir()
+    from anygpu import GpuError
+    from anygpu.io.datasets import DataError
+    from anygpu.io.nanosign import TamperedError
+
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # --help, --version, usage errors: argparse already printed
+        return stop.code if isinstance(stop.code, int) else EXIT_ERROR
+    try:
+        return int(args.func(args))
+    except (DataError, TamperedError, ValueError, FileNotFoundError, GpuError) as error:
+        print(f"anygpu: error: {_one_line(error)}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("anygpu: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

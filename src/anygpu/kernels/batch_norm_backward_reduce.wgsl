@@ -1,0 +1,50 @@
+// Per-channel sums for the batch-norm backward, one workgroup per channel of
+// grad_out and x [batch, channels, spatial], xhat = (x - mean) / sqrt(var + eps):
+//   grad_beta[c]  = sum grad_out
+//   grad_gamma[c] = sum grad_out * xhat
+struct Params { batch: u32, channels: u32, spatial: u32, eps: f32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> grad_out: array<f32>;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read> mean: array<f32>;
+@group(0) @binding(4) var<storage, read> variance: array<f32>;
+@group(0) @binding(5) var<storage, read_write> grad_gamma: array<f32>;
+@group(0) @binding(6) var<storage, read_write> grad_beta: array<f32>;
+
+const WG: u32 = 256u;
+var<workgroup> partial_g: array<f32, WG>;
+var<workgroup> partial_gx: array<f32, WG>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>) {
+    let c = wid.x + wid.y * nwg.x;
+    if (c >= P.channels) { return; }  // uniform per workgroup: safe before the barriers
+    let t = lid.x;
+    let m = mean[c];
+    let rstd = inverseSqrt(variance[c] + P.eps);
+    var sum_g = 0.0;
+    var sum_gx = 0.0;
+    for (var n = 0u; n < P.batch; n++) {
+        let base = (n * P.channels + c) * P.spatial;
+        for (var s = t; s < P.spatial; s += WG) {
+            let g = grad_out[base + s];
+            sum_g += g;
+            sum_gx += g * (x[base + s] - m) * rstd;
+        }
+    }
+    partial_g[t] = sum_g;
+    partial_gx[t] = sum_gx;
+    workgroupBarrier();
+    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
+        if (t < stride) {
+            partial_g[t] += partial_g[t + stride];
+            partial_gx[t] += partial_gx[t + stride];
+        }
+        workgroupBarrier();
+    }
+    if (t == 0u) {
+        grad_beta[c] = partial_g[0];
+        grad_gamma[c] = partial_gx[0];
+    }
+}

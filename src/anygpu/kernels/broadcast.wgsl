@@ -1,0 +1,14 @@
+// out[i] = a[i] + b[B_INDEX]: `a` is [rows, width] flattened and b is broadcast along
+// one axis (b[i / width] for one value per row, b[i % width] for one per column).
+struct Params { n: u32, width: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> a: array<f32>;
+@group(0) @binding(2) var<storage, read> b: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = gid.x + gid.y * nwg.x * 256u;
+    if (i >= P.n) { return; }
+    out[i] = a[i] + b[{{B_INDEX}}];
+}

@@ -1,0 +1,54 @@
+// Group normalisation of x [batch, channels, spatial], one workgroup per (n, g):
+//   y = (x - mean) / sqrt(var + eps) * gamma[c] + beta[c]
+// over the channels/groups * spatial contiguous values of group g of sample n.
+// Two passes (mean, then the mean of squared deviations) keep the variance accurate
+// when the mean is large beside the spread, where E[x^2] - E[x]^2 would cancel.
+struct Params { batch: u32, channels: u32, spatial: u32, groups: u32, eps: f32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> gamma: array<f32>;
+@group(0) @binding(3) var<storage, read> beta: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+
+const WG: u32 = 256u;
+var<workgroup> scratch: array<f32, WG>;
+
+// The sum of `value` over the workgroup, returned to every thread.
+fn workgroup_sum(tid: u32, value: f32) -> f32 {
+    scratch[tid] = value;
+    workgroupBarrier();
+    for (var width = WG / 2u; width > 0u; width = width / 2u) {
+        if (tid < width) { scratch[tid] = scratch[tid] + scratch[tid + width]; }
+        workgroupBarrier();
+    }
+    let total = scratch[0];
+    workgroupBarrier();  // everyone has read the total before scratch is reused
+    return total;
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_index) tid: u32,
+        @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>) {
+    let slot = wid.x + wid.y * nwg.x;  // n * groups + g
+    if (slot >= P.batch * P.groups) { return; }
+    let group_c = P.channels / P.groups;
+    let count = group_c * P.spatial;
+    let base = slot * count;
+    let channel0 = (slot % P.groups) * group_c;
+
+    var local_sum = 0.0;
+    for (var e = tid; e < count; e = e + WG) { local_sum = local_sum + x[base + e]; }
+    let mean = workgroup_sum(tid, local_sum) / f32(count);
+    var local_sq = 0.0;
+    for (var e = tid; e < count; e = e + WG) {
+        let d = x[base + e] - mean;
+        local_sq = local_sq + d * d;
+    }
+    let rstd = inverseSqrt(workgroup_sum(tid, local_sq) / f32(count) + P.eps);
+
+    for (var e = tid; e < count; e = e + WG) {
+        let c = channel0 + e / P.spatial;
+        y[base + e] = (x[base + e] - mean) * rstd * gamma[c] + beta[c];
+    }
+}

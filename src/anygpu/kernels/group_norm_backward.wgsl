@@ -1,0 +1,98 @@
+// Gradient of group_norm, one workgroup per (n, g). With xhat = (x - mean) * rstd and
+// the group's count values:
+//   dx = rstd * (dy*gamma - mean(dy*gamma) - xhat * mean(dy*gamma*xhat))
+// and the per-sample channel sums dbeta_part[n, c] = sum_p dy, dgamma_part[n, c] =
+// sum_p dy*xhat, which the caller sums over the batch. Statistics are recomputed
+// (two passes, as in the forward) rather than stored by the forward.
+struct Params { batch: u32, channels: u32, spatial: u32, groups: u32, eps: f32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> grad_out: array<f32>;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read> gamma: array<f32>;
+@group(0) @binding(4) var<storage, read_write> dx: array<f32>;
+@group(0) @binding(5) var<storage, read_write> dgamma_part: array<f32>;
+@group(0) @binding(6) var<storage, read_write> dbeta_part: array<f32>;
+
+const WG: u32 = 256u;
+// Channels with at least this many positions are summed by the whole workgroup,
+// shorter ones by one thread each (a workgroup tree per tiny channel is all barriers).
+const WIDE_CHANNEL: u32 = 32u;
+var<workgroup> scratch: array<vec2<f32>, WG>;
+
+// The sum of `value` over the workgroup, returned to every thread.
+fn workgroup_sum(tid: u32, value: vec2<f32>) -> vec2<f32> {
+    scratch[tid] = value;
+    workgroupBarrier();
+    for (var width = WG / 2u; width > 0u; width = width / 2u) {
+        if (tid < width) { scratch[tid] = scratch[tid] + scratch[tid + width]; }
+        workgroupBarrier();
+    }
+    let total = scratch[0];
+    workgroupBarrier();  // everyone has read the total before scratch is reused
+    return total;
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_index) tid: u32,
+        @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>) {
+    let slot = wid.x + wid.y * nwg.x;  // n * groups + g
+    if (slot >= P.batch * P.groups) { return; }
+    let group_c = P.channels / P.groups;
+    let count = group_c * P.spatial;
+    let base = slot * count;
+    let channel0 = (slot % P.groups) * group_c;
+    let part0 = (slot / P.groups) * P.channels + channel0;  // [n, channel0] in the partials
+
+    var local_sum = 0.0;
+    for (var e = tid; e < count; e = e + WG) { local_sum = local_sum + x[base + e]; }
+    let mean = workgroup_sum(tid, vec2<f32>(local_sum, 0.0)).x / f32(count);
+    var local_sq = 0.0;
+    for (var e = tid; e < count; e = e + WG) {
+        let d = x[base + e] - mean;
+        local_sq = local_sq + d * d;
+    }
+    let rstd = inverseSqrt(workgroup_sum(tid, vec2<f32>(local_sq, 0.0)).x / f32(count) + P.eps);
+
+    // Group means of dy*gamma and dy*gamma*xhat.
+    var local_terms = vec2<f32>(0.0);
+    for (var e = tid; e < count; e = e + WG) {
+        let dy_gamma = grad_out[base + e] * gamma[channel0 + e / P.spatial];
+        local_terms = local_terms + vec2<f32>(dy_gamma, dy_gamma * (x[base + e] - mean) * rstd);
+    }
+    let group_means = workgroup_sum(tid, local_terms) / f32(count);
+
+    // Per-channel sums of dy and dy*xhat over the positions of this sample.
+    if (P.spatial >= WIDE_CHANNEL) {
+        for (var cl = 0u; cl < group_c; cl = cl + 1u) {
+            let channel_base = base + cl * P.spatial;
+            var local_channel = vec2<f32>(0.0);
+            for (var p = tid; p < P.spatial; p = p + WG) {
+                let dy = grad_out[channel_base + p];
+                local_channel = local_channel + vec2<f32>(dy, dy * (x[channel_base + p] - mean) * rstd);
+            }
+            let channel_sums = workgroup_sum(tid, local_channel);
+            if (tid == 0u) {
+                dbeta_part[part0 + cl] = channel_sums.x;
+                dgamma_part[part0 + cl] = channel_sums.y;
+            }
+        }
+    } else {
+        for (var cl = tid; cl < group_c; cl = cl + WG) {
+            let channel_base = base + cl * P.spatial;
+            var channel_sums = vec2<f32>(0.0);
+            for (var p = 0u; p < P.spatial; p = p + 1u) {
+                let dy = grad_out[channel_base + p];
+                channel_sums = channel_sums + vec2<f32>(dy, dy * (x[channel_base + p] - mean) * rstd);
+            }
+            dbeta_part[part0 + cl] = channel_sums.x;
+            dgamma_part[part0 + cl] = channel_sums.y;
+        }
+    }
+
+    for (var e = tid; e < count; e = e + WG) {
+        let xhat = (x[base + e] - mean) * rstd;
+        let dy_gamma = grad_out[base + e] * gamma[channel0 + e / P.spatial];
+        dx[base + e] = rstd * (dy_gamma - group_means.x - xhat * group_means.y);
+    }
+}

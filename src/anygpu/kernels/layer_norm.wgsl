@@ -1,0 +1,55 @@
+// Layer normalisation over the last `cols` elements, one workgroup per row of x [rows, cols]:
+//   y = (x - mean) * rstd * gamma + beta,  rstd = 1 / sqrt(var + eps)  (biased variance,
+// computed in two passes for accuracy). flags: bit 0 gamma given, bit 1 beta given
+// (an absent one is bound to x and never read). stats[2r], stats[2r+1] = mean, rstd.
+struct Params { rows: u32, cols: u32, eps: f32, flags: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> gamma: array<f32>;
+@group(0) @binding(3) var<storage, read> beta: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+@group(0) @binding(5) var<storage, read_write> stats: array<f32>;
+
+const WG: u32 = 64u;
+var<workgroup> partial: array<f32, WG>;
+
+fn row_sum(t: u32, value: f32) -> f32 {
+    partial[t] = value;
+    workgroupBarrier();
+    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
+        if (t < stride) { partial[t] += partial[t + stride]; }
+        workgroupBarrier();
+    }
+    let total = partial[0];
+    workgroupBarrier();  // everyone has read partial[0] before it is reused
+    return total;
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>) {
+    let r = wid.x + wid.y * nwg.x;
+    if (r >= P.rows) { return; }  // uniform per workgroup: safe before the barriers
+    let t = lid.x;
+    let base = r * P.cols;
+    let n = f32(P.cols);
+    var acc = 0.0;
+    for (var c = t; c < P.cols; c += WG) { acc += x[base + c]; }
+    let mean = row_sum(t, acc) / n;
+    acc = 0.0;
+    for (var c = t; c < P.cols; c += WG) {
+        let d = x[base + c] - mean;
+        acc += d * d;
+    }
+    let rstd = inverseSqrt(row_sum(t, acc) / n + P.eps);
+    for (var c = t; c < P.cols; c += WG) {
+        var v = (x[base + c] - mean) * rstd;
+        if ((P.flags & 1u) != 0u) { v = v * gamma[c]; }
+        if ((P.flags & 2u) != 0u) { v = v + beta[c]; }
+        y[base + c] = v;
+    }
+    if (t == 0u) {
+        stats[2u * r] = mean;
+        stats[2u * r + 1u] = rstd;
+    }
+}

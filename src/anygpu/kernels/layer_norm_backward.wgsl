@@ -1,0 +1,58 @@
+// Backward of layer_norm.wgsl, one workgroup per row: with xhat = (x - mean) * rstd and
+// gy = grad_out * gamma,
+//   grad_x = rstd * (gy - mean(gy) - xhat * mean(gy * xhat))
+//   grad_out_xhat = grad_out * xhat   (summed over rows by the caller into grad_gamma;
+//                                     written only when flags bit 2 is set)
+// flags: bit 0 gamma given (else bound to x, unread), bit 2 write grad_out_xhat.
+struct Params { rows: u32, cols: u32, eps: f32, flags: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> grad_out: array<f32>;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read> gamma: array<f32>;
+@group(0) @binding(4) var<storage, read> stats: array<f32>;
+@group(0) @binding(5) var<storage, read_write> grad_x: array<f32>;
+@group(0) @binding(6) var<storage, read_write> grad_out_xhat: array<f32>;
+
+const WG: u32 = 64u;
+var<workgroup> partial_a: array<f32, WG>;
+var<workgroup> partial_b: array<f32, WG>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>) {
+    let r = wid.x + wid.y * nwg.x;
+    if (r >= P.rows) { return; }  // uniform per workgroup: safe before the barriers
+    let t = lid.x;
+    let base = r * P.cols;
+    let mean = stats[2u * r];
+    let rstd = stats[2u * r + 1u];
+    var sum_gy = 0.0;
+    var sum_gy_xhat = 0.0;
+    for (var c = t; c < P.cols; c += WG) {
+        var gy = grad_out[base + c];
+        if ((P.flags & 1u) != 0u) { gy = gy * gamma[c]; }
+        sum_gy += gy;
+        sum_gy_xhat += gy * (x[base + c] - mean) * rstd;
+    }
+    partial_a[t] = sum_gy;
+    partial_b[t] = sum_gy_xhat;
+    workgroupBarrier();
+    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
+        if (t < stride) {
+            partial_a[t] += partial_a[t + stride];
+            partial_b[t] += partial_b[t + stride];
+        }
+        workgroupBarrier();
+    }
+    let n = f32(P.cols);
+    let mean_gy = partial_a[0] / n;
+    let mean_gy_xhat = partial_b[0] / n;
+    for (var c = t; c < P.cols; c += WG) {
+        let g = grad_out[base + c];
+        var gy = g;
+        if ((P.flags & 1u) != 0u) { gy = gy * gamma[c]; }
+        let xhat = (x[base + c] - mean) * rstd;
+        grad_x[base + c] = rstd * (gy - mean_gy - xhat * mean_gy_xhat);
+        if ((P.flags & 4u) != 0u) { grad_out_xhat[base + c] = g * xhat; }
+    }
+}

@@ -1,0 +1,44 @@
+// Row-wise softmax of a [rows, cols] array, one workgroup per row:
+//   y[r, c] = exp(x[r, c] - max_r) / sum_c' exp(x[r, c'] - max_r)
+// Subtracting the row maximum keeps every exponent <= 0, so rows of huge magnitude
+// (1e30 beside -1e30) neither overflow nor turn into NaN.
+struct Params { rows: u32, cols: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+
+const WG: u32 = {{WG}}u;
+const LOWEST: f32 = -3.40282347e+38;
+var<workgroup> scratch: array<f32, WG>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(local_invocation_index) tid: u32,
+        @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>) {
+    let row = wid.x + wid.y * nwg.x;
+    if (row >= P.rows) { return; }
+    let base = row * P.cols;
+
+    var local_max = LOWEST;
+    for (var c = tid; c < P.cols; c = c + WG) { local_max = max(local_max, x[base + c]); }
+    scratch[tid] = local_max;
+    workgroupBarrier();
+    for (var width = WG / 2u; width > 0u; width = width / 2u) {
+        if (tid < width) { scratch[tid] = max(scratch[tid], scratch[tid + width]); }
+        workgroupBarrier();
+    }
+    let row_max = scratch[0];
+    workgroupBarrier();  // everyone has read the maximum before scratch is reused
+
+    var local_sum = 0.0;
+    for (var c = tid; c < P.cols; c = c + WG) { local_sum = local_sum + exp(x[base + c] - row_max); }
+    scratch[tid] = local_sum;
+    workgroupBarrier();
+    for (var width = WG / 2u; width > 0u; width = width / 2u) {
+        if (tid < width) { scratch[tid] = scratch[tid] + scratch[tid + width]; }
+        workgroupBarrier();
+    }
+    let inv_sum = 1.0 / scratch[0];
+
+    for (var c = tid; c < P.cols; c = c + WG) { y[base + c] = exp(x[base + c] - row_max) * inv_sum; }
+}

@@ -1,0 +1,31 @@
+// Gradient of the row-wise softmax, one workgroup per row, from y = softmax(x):
+//   dx[r, c] = y[r, c] * (grad[r, c] - sum_c' grad[r, c'] * y[r, c'])
+struct Params { rows: u32, cols: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> grad: array<f32>;
+@group(0) @binding(2) var<storage, read> y: array<f32>;
+@group(0) @binding(3) var<storage, read_write> dx: array<f32>;
+
+const WG: u32 = {{WG}}u;
+var<workgroup> scratch: array<f32, WG>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(local_invocation_index) tid: u32,
+        @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>) {
+    let row = wid.x + wid.y * nwg.x;
+    if (row >= P.rows) { return; }
+    let base = row * P.cols;
+
+    var local_dot = 0.0;
+    for (var c = tid; c < P.cols; c = c + WG) { local_dot = local_dot + grad[base + c] * y[base + c]; }
+    scratch[tid] = local_dot;
+    workgroupBarrier();
+    for (var width = WG / 2u; width > 0u; width = width / 2u) {
+        if (tid < width) { scratch[tid] = scratch[tid] + scratch[tid + width]; }
+        workgroupBarrier();
+    }
+    let dot = scratch[0];
+
+    for (var c = tid; c < P.cols; c = c + WG) { dx[base + c] = y[base + c] * (grad[base + c] - dot); }
+}

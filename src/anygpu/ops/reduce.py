@@ -1,0 +1,80 @@
+"""Sums (Layer 0): sum_all, sum_inner (over the last axis), sum_rows (over the first).
+
+sum_inner is the adjoint of add_broadcast (b[outer] added along inner) and sum_rows the
+adjoint of add_per_col (b[cols] added to every row): the backward of each add sums the
+incoming gradient over the axis the bias was broadcast along. Long sums run as a tree
+of passes (each pass writes one partial per chunk), never as one thread's loop.
+"""
+
+from __future__ import annotations
+
+from ..runtime import load_shader
+from ._common import check_buffer, check_positive, grid_1d
+
+__all__ = ["sum_all", "sum_inner", "sum_rows"]
+
+_CHUNK = 4096      # elements one workgroup sums per pass (16 per thread)
+_SHORT_ROW = 64    # rows up to this length are summed by one thread each
+_ROW_CHUNK = 256   # rows one sum_rows workgroup covers per pass
+
+
+def reduce_inner(dev, term: str, a, b, rows: int, inner: int, scale: float = 1.0):
+    """[rows]: scale * the sum over the inner axis of TERM(a, b), a and b [rows, inner].
+
+    TERM is a WGSL expression of `a` and `b` (one element of each), e.g. "a" or
+    "(a - b) * (a - b)". Arguments are not checked here: callers check them."""
+    while True:
+        if inner <= _SHORT_ROW:
+            kernel = dev.kernel(f"sum_inner[{term}]", load_shader("reduce.wgsl", TERM=term), 2, 1, "IIIIf",
+                                entry_point="per_thread")
+            out = dev.empty(rows)
+            dev.launch(kernel, [a, b], [out], (rows, inner, inner, 1, scale), grid_1d(dev, rows))
+            return out
+        n_chunks = -(-inner // _CHUNK)
+        kernel = dev.kernel(f"sum_inner[{term}]", load_shader("reduce.wgsl", TERM=term), 2, 1, "IIIIf",
+                            entry_point="per_workgroup")
+        out = dev.empty(rows * n_chunks)
+        last_pass = n_chunks == 1
+        dev.launch(kernel, [a, b], [out], (rows, inner, _CHUNK, n_chunks, scale if last_pass else 1.0),
+                   dev.grid(rows * n_chunks))
+        if last_pass:
+            return out
+        # The partials [rows, n_chunks] are summed by the next pass.
+        a = b = out
+        inner = n_chunks
+        term = "a"
+
+
+def sum_inner(dev, a, outer: int, inner: int):
+    """Sum over the last axis: a [outer, inner] -> [outer], out[o] = sum_i a[o, i].
+
+    The backward of add_broadcast(x, b, outer, inner) for b."""
+    check_positive("sum_inner", outer=outer, inner=inner)
+    check_buffer("sum_inner", "a", a, outer * inner, "outer*inner")
+    return reduce_inner(dev, "a", a, a, outer, inner)
+
+
+def sum_rows(dev, a, rows: int, cols: int):
+    """Sum over the first axis: a [rows, cols] -> [cols], out[c] = sum_r a[r, c].
+
+    The backward of add_per_col(x, b, rows, cols) for b."""
+    check_positive("sum_rows", rows=rows, cols=cols)
+    check_buffer("sum_rows", "a", a, rows * cols, "rows*cols")
+    kernel = dev.kernel("sum_rows", load_shader("sum_rows.wgsl"), 1, 1, "IIIII")
+    col_tiles = -(-cols // 64)
+    while True:
+        n_chunks = -(-rows // _ROW_CHUNK)
+        partial = dev.empty(n_chunks * cols)
+        dev.launch(kernel, [a], [partial], (rows, cols, _ROW_CHUNK, n_chunks, col_tiles),
+                   dev.grid(col_tiles * n_chunks))
+        if n_chunks == 1:
+            return partial
+        a, rows = partial, n_chunks
+
+
+def sum_all(dev, x):
+    """The sum of every element of x, as a 1-element Buffer (0 for an empty x)."""
+    check_buffer("sum_all", "x", x)
+    if x.len == 0:
+        return dev.alloc(1)
+    return reduce_inner(dev, "a", x, x, 1, x.len)

@@ -1,0 +1,90 @@
+"""`anygpu bench`: runs end to end at --quick sizes and writes valid JSON; no timing asserted."""
+
+import argparse
+import json
+
+import pytest
+
+from anygpu import bench
+from anygpu.bench.suite import Row
+
+pytestmark = pytest.mark.fast
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANYGPU_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def check_report(path, expected_names):
+    report = json.loads(path.read_text())   # strict JSON: no NaN (json.loads accepts it, so check below)
+    assert "NaN" not in path.read_text() and "Infinity" not in path.read_text()
+    assert report["device"]["adapter"] and report["device"]["timer"] in ("GPU timestamps", "wall clock")
+    assert "numpy" in report["peers"]
+    rows = {row["name"].split()[0]: row for row in report["rows"]}
+    assert set(rows) == expected_names
+    for row in report["rows"]:
+        if row["anygpu"] is None:
+            assert row["note"].startswith("skipped")
+            continue
+        assert row["anygpu"] > 0 and row["anygpu_rate"] > 0
+        assert row["peers"].get("numpy") is None or row["peers"]["numpy"] > 0
+        if "max_rel_err" in row["detail"]:
+            assert row["detail"]["max_rel_err"] < 1e-3, row
+    return report
+
+
+def test_quick_bench_writes_valid_json(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert bench.main(["--quick", "--json", str(out), "--sizes", "64,96x80x72", "--no-torch"]) == 0
+    report = check_report(out, {"matmul", "conv2d", "add", "softmax", "small-op", "train"})
+    matmuls = [row for row in report["rows"] if row["name"].startswith("matmul")]
+    assert [row["name"] for row in matmuls] == ["matmul 64x64x64", "matmul 96x80x72"]
+    assert all(row["detail"]["config"] for row in matmuls)
+    printed = capsys.readouterr().out
+    assert "matmul 96x80x72" in printed and "vs torch" in printed
+
+
+def test_bench_through_the_anygpu_command_with_torch_and_tuning(tmp_path):
+    cli = pytest.importorskip("anygpu.cli")
+    torch = pytest.importorskip("torch")
+    out, plot = tmp_path / "bench.json", tmp_path / "bench.png"
+    code = cli.main(["bench", "--quick", "--tune", "--only", "matmul,add", "--sizes", "64",
+                     "--json", str(out), "--plot", str(plot)])
+    assert code == 0
+    report = check_report(out, {"matmul", "add"})
+    assert report["peers"]["torch"].startswith(f"PyTorch {torch.__version__}")
+    matmul = report["rows"][0]
+    assert matmul["peers"]["torch"] > 0 and matmul["ratios"]["torch"] > 0
+    assert "simple" in matmul["detail"]["tuning"]      # every candidate's time, or why it was skipped
+    assert plot.stat().st_size > 1000
+    assert (tmp_path / "cache" / "matmul_autotune.json").exists()
+
+
+@pytest.mark.parametrize("text, sizes", [("256", [(256, 256, 256)]), ("64, 128x32x16", [(64, 64, 64), (128, 32, 16)])])
+def test_parse_sizes(text, sizes):
+    assert bench.parse_sizes(text) == sizes
+
+
+@pytest.mark.parametrize("text", ["", "12x", "0", "1x2", "axb"])
+def test_parse_sizes_refuses_bad_lists(text):
+    with pytest.raises(ValueError, match="--sizes"):
+        bench.parse_sizes(text)
+
+
+def test_unknown_benchmark_name_is_a_clear_error(capsys):
+    assert bench.main(["--quick", "--only", "matmul,nope"]) == 2
+    assert "nope" in capsys.readouterr().err
+
+
+def test_register_adds_the_subcommand():
+    parser = argparse.ArgumentParser()
+    bench.register(parser.add_subparsers())
+    args = parser.parse_args(["bench", "--quick", "--tune", "--json", "x.json", "--plot", "x.png", "--sizes", "64"])
+    assert args.func is bench.run and args.quick and args.tune and args.json == "x.json"
+
+
+def test_ratios_are_peer_time_over_anygpu_time():
+    row = Row("matmul 2x2x2", "GFLOP/s", work=2e9, anygpu=0.5, peers={"numpy": 1.0, "torch": None})
+    assert row.rate(row.anygpu) == 4.0 and row.ratio("numpy") == 2.0 and row.ratio("torch") is None
+    assert Row("overhead", "us/op", anygpu=30e-6).rate(30e-6) == pytest.approx(30.0)

@@ -1,0 +1,279 @@
+"""The generated matmul family, its autotuner and the GPU timer, against NumPy in float64.
+
+Every candidate config the autotuner may pick is run on odd sizes (edges in every
+dimension, scalar loads), vec4-aligned sizes, tile-multiple sizes (no bounds
+checks), all four transpositions, a batch with a broadcast operand and alpha."""
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+import anygpu as ag
+from anygpu.ops import autotune, matmul_gen
+from anygpu.ops.matmul_gen import MatmulConfig, Problem, Variant
+
+EXTRA_CONFIGS = ("64x128x8_4x8_v1", "32x64x4_4x8_v1p", "64x32x16_8x4_v4")
+CONFIGS = sorted({c.name for c in autotune.GPU_CANDIDATES + autotune.CPU_CANDIDATES} | set(EXTRA_CONFIGS))
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    """Tuning results go to a temporary folder, never the user's cache."""
+    monkeypatch.setenv("ANYGPU_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("ANYGPU_AUTOTUNE", raising=False)
+
+
+def operands(rng, problem):
+    p = problem
+    a = rng.standard_normal(((p.batch if p.a_batch else 1), *((p.k, p.m) if p.trans_a else (p.m, p.k))))
+    b = rng.standard_normal(((p.batch if p.b_batch else 1), *((p.n, p.k) if p.trans_b else (p.k, p.n))))
+    return a.astype(np.float32), b.astype(np.float32)
+
+
+def expected(problem, a, b):
+    a64 = a.astype(np.float64)
+    b64 = b.astype(np.float64)
+    if problem.trans_a:
+        a64 = a64.transpose(0, 2, 1)
+    if problem.trans_b:
+        b64 = b64.transpose(0, 2, 1)
+    return problem.alpha * np.broadcast_to(a64 @ b64, (problem.batch, problem.m, problem.n))
+
+
+def run_config(dev, config, problem, a, b):
+    out = dev.empty(problem.batch * problem.m * problem.n)
+    matmul_gen.launch(dev, config, problem, dev.upload(a), dev.upload(b), out)
+    return dev.read(out).reshape(problem.batch, problem.m, problem.n)
+
+
+def assert_matches(got, want):
+    scale = max(1.0, float(np.abs(want).max()))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5 * scale)
+
+
+def family_problems(config):
+    """Problems that between them reach every code path of `config`."""
+    tm, tn, tk = config.tile_m, config.tile_n, config.tile_k
+    odd = [Problem(3, 67, 45, 33, ta, tb, alpha=0.5 if ta else 1.0) for ta in (False, True) for tb in (False, True)]
+    return odd + [
+        Problem(1, 1, 1, 1),
+        Problem(1, 129, 257, 65),
+        Problem(3, 67, 45, 33, False, True, a_batch=False, alpha=-1.5),
+        Problem(2, 67, 45, 33, True, False, b_batch=False),
+        Problem(1, 68, 44, 36),                  # vec4 loads and stores, edges everywhere
+        Problem(1, 68, 44, 36, True, True),
+        Problem(2, 2 * tm, tn, 2 * tk, alpha=2.0),   # whole tiles: no bounds checks
+        Problem(1, tm, 2 * tn, 3 * tk, True, True),
+    ]
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_every_candidate_config_matches_numpy(dev, rng, name):
+    config = MatmulConfig.parse(name)
+    if not autotune.fits(dev, config):
+        pytest.skip(f"{name} needs {config.workgroup_bytes()} bytes of workgroup memory, "
+                    f"over this adapter's {dev.max_workgroup_storage}")
+    for problem in family_problems(config):
+        a, b = operands(rng, problem)
+        assert_matches(run_config(dev, config, problem, a, b), expected(problem, a, b))
+
+
+@pytest.mark.parametrize("problem", [Problem(3, 67, 45, 33, True, True, alpha=0.25), Problem(1, 129, 257, 65)])
+def test_simple_kernel_is_still_correct(dev, rng, problem):
+    a, b = operands(rng, problem)
+    assert_matches(run_config(dev, None, problem, a, b), expected(problem, a, b))
+
+
+def test_generated_code_has_no_function_scope_arrays_or_inner_loops():
+    config = MatmulConfig.parse("128x128x8_8x8_v4p")
+    source = matmul_gen.generate(config, Variant.of(config, 1000, 1000, 1000))
+    spaces = re.findall(r"\bvar(?:<([^>]*)>)?\s+\w+\s*:\s*array", source)
+    assert sorted(spaces) == ["storage, read", "storage, read", "storage, read_write", "workgroup", "workgroup"]
+    assert "var<function>" not in source and "var<private>" not in source
+    assert len(re.findall(r"\bfor\s*\(", source)) == 1      # only the loop over k slices
+    assert source.count("acc_1_3_1 = fma(") == config.tile_k  # fully unrolled
+
+
+def test_variant_reflects_alignment_and_edges():
+    config = MatmulConfig.parse("64x64x16_8x8_v4p")
+    v = Variant.of(config, 128, 64, 32)
+    assert (v.a_vec, v.b_vec, v.c_vec, v.check_m, v.check_n, v.check_k) == (True, True, True, False, False, False)
+    v = Variant.of(config, 130, 66, 33, trans_a=True, trans_b=True)
+    assert (v.a_vec, v.b_vec, v.c_vec) == (False, False, False)
+    assert (v.check_m, v.check_n, v.check_k) == (True, True, True)
+    assert not Variant.of(MatmulConfig.parse("64x64x16_8x8_v1"), 128, 64, 32).a_vec
+
+
+def test_config_names_round_trip_and_bad_configs_are_refused():
+    for name in CONFIGS:
+        assert MatmulConfig.parse(name).name == name
+    with pytest.raises(ValueError, match="cannot parse"):
+        MatmulConfig.parse("128x128")
+    assert MatmulConfig(96, 64, 8, 8, 8).problems()      # not a power of two
+    assert MatmulConfig(256, 256, 16, 4, 4).problems()   # 4096 threads
+    with pytest.raises(ValueError, match="matmul config"):
+        matmul_gen.generate(MatmulConfig(64, 64, 8, 3, 8), Variant.of(MatmulConfig(64, 64, 8, 4, 8), 8, 8, 8))
+
+
+# ---------------------------------------------------------------------------- matmul_strided
+
+
+@pytest.mark.parametrize("autotune_env", ["0", "1"])
+def test_matmul_strided_through_the_family(dev, rng, monkeypatch, autotune_env):
+    """Products big enough for the heuristic to pick a family member, with the public op."""
+    monkeypatch.setenv("ANYGPU_AUTOTUNE", autotune_env)
+    for problem in (Problem(2, 260, 132, 250, False, True, a_batch=False, alpha=0.5), Problem(1, 256, 256, 260)):
+        assert autotune.heuristic(dev, problem) is not None
+        a, b = operands(rng, problem)
+        out = dev.matmul_strided(dev.upload(a), dev.upload(b), *problem)
+        assert_matches(dev.read(out).reshape(problem.batch, problem.m, problem.n), expected(problem, a, b))
+
+
+def test_a_config_that_does_not_compile_falls_back_to_the_simple_kernel(dev, rng, monkeypatch):
+    broken = MatmulConfig.parse("64x32x16_8x4_v4p")
+    real_generate = matmul_gen.generate
+
+    def generate(config, variant):
+        return "this is not WGSL" if config == broken else real_generate(config, variant)
+    monkeypatch.setattr(matmul_gen, "generate", generate)
+    monkeypatch.setattr(autotune, "heuristic", lambda dev, problem: broken)
+    problem = Problem(1, 33, 65, 17)
+    monkeypatch.setenv("ANYGPU_AUTOTUNE", "0")
+    a, b = operands(rng, problem)
+    autotune.forget_choices(dev)
+    try:
+        out = dev.matmul(dev.upload(a), dev.upload(b), problem.m, problem.n, problem.k)
+        assert_matches(dev.read(out).reshape(1, problem.m, problem.n), expected(problem, a, b))
+        assert broken in autotune._state(dev).broken
+        # and the tuner skips it, reporting why
+        result = autotune.tune(dev, problem, configs=[broken, MatmulConfig.parse("32x32x16_4x4_v4")])
+        assert result.timings[broken.name].startswith("failed")
+        assert result.config != broken
+    finally:
+        autotune._state(dev).broken.pop(broken, None)
+        autotune.forget_choices(dev)
+
+
+# ---------------------------------------------------------------------------- autotuner
+
+
+def test_tuning_picks_a_verified_config_and_the_cache_round_trips(dev, monkeypatch, tmp_path):
+    problem = Problem(1, 96, 80, 72)
+    small = MatmulConfig.parse("32x32x16_4x4_v4")
+    result = autotune.tune(dev, problem, configs=[small], rounds=1, budget_s=0.001)
+    assert set(result.timings) == {"simple", small.name}
+    assert all(isinstance(t, float) and t > 0 for t in result.timings.values())
+    assert result.config in (None, small)
+
+    assert autotune.store(dev, problem, result)
+    path = tmp_path / "cache" / autotune.CACHE_FILE
+    data = json.loads(path.read_text())
+    entry = data["entries"][autotune.cache_key(dev, problem)]
+    assert entry["config"] == result.name and entry["shape"] == [1, 96, 80, 72]
+    assert [p.name for p in path.parent.iterdir()] == [autotune.CACHE_FILE]  # no temporary left behind
+
+    # A product of the same bucket takes the stored winner without tuning again.
+    pinned = {"config": small.name, "seconds": 1.0}
+    data["entries"][autotune.cache_key(dev, problem)] = pinned
+    path.write_text(json.dumps(data))
+    monkeypatch.setattr(autotune, "TUNE_FROM", {"cpu": 0, "gpu": 0})
+    monkeypatch.setattr(autotune, "tune", lambda *args, **kwargs: pytest.fail("tuned despite a cached winner"))
+    autotune.forget_choices(dev)
+    assert autotune.bucket(Problem(1, 100, 76, 68)) == autotune.bucket(problem)
+    assert autotune.choose(dev, Problem(1, 100, 76, 68)) == small
+    autotune.forget_choices(dev)
+
+
+def test_first_use_tunes_stores_and_computes_right(dev, rng, monkeypatch, tmp_path):
+    monkeypatch.setattr(autotune, "TUNE_FROM", {"cpu": 0, "gpu": 0})
+    monkeypatch.setattr(autotune, "CPU_CANDIDATES", (MatmulConfig.parse("32x32x16_4x4_v4"),))
+    monkeypatch.setattr(autotune, "GPU_CANDIDATES", (MatmulConfig.parse("32x32x16_4x4_v4"),))
+    autotune.forget_choices(dev)
+    problem = Problem(1, 70, 90, 40, True, False)
+    a, b = operands(rng, problem)
+    out = dev.matmul_strided(dev.upload(a), dev.upload(b), *problem)
+    assert_matches(dev.read(out).reshape(1, 70, 90), expected(problem, a, b))
+    entries = autotune.load_cache(tmp_path / "cache" / autotune.CACHE_FILE)
+    assert autotune.cache_key(dev, problem) in entries
+    autotune.forget_choices(dev)
+
+
+def test_autotune_off_never_tunes_nor_touches_the_cache(dev, rng, monkeypatch, tmp_path):
+    monkeypatch.setenv("ANYGPU_AUTOTUNE", "0")
+    monkeypatch.setattr(autotune, "TUNE_FROM", {"cpu": 0, "gpu": 0})
+    monkeypatch.setattr(autotune, "tune", lambda *args, **kwargs: pytest.fail("tuned with ANYGPU_AUTOTUNE=0"))
+    problem = Problem(1, 300, 260, 270)
+    assert autotune.choose(dev, problem) == autotune.heuristic(dev, problem)
+    a, b = operands(rng, problem)
+    out = dev.matmul(dev.upload(a[0]), dev.upload(b[0]), 300, 260, 270)
+    assert_matches(dev.read(out).reshape(1, 300, 260), expected(problem, a, b))
+    assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("content", ["{not json", json.dumps({"format": 99, "entries": {}}),
+                                     json.dumps({"format": 1, "entries": {"x": "y"}})])
+def test_a_damaged_cache_is_ignored_and_replaced(dev, tmp_path, content):
+    path = tmp_path / "cache" / autotune.CACHE_FILE
+    path.parent.mkdir()
+    path.write_text(content)
+    problem = Problem(1, 64, 64, 64)
+    entries = autotune.load_cache(path)
+    assert autotune.cache_key(dev, problem) not in entries
+    result = autotune.TuneResult(None, 1e-3, problem, {})
+    assert autotune.store(dev, problem, result, path)
+    assert autotune.load_cache(path)[autotune.cache_key(dev, problem)]["config"] == "simple"
+
+
+def test_cached_winner_that_is_unknown_or_too_big_is_not_used(dev, monkeypatch, tmp_path):
+    monkeypatch.setattr(autotune, "TUNE_FROM", {"cpu": 0, "gpu": 0})
+    problem = Problem(1, 64, 64, 64)
+    path = tmp_path / "cache" / autotune.CACHE_FILE
+    for name in ("garbage", "1024x1024x64_4x4_v4"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps({"format": 1, "entries": {autotune.cache_key(dev, problem): {"config": name}}}))
+        autotune.forget_choices(dev)
+        tuned = []
+        monkeypatch.setattr(autotune, "tune", lambda dev, problem: tuned.append(problem) or
+                            autotune.TuneResult(None, 1.0, problem, {}))
+        assert autotune.choose(dev, problem) is None
+        assert tuned == [problem]
+    autotune.forget_choices(dev)
+
+
+def test_cache_folder_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.delenv("ANYGPU_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert autotune.cache_dir() == tmp_path / "xdg" / "anygpu"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert autotune.cache_dir() == tmp_path / "home" / ".cache" / "anygpu"
+    monkeypatch.setenv("ANYGPU_CACHE_DIR", str(tmp_path / "mine"))
+    assert autotune.cache_path() == tmp_path / "mine" / autotune.CACHE_FILE
+
+
+def test_small_check_problem_generates_the_same_code():
+    config = MatmulConfig.parse("128x128x8_8x8_v4p")
+    for problem in (Problem(4, 1000, 999, 1001, True, False), Problem(1, 4096, 4096, 4096), Problem(1, 5, 7, 3)):
+        small = autotune._small_problem(config, problem)
+        assert small.m <= 2 * config.tile_m and small.k <= 3 * config.tile_k
+        assert Variant.of(config, small.m, small.n, small.k, small.trans_a, small.trans_b) == \
+            Variant.of(config, problem.m, problem.n, problem.k, problem.trans_a, problem.trans_b)
+
+
+# ---------------------------------------------------------------------------- GPU timer
+
+
+def test_time_gpu_measures_dispatches_or_says_it_cannot(dev, rng):
+    x = dev.upload(rng.standard_normal(4096).astype(np.float32))
+    seconds = dev.time_gpu(lambda: [dev.scale(x, 2.0) for _ in range(5)])
+    if "timestamp-query" in dev.features:
+        assert isinstance(seconds, float) and 0 < seconds < 10
+    else:
+        assert seconds is None
+    # A copy splits the compute pass: no timing, but the work is done.
+    y = dev.empty(4096)
+    assert dev.time_gpu(lambda: dev.copy(dev.scale(x, 3.0), y)) is None
+    np.testing.assert_allclose(dev.read(y), 3.0 * dev.read(x), rtol=1e-6)
+    assert dev.time_gpu(lambda: None) is None
