@@ -73,8 +73,9 @@ def measure(dev, torch, where, problem: Problem, configs, budget_s: float, full_
             results[name] = {"skipped": "over the device's limits"}
             continue
         try:
+            wall = {}
             seconds = time_anygpu(dev, lambda: matmul_gen.launch(dev, config, p, a_gpu, b_gpu, out),
-                                  budget_s=budget_s, rounds=3)
+                                  budget_s=budget_s, rounds=3, detail=wall)
             got = dev.read(out).reshape(p.batch, p.m, p.n) if full_check else None
         except ag.GpuError as exc:
             results[name] = {"skipped": " ".join(str(exc).split())[:300]}
@@ -86,7 +87,8 @@ def measure(dev, torch, where, problem: Problem, configs, budget_s: float, full_
             edges = autotune._edge_rows(dev, out, p)
             ref = np.concatenate([flat[:rows], flat[-rows:]])
             err = float(np.abs(edges - ref).max() / np.abs(ref).max())
-        results[name] = {"seconds": seconds, "tflops": p.flops / seconds / 1e12, "rel_err": err}
+        results[name] = {"seconds": seconds, "tflops": p.flops / seconds / 1e12, "rel_err": err,
+                         "wall_s_one_call": wall.get("wall_s_one_call")}
     return results, torch_s
 
 

@@ -2,19 +2,23 @@
 
 Exit codes: 0 success; 2 bad arguments or bad data, reported as ONE line on stderr
 (``anygpu: error: ...``) and never a traceback. ``verify`` and ``strip`` also use 1 for a
-failed signature (see ``anygpu.nanosign_cli``).
+failed signature (see ``anygpu.nanosign_cli``). Mesa's "XDG_RUNTIME_DIR is invalid" noise
+is handled where wgpu is loaded, in ``anygpu.runtime``.
 """
 
 from __future__ import annotations
 
 import argparse
-import atexit
 import os
-import shutil
 import sys
-import tempfile
 from importlib import metadata
 from typing import Sequence
+
+import anygpu as ag
+from anygpu import nanosign_cli, train
+from anygpu.io.datasets import DataError
+from anygpu.io.nanosign import TamperedError
+from anygpu.runtime import list_adapters
 
 EXIT_OK = 0
 EXIT_ERROR = 2
@@ -40,18 +44,6 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_ERROR, f"anygpu: error: {message}{hint}\n")
 
 
-def _private_runtime_dir() -> None:
-    """Give Mesa an XDG_RUNTIME_DIR, so software Vulkan does not print
-    'XDG_RUNTIME_DIR is invalid or not set' on every run. Must run before wgpu opens
-    an adapter (adapters are opened lazily, so before any command runs is early enough)."""
-    current = os.environ.get("XDG_RUNTIME_DIR")
-    if current and os.path.isdir(current):
-        return
-    folder = tempfile.mkdtemp(prefix="anygpu-xdg-")  # mode 0700, as the XDG spec asks
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    os.environ["XDG_RUNTIME_DIR"] = folder
-
-
 # --------------------------------------------------------------------------- info
 
 
@@ -63,9 +55,6 @@ def _format_bytes(value: int) -> str:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    import anygpu as ag
-    from anygpu.runtime import list_adapters
-
     try:
         wgpu_version = metadata.version("wgpu")
     except metadata.PackageNotFoundError:
@@ -116,8 +105,6 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The full ``anygpu`` argument parser (each subcommand sets ``func``)."""
-    from anygpu import nanosign_cli, train
-
     parser = _Parser(
         prog="anygpu",
         description="Train and run neural networks on any GPU through WebGPU and WGSL.",
@@ -154,18 +141,13 @@ def _version() -> str:
 
 def _one_line(error: BaseException) -> str:
     text = str(error).strip() or type(error).__name__
-    if isinstance(error, FileNotFoundError) and error.filename and error.strerror:
+    if isinstance(error, OSError) and error.filename and error.strerror:
         text = f"{error.filename}: {error.strerror}"
     return " ".join(text.split())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``anygpu`` command with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
-    _private_runtime_dir()
-    from anygpu import GpuError
-    from anygpu.io.datasets import DataError
-    from anygpu.io.nanosign import TamperedError
-
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -173,11 +155,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return stop.code if isinstance(stop.code, int) else EXIT_ERROR
     try:
         return int(args.func(args))
-    except (DataError, TamperedError, ValueError, FileNotFoundError, GpuError) as error:
+    except (DataError, TamperedError, ValueError, OSError, ag.GpuError) as error:
+        # bad data or arguments, a tampered file, an unwritable --out, no usable adapter
         print(f"anygpu: error: {_one_line(error)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
-        print("anygpu: interrupted", file=sys.stderr)
+        where = " (continue with --resume: the last finished epoch is checkpointed)" if args.command == "train" else ""
+        print(f"anygpu: interrupted{where}", file=sys.stderr)
         return 130
 
 

@@ -9,7 +9,7 @@ import pytest
 
 import anygpu as ag
 from anygpu.cli import main
-from anygpu.io import checkpoint
+from anygpu.io import checkpoint, nanosign
 
 
 def run_main(capsys, *argv):
@@ -116,6 +116,27 @@ def test_resume_from_another_stratagem(capsys, tmp_path):
     code, _, err = run_main(capsys, "train", "digits", "--resume", "--out", str(tmp_path))
     assert_one_line_error(code, err)
     assert "'diffusion'" in err
+
+
+@pytest.mark.parametrize("metadata", [
+    None,                                                     # not a training checkpoint
+    {"format": "anygpu-checkpoint-1", "stratagem": "digits"},  # its settings are missing
+    {"format": "anygpu-checkpoint-1", "stratagem": "digits", "settings": "{not json"},
+])
+def test_resume_from_a_foreign_checkpoint(capsys, tmp_path, metadata):
+    checkpoint.save({"model.weight": np.zeros(2, np.float32)}, tmp_path / "checkpoint.safetensors", metadata=metadata)
+    code, _, err = run_main(capsys, "train", "digits", "--resume", "--out", str(tmp_path))
+    assert_one_line_error(code, err)
+
+
+def test_resume_from_an_unsigned_checkpoint(capsys, tmp_path):
+    path = tmp_path / "checkpoint.safetensors"
+    checkpoint.save({"model.weight": np.zeros(2, np.float32)}, path,
+                    metadata={"format": "anygpu-checkpoint-1", "stratagem": "digits"})
+    nanosign.strip(path)
+    code, _, err = run_main(capsys, "train", "digits", "--resume", "--out", str(tmp_path))
+    assert_one_line_error(code, err)
+    assert "no NanoSign signature" in err
 
 
 def test_out_is_a_file(capsys, tmp_path):

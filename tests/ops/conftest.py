@@ -1,17 +1,19 @@
-"""Helpers for checking Layer-0 ops against an independent reference (torch on the CPU)."""
+"""Helpers for checking Layer-0 ops against an independent reference (torch on the CPU).
+
+All are stateless, so they are session-scoped (hypothesis tests may use them too)."""
 
 import numpy as np
 import pytest
 import torch
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def upload(dev):
     """numpy/list -> float32 Buffer."""
     return lambda array: dev.upload(np.asarray(array, dtype=np.float32))
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def read(dev):
     """Buffer -> numpy float32 array of the given shape (flat when no shape)."""
     def _read(buf, shape=None):
@@ -30,12 +32,12 @@ def torch_vjp(fn, inputs, grad_out):
     return out.detach().numpy(), grads
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def vjp():
     return torch_vjp
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def close():
     """assert_allclose with float32-sized default tolerances, scaled to the data."""
     def _close(actual, expected, rtol=1e-4, atol=None):

@@ -4,8 +4,12 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
-from anygpu.ops.conv import conv_output_size
+from anygpu.ops.conv import conv_output_size, conv_transpose_output_size
+from anygpu.ops import conv as conv_module
+from anygpu.ops.conv_gen import ConvTiles, choose_tiles
 
 # (batch, in_c, in_h, in_w, out_c, kh, kw, stride, padding, dilation, groups, bias)
 CONV_CASES = {
@@ -130,13 +134,85 @@ def test_conv2d_seed_identity(dev, upload, read):
     np.testing.assert_allclose(read(out), data, rtol=1e-6)
 
 
-def test_conv2d_large_batch_folds_the_grid(dev, rng, upload, read, close):
-    """More output tiles than fit in one grid dimension would on a smaller limit: the
-    linear tile index must come back right across the fold."""
-    batch, in_c, size, out_c = 1, 1, 2100, 1
-    tiles = -(-batch * size * size // 64)
-    assert tiles > 65535
-    x = rng.standard_normal((batch, in_c, size, size)).astype(np.float32)
-    w = rng.standard_normal((out_c, in_c, 1, 1)).astype(np.float32)
-    out = read(dev.conv2d(upload(x), upload(w), None, batch, in_c, size, size, out_c, 1, 1), x.shape)
-    close(out, x * w[0, 0, 0, 0])
+def test_conv2d_past_65535_workgroups_folds_the_grid(dev, rng, upload, read, close):
+    """More workgroups than one grid dimension holds (here one per depthwise group): the
+    linear tile index must come back right across the fold, up to the last group."""
+    groups, batch, in_h, in_w = 66_000, 1, 4, 8
+    tiles = choose_tiles(1, batch * in_h * in_w)
+    assert -(-batch * in_h * in_w // tiles.tile_n) * groups > 65535
+    x = rng.standard_normal((batch, groups, in_h, in_w)).astype(np.float32)
+    w = rng.standard_normal((groups, 1, 1, 1)).astype(np.float32)
+    b = rng.standard_normal(groups).astype(np.float32)
+    out = read(dev.conv2d(upload(x), upload(w), upload(b), batch, groups, in_h, in_w, groups, 1, 1,
+                          groups=groups), x.shape)
+    close(out, x * w.reshape(1, groups, 1, 1) + b.reshape(1, groups, 1, 1))
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(batch=st.integers(1, 3), group_in_c=st.integers(1, 5), group_out_c=st.integers(1, 9), groups=st.integers(1, 3),
+       in_h=st.integers(1, 12), in_w=st.integers(1, 12), kh=st.integers(1, 4), kw=st.integers(1, 4),
+       stride=st.tuples(st.integers(1, 3), st.integers(1, 3)), padding=st.tuples(st.integers(0, 2), st.integers(0, 2)),
+       dilation=st.tuples(st.integers(1, 2), st.integers(1, 2)), with_bias=st.booleans(),
+       output_padding=st.tuples(st.integers(0, 2), st.integers(0, 2)))
+def test_conv_ops_on_random_shapes(dev, upload, read, vjp, batch, group_in_c, group_out_c, groups, in_h, in_w,
+                                   kh, kw, stride, padding, dilation, with_bias, output_padding):
+    """conv2d, its input and weight gradients, and conv_transpose2d (fed the gradient as
+    its input, so the same weight serves) against torch on random shapes."""
+    out_h = conv_output_size(in_h, kh, stride[0], padding[0], dilation[0])
+    out_w = conv_output_size(in_w, kw, stride[1], padding[1], dilation[1])
+    assume(out_h >= 1 and out_w >= 1)
+    in_c, out_c = group_in_c * groups, group_out_c * groups
+    rng = np.random.default_rng(in_h * 1000 + in_w)
+    x = rng.standard_normal((batch, in_c, in_h, in_w)).astype(np.float32)
+    w = rng.standard_normal((out_c, group_in_c, kh, kw)).astype(np.float32)
+    b = rng.standard_normal(out_c).astype(np.float32) if with_bias else None
+    grad_out = rng.standard_normal((batch, out_c, out_h, out_w)).astype(np.float32)
+    expected, (gx, gw, gb) = vjp(lambda x_, w_, b_: F.conv2d(x_, w_, b_, stride, padding, dilation, groups),
+                                       [x, w, b], grad_out)
+
+    def check(buf, reference):
+        np.testing.assert_allclose(read(buf, reference.shape), reference, rtol=1e-4, atol=1e-4)
+
+    check(dev.conv2d(upload(x), upload(w), None if b is None else upload(b), batch, in_c, in_h, in_w, out_c,
+                     kh, kw, stride, padding, dilation, groups), expected)
+    g = upload(grad_out)
+    check(dev.conv2d_grad_input(g, upload(w), batch, in_c, in_h, in_w, out_c, out_h, out_w, kh, kw,
+                                stride, padding, dilation, groups), gx)
+    check(dev.conv2d_grad_weight(upload(x), g, batch, in_c, in_h, in_w, out_c, out_h, out_w, kh, kw,
+                                 *stride, *padding, *dilation, groups), gw)
+
+    # torch requires output_padding < max(stride, dilation) in each axis.
+    output_padding = tuple(p % max(s, d) for p, s, d in zip(output_padding, stride, dilation))
+    assume(conv_transpose_output_size(out_h, kh, stride[0], padding[0], output_padding[0], dilation[0]) >= 1)
+    assume(conv_transpose_output_size(out_w, kw, stride[1], padding[1], output_padding[1], dilation[1]) >= 1)
+    t_bias = rng.standard_normal(in_c).astype(np.float32) if with_bias else None
+    expected_t = F.conv_transpose2d(torch.tensor(grad_out), torch.tensor(w),
+                                    None if t_bias is None else torch.tensor(t_bias),
+                                    stride, padding, output_padding, groups, dilation).numpy()
+    check(dev.conv_transpose2d(g, upload(w), None if t_bias is None else upload(t_bias), batch, out_c, out_h,
+                               out_w, in_c, kh, kw, stride, padding, output_padding, dilation, groups), expected_t)
+
+
+# The generated code differs by tile only in counts, so a few variants cover the edges:
+# fewer threads than TILE_K (4x32), 4-row threads (4x*), the smallest and largest tiles.
+# (Each variant costs a compile of about a second on lavapipe with a cold shader cache.)
+@pytest.mark.parametrize("tile_m, tile_n", [(4, 32), (4, 128), (8, 64), (16, 32), (32, 128), (64, 64)])
+def test_tile_variants_compute_the_same(dev, rng, upload, read, close, vjp, monkeypatch, tile_m, tile_n):
+    """Whatever tiles choose_tiles picks for a shape, the result is the same: variants of
+    each kernel on a problem with partial edge tiles in rows, columns and k."""
+    tiles = ConvTiles(tile_m, tile_n, rows=4 if tile_m == 4 else 8)
+    monkeypatch.setattr(conv_module, "choose_tiles", lambda rows, cols: tiles)
+    batch, in_c, in_h, in_w, out_c, k, stride, padding = 2, 3, 9, 7, 5, 3, 2, 1
+    out_h, out_w = conv_output_size(in_h, k, stride, padding, 1), conv_output_size(in_w, k, stride, padding, 1)
+    x = rng.standard_normal((batch, in_c, in_h, in_w)).astype(np.float32)
+    w = rng.standard_normal((out_c, in_c, k, k)).astype(np.float32)
+    b = rng.standard_normal(out_c).astype(np.float32)
+    grad_out = rng.standard_normal((batch, out_c, out_h, out_w)).astype(np.float32)
+    expected, (gx, gw, _) = vjp(lambda x_, w_, b_: F.conv2d(x_, w_, b_, stride, padding), [x, w, b], grad_out)
+    g = upload(grad_out)
+    close(read(dev.conv2d(upload(x), upload(w), upload(b), batch, in_c, in_h, in_w, out_c, k, k, stride, padding),
+               expected.shape), expected)
+    close(read(dev.conv2d_grad_input(g, upload(w), batch, in_c, in_h, in_w, out_c, out_h, out_w, k, k, stride,
+                                     padding), x.shape), gx)
+    close(read(dev.conv2d_grad_weight(upload(x), g, batch, in_c, in_h, in_w, out_c, out_h, out_w, k, k,
+                                      stride, stride, padding, padding, 1, 1, 1), w.shape), gw)

@@ -1,6 +1,7 @@
 """Bad arguments: every op refuses a wrong-size buffer before any GPU work, with a
 ValueError naming the op and both sizes, and the device stays usable afterwards."""
 
+import gc
 import re
 
 import numpy as np
@@ -12,10 +13,16 @@ def _buffers(dev, *sizes):
 
 
 # op -> (sizes of the buffers to pass, the other arguments, index of the bad buffer,
-#        its correct size). The bad buffer gets one element too many.
+#        its correct size). The bad buffer gets one element too many. (Unary ops and
+#        sum_all take any length, so they have no wrong size.)
 CASES = {
     "add": ((5, 5), (), 1, 5),
+    "sub": ((5, 5), (), 0, 5),
+    "mul": ((5, 5), (), 1, 5),
     "relu_backward": ((5, 5), (), 1, 5),
+    "sigmoid_backward": ((5, 5), (), 0, 5),
+    "swish_backward": ((5, 5), (), 1, 5),
+    "tanh_backward": ((5, 5), (), 0, 5),
     "matmul": ((6, 12), (2, 4, 3), 1, 12),
     "batch_matmul": ((12, 24), (2, 2, 4, 3), 0, 12),
     "transpose": ((24,), (2, 3, 4, 1), 0, 24),
@@ -34,6 +41,7 @@ CASES = {
     "sum_inner": ((12,), (3, 4), 0, 12),
     "softmax": ((12,), (3, 4), 0, 12),
     "softmax_backward": ((12, 12), (3, 4), 1, 12),
+    "attention_probs": ((24, 24), (2, 3, 4), 1, 24),
     "scaled_dot_product_attention": ((24, 24, 24), (2, 3, 4), 2, 24),
     "attention_backward": ((24, 24, 24, 24), (2, 3, 4), 0, 24),
     "upsample_nearest2d": ((2 * 3 * 4,), (1, 2, 3, 4, 2, 2), 0, 24),
@@ -86,12 +94,18 @@ def test_bad_arguments_are_refused(dev, call, message):
 
 
 def test_device_still_works_after_errors(dev, rng, upload, read, close):
+    errors = []
     for op in CASES:
         sizes, args, bad, _ = CASES[op]
         sizes = list(sizes)
         sizes[bad] += 3
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError) as info:
             getattr(dev, op)(*_buffers(dev, *sizes), *args)
+        errors.append(info)
+    # Each kept traceback holds the failed call's Buffers in a reference cycle; collecting
+    # them must return their memory to the pool intact, not as released wgpu buffers.
+    del errors, info
+    gc.collect()
     x = rng.standard_normal((2, 3, 5, 5)).astype(np.float32)
     w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
     out = read(dev.conv2d(upload(x), upload(w), None, 2, 3, 5, 5, 4, 3, 3, 1, 1, 1, 1), (2, 4, 5, 5))

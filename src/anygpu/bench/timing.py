@@ -14,11 +14,18 @@ def _repeats_for(seconds_once: float, budget_s: float, most: int) -> int:
     return max(1, min(most, int(budget_s / max(seconds_once, 1e-7))))
 
 
-def time_anygpu(dev, run, budget_s: float = 0.2, rounds: int = 5) -> float:
+def _rounds_for(seconds_once: float, budget_s: float, rounds: int) -> int:
+    # Slow calls (NumPy at 8192, say) get fewer rounds: at least one, about 4x the budget.
+    return max(1, min(rounds, int(4 * budget_s / max(seconds_once, 1e-7))))
+
+
+def time_anygpu(dev, run, budget_s: float = 0.2, rounds: int = 5, detail: dict | None = None) -> float:
     """Median GPU seconds per call of `run` (which records anygpu work).
 
     Timestamp queries when the adapter has them (then host time is excluded),
-    otherwise many calls and one synchronize on a wall clock."""
+    otherwise many calls and one synchronize on a wall clock. `detail`, when given,
+    receives the wall-clock seconds of one call with its synchronize (a check on
+    the GPU clock: it can only be longer)."""
     run()
     dev.synchronize()   # compile, tune, fill caches
     dispatches = dev.stats["dispatches"]
@@ -27,6 +34,8 @@ def time_anygpu(dev, run, budget_s: float = 0.2, rounds: int = 5) -> float:
     dev.synchronize()
     once = time.perf_counter() - start
     per_call = max(dev.stats["dispatches"] - dispatches, 1)
+    if detail is not None:
+        detail["wall_s_one_call"] = once
     # A round must fit in one submit (one compute pass) for the timestamps to span it.
     repeats = _repeats_for(once, budget_s / rounds, max(1, (MAX_PENDING - 8) // per_call))
     return seconds_per_run(dev, run, repeats=repeats, rounds=rounds)
@@ -41,7 +50,9 @@ def time_host(fn, sync=None, budget_s: float = 0.2, rounds: int = 5) -> float:
     start = time.perf_counter()
     fn()
     sync()
-    repeats = _repeats_for(time.perf_counter() - start, budget_s / rounds, 1000)
+    once = time.perf_counter() - start
+    rounds = _rounds_for(once, budget_s, rounds)
+    repeats = _repeats_for(once, budget_s / rounds, 1000)
     samples = []
     for _ in range(rounds):
         start = time.perf_counter()
@@ -63,7 +74,9 @@ def time_torch(torch, device: str, fn, budget_s: float = 0.2, rounds: int = 5) -
     start = time.perf_counter()
     fn()
     sync()
-    repeats = _repeats_for(time.perf_counter() - start, budget_s / rounds, 1000)
+    once = time.perf_counter() - start
+    rounds = _rounds_for(once, budget_s, rounds)
+    repeats = _repeats_for(once, budget_s / rounds, 1000)
     samples = []
     for _ in range(rounds):
         begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

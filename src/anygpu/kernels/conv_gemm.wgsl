@@ -2,17 +2,19 @@
 //   out[g, row, col] = bias + sum_k A[g, row, k] * B[g, k, col]
 // for each group g, where A is read from a tensor (fetch_a) and B is gathered from an
 // image (b_source) through two decodings, never stored as a matrix (no im2col):
-//   column(g, col) -> Column: what the column contributes to every gather
-//   decode_k(g, k, kk, k_end): what k contributes, written to the k tables per k step
-// so that B[k, col] = b_source[column.offset + k_offset[kk]] when the image row
-// column.row + k_row[kk] and column column.col + k_col[kk] are inside the image.
+//   column(g, col) -> Column: what the column contributes to every gather, decoded
+//     once per workgroup into the col_* tables
+//   decode_k(g, k, kk, k_end): what k contributes, written to the k_* tables per k step
+// so that B[k, col] = b_source[col_offset + k_offset] wherever the image row
+// col_row + k_row and column col_col + k_col fall inside the image. The inner loops
+// thus divide nothing (integer division is slow on CPU adapters).
 // The kind of convolution (its Params, bindings and those functions) fills the KIND
 // placeholder; ops/conv_gen.py fills the unrolled parts from the tile parameters.
 //
 // A TILE_M x TILE_N block per workgroup, TILE_K deep steps staged in workgroup memory
 // k-major as vec4 (a_tile[kk][i/4], b_tile[kk][j/4]). Each thread holds ROWS x 8
-// outputs in named vec4 accumulators and the kk loop is written out in full: loops
-// over function-scope arrays spill to memory on several drivers, lavapipe included.
+// outputs in named vec4 accumulators and the kk loop of multiply-adds is written out
+// in full: loops over function-scope arrays spill to memory on several drivers.
 // Thread (tx, ty) owns row groups ty, ty + THREADS_Y, ... and column groups tx,
 // tx + THREADS_X, ... (4 rows or columns each). Long reductions may be split: the
 // workgroups of split s cover k in [s*k_per_split, (s+1)*k_per_split).

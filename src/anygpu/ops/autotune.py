@@ -40,13 +40,14 @@ SIMPLE = "simple"  # how the fallback kernel (config None) is named in the cache
 
 _parse = MatmulConfig.parse
 
-# Candidates on GPUs: 128x128 tiles in the style that reached a third of cuBLAS on an
-# H200 (GPU.md) with their k-depth / staging / wider-thread variations, and smaller
-# tiles for products with few output tiles.
+# Candidates on GPUs: the members that led at some size in benchmarks/matmul_sweep.py on
+# an H200 (2026-11-29, see benchmarks/results.md): 128-wide tiles with 8x8 or 8x16
+# outputs per thread and register prefetch for large products (40 TFLOP/s, 0.79 of
+# cuBLAS fp32), 64-wide double-buffered tiles around 1024, 32x32 tiles below 512.
 GPU_CANDIDATES = tuple(_parse(name) for name in (
-    "128x128x8_8x8_v4p", "128x128x8_8x8_v4d", "128x128x16_8x8_v4p", "128x128x16_8x8_v4d",
-    "128x128x8_8x8_v4", "128x128x8_8x16_v4d", "128x256x8_8x16_v4d", "256x128x8_16x8_v4d",
-    "128x64x16_8x8_v4p", "64x64x16_8x8_v4p", "64x64x8_4x4_v4p", "32x32x16_4x4_v4",
+    "128x128x16_8x8_v4p", "128x256x8_8x16_v4p", "128x128x8_8x16_v4p", "256x128x8_16x8_v4p",
+    "128x64x16_8x8_v4p", "128x128x8_8x8_v4p", "64x128x16_8x8_v4d", "64x64x16_8x8_v4d",
+    "64x64x16_8x8_v4p", "32x32x16_4x4_v4",
 ))
 # CPU adapters (lavapipe): few candidates, since each compiles slowly and runs slowly.
 CPU_CANDIDATES = tuple(_parse(name) for name in (
@@ -108,20 +109,24 @@ def fits(dev, config: MatmulConfig | None) -> bool:
 
 
 def heuristic(dev, problem: Problem) -> MatmulConfig | None:
-    """A config chosen from the size alone (no timing)."""
+    """A config chosen from the size alone (no timing). On GPUs it follows what the H200
+    sweep measured: enough 128x128 tiles to fill the machine twice over take 128-wide
+    tiles (128x64 when k is short), about a wave takes 64x64, fewer take 32x32."""
     kind = _kind(dev)
     if problem.flops < SIMPLE_BELOW[kind]:
         return None
     tiles = problem.batch * -(-problem.m // 128) * -(-problem.n // 128)
     if kind == "cpu":
         choice = "128x128x8_8x16_v4p" if tiles >= 4 else "64x64x8_8x8_v4p"
-    elif tiles >= 128:
-        choice = "128x128x8_8x8_v4p"
-    elif tiles >= 16:
-        choice = "64x64x16_8x8_v4p"
+    elif tiles >= 256:
+        choice = "128x128x16_8x8_v4p" if problem.k >= 512 else "128x64x16_8x8_v4p"
+    elif tiles >= 32:
+        choice = "64x64x16_8x8_v4d"
     else:
         choice = "32x32x16_4x4_v4"
     config = _parse(choice)
+    if not fits(dev, config):   # a small device: the largest tile family member that fits
+        config = _parse("64x64x16_8x8_v4p")
     return config if fits(dev, config) else None
 
 
@@ -194,17 +199,19 @@ def _decide(dev, problem: Problem, on: bool) -> MatmulConfig | None:
     guess = heuristic(dev, problem)
     if guess is not None and _state(dev).broken.get(guess):
         guess = None
-    if not on or problem.flops < TUNE_FROM[_kind(dev)]:
+    if not on:
         return guess
     entry = load_cache().get(cache_key(dev, problem))
-    if entry is not None:
+    if isinstance(entry, dict):
         try:
             config = None if entry["config"] == SIMPLE else _parse(entry["config"])
         except (KeyError, TypeError, ValueError):
-            config = guess
+            pass   # a damaged entry: tune again
         else:
             if fits(dev, config) and not (config and _state(dev).broken.get(config)):
                 return config
+    if problem.flops < TUNE_FROM[_kind(dev)]:
+        return guess
     try:
         result = tune(dev, problem)
     except GpuError:  # e.g. no memory for the random operands: do without tuning
@@ -379,15 +386,24 @@ def tune(dev, problem: Problem, configs=None, rounds: int | None = None,
 # ---------------------------------------------------------------------------- disk cache
 
 
+_LOADED: dict = {}   # path -> ((mtime, size, inode), entries): the file is parsed again only when it changes
+
+
 def load_cache(path: Path | None = None) -> dict:
     """The cache file's entries (empty when missing, unreadable or of another format)."""
     path = path or cache_path()
     try:
+        stat = path.stat()
+        stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        known = _LOADED.get(str(path))
+        if known is not None and known[0] == stamp:
+            return known[1]
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
     if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT or not isinstance(data.get("entries"), dict):
         return {}
+    _LOADED[str(path)] = (stamp, data["entries"])
     return data["entries"]
 
 
@@ -396,7 +412,7 @@ def store(dev, problem: Problem, result: TuneResult, path: Path | None = None) -
     atomically: a temporary file in the same folder, fsync, rename). False when the
     folder is not writable; tuning results are then kept for this process only."""
     path = path or cache_path()
-    entries = load_cache(path)
+    entries = dict(load_cache(path))
     entries[cache_key(dev, problem)] = {
         "config": result.name,
         "seconds": result.seconds,

@@ -81,7 +81,7 @@ def conv2d(dev, input, weight, bias, batch: int, in_c: int, in_h: int, in_w: int
     rows, cols, depth = out_c // groups, batch * out_h * out_w, (in_c // groups) * kh * kw
     tiles = choose_tiles(rows, cols)
     tiles_n, tiles_m = -(-cols // tiles.tile_n), -(-rows // tiles.tile_m)
-    kernel = dev.kernel(f"conv2d[{tiles}]", generate("conv2d", tiles), 3, 1, _CONV_PARAMS)
+    kernel = dev.kernel(f"conv2d[{tiles.name}]", generate("conv2d", tiles), 3, 1, _CONV_PARAMS)
     out = dev.empty(batch * out_c * out_h * out_w)
     params = (batch, in_c, in_h, in_w, out_c, out_h, out_w, groups, kh, kw, *stride, *padding, *dilation,
               int(bias is not None), tiles_n, tiles_m, 1, depth)
@@ -109,7 +109,7 @@ def _launch_conv_transpose(dev, input, weight, bias, batch, in_c, in_h, in_w, ou
     first_phase_cols = batch * -(-out_h // stride[0]) * -(-out_w // stride[1])
     tiles = choose_tiles(rows, first_phase_cols)
     tiles_m = -(-rows // tiles.tile_m)
-    kernel = dev.kernel(f"conv_transpose2d[{tiles}]", generate("conv_transpose2d", tiles), 3, 1, _TRANSPOSE_PARAMS)
+    kernel = dev.kernel(f"conv_transpose2d[{tiles.name}]", generate("conv_transpose2d", tiles), 3, 1, _TRANSPOSE_PARAMS)
     out = dev.empty(batch * out_c * out_h * out_w)
     bias_binding = bias if bias is not None else weight
     for phase_h in range(min(stride[0], out_h)):
@@ -223,7 +223,7 @@ def conv2d_grad_weight(dev, input, grad_out, batch: int, in_c: int, in_h: int, i
     k_per_split = -(-k_per_split // tiles.tile_k) * tiles.tile_k
     splits = -(-depth // k_per_split)
 
-    kernel = dev.kernel(f"conv2d_grad_weight[{tiles}]", generate("conv2d_grad_weight", tiles), 2, 1, _CONV_PARAMS)
+    kernel = dev.kernel(f"conv2d_grad_weight[{tiles.name}]", generate("conv2d_grad_weight", tiles), 2, 1, _CONV_PARAMS)
     partial = dev.empty(splits * out_c * cols)
     params = (batch, in_c, in_h, in_w, out_c, out_h, out_w, groups, kh, kw, *stride, *padding, *dilation,
               0, tiles_n, tiles_m, splits, k_per_split)

@@ -3,9 +3,11 @@
 kernels/conv_gemm.wgsl is the GEMM skeleton; a kind file (kernels/conv2d.wgsl,
 conv_transpose2d.wgsl, conv2d_grad_weight.wgsl) supplies the index maths of one
 convolution. This module picks the tiles for a problem's shape and writes the parts
-that are unrolled for them: named vec4 accumulators, the full kk loop, the tile loads
-and the stores (loops over function-scope arrays spill to memory on several drivers,
-and lavapipe runs the unrolled form at about twice the speed of the looped one).
+that are unrolled for them: named vec4 accumulators, the full kk loop of multiply-adds
+and the stores. Loops over function-scope arrays spill to memory on several drivers,
+and lavapipe runs the unrolled multiply-adds about twice as fast as the looped ones.
+The tile loads stay loops: unrolled, they made lavapipe's first compile of a kernel
+several times slower (seconds per variant) for no measurable speed.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ class ConvTiles:
     tile_k: int = 8
 
     @property
+    def name(self) -> str:
+        return f"{self.tile_m}x{self.tile_n}x{self.tile_k}_{self.rows}x{self.cols}"
+
+    @property
     def threads_x(self) -> int:
         return self.tile_n // self.cols
 
@@ -42,18 +48,30 @@ class ConvTiles:
     def threads(self) -> int:
         return self.threads_x * self.threads_y
 
-    @property
-    def b_slots(self) -> int:
-        """B columns each thread gathers per k step (the thread count divides tile_n)."""
-        return self.tile_n // self.threads
+
+# Cost of staging one value of a tile (gather, bounds checks, table reads, its share of
+# the barriers) in multiply-adds: fitted to conv2d and conv2d_grad_weight timings of
+# every tile pair on lavapipe (time ~ padding * (1 + _STAGE_COST*(1/tile_m + 1/tile_n))).
+# Only used to rank tiles.
+_STAGE_COST = 48.0
+_TILE_M_CHOICES = (4, 8, 16, 32, 64)
+_TILE_N_CHOICES = (32, 64, 128)
 
 
 def choose_tiles(rows: int, cols: int) -> ConvTiles:
-    """Tiles for a GEMM of `rows` output channels (per group) by `cols` columns: the
-    smallest tile that covers each (up to 64 x 128), so a layer of 3 or 16 channels
-    does not pay for 64-row tiles of zeros."""
-    tile_m = next((t for t in (4, 8, 16, 32) if rows <= t), 64)
-    tile_n = next((t for t in (32, 64) if cols <= t), 128)
+    """Tiles for a GEMM of `rows` output channels (per group) by `cols` columns.
+
+    Per multiply-add that counts, a tile costs its padding (rounded-up rows and columns
+    are computed and thrown away) times 1 + _STAGE_COST * (1/tile_m + 1/tile_n) (each
+    k step stages tile_m + tile_n values for tile_m * tile_n products). The cheapest
+    wins, the larger tile on a tie: 3 channels get 4-row tiles, not 64, and a
+    weight gradient of 9 columns gets 32-column tiles, not 128."""
+    def cost(tile_m: int, tile_n: int) -> float:
+        padding = (-(-rows // tile_m) * tile_m / rows) * (-(-cols // tile_n) * tile_n / cols)
+        return padding * (1.0 + _STAGE_COST * (1.0 / tile_m + 1.0 / tile_n))
+
+    tile_m, tile_n = min(((m, n) for m in _TILE_M_CHOICES for n in _TILE_N_CHOICES),
+                         key=lambda mn: (cost(*mn), -mn[0] * mn[1]))
     return ConvTiles(tile_m, tile_n, rows=4 if tile_m == 4 else 8)
 
 
@@ -61,40 +79,9 @@ def _indent(lines: list[str], depth: int) -> str:
     return "\n".join("    " * depth + line for line in lines)
 
 
-def _columns(t: ConvTiles) -> list[str]:
-    lines = []
-    for s in range(t.b_slots):
-        lines += [f"let column_{s} = column(g, col0 + tid + {s * t.threads}u);",
-                  f"let b_vec_{s} = (tid + {s * t.threads}u) >> 2u;",
-                  f"let b_lane_{s} = (tid + {s * t.threads}u) & 3u;"]
-    return lines
-
-
 def _declare(t: ConvTiles) -> list[str]:
     return [f"var acc_{i}_{r}_{j} = vec4<f32>(0.0);"
             for i in range(t.rows // 4) for r in range(4) for j in range(t.cols // 4)]
-
-
-def _load_a(t: ConvTiles) -> list[str]:
-    """Stage A[row0 + i, k0 + kk] for the tile, neighbouring threads along k."""
-    total = t.tile_k * t.tile_m
-    lines = []
-    for s in range(-(-total // t.threads)):
-        body = ["let kk = e % TILE_K;",
-                "let i = e / TILE_K;",
-                "var value = 0.0;",
-                "if (row0 + i < m && k0 + kk < k_end) { value = fetch_a(g, row0 + i, k0 + kk, kk); }",
-                "a_tile[kk * (TILE_M / 4u) + (i >> 2u)][i & 3u] = value;"]
-        if (s + 1) * t.threads > total:  # last, partial round
-            body = ["if (e < TILE_K * TILE_M) {"] + ["    " + line for line in body] + ["}"]
-        lines += ["{", f"    let e = tid + {s * t.threads}u;"] + ["    " + line for line in body] + ["}"]
-    return lines
-
-
-def _load_b(t: ConvTiles) -> list[str]:
-    """Gather B[k0 + kk, col] for this thread's columns at every kk of the step."""
-    return [f"b_tile[{kk}u * (TILE_N / 4u) + b_vec_{s}][b_lane_{s}] = fetch_b(column_{s}, {kk}u);"
-            for kk in range(t.tile_k) for s in range(t.b_slots)]
 
 
 def _compute(t: ConvTiles) -> list[str]:
@@ -115,19 +102,25 @@ def _compute(t: ConvTiles) -> list[str]:
 
 
 def _store(t: ConvTiles) -> list[str]:
-    """Write every accumulator lane inside the output, one output_index per column."""
+    """Write every accumulator lane inside the output. Per-row values (bias, offset,
+    bounds) are computed once, per-column ones (output_index) once per column."""
     lines = []
+    for i in range(t.rows // 4):
+        for r in range(4):
+            name = f"{i}_{r}"
+            lines += [f"let row_{name} = row0 + 4u * (ty + {i * t.threads_y}u) + {r}u;",
+                      f"let row_ok_{name} = row_{name} < m;",
+                      f"let bias_{name} = select(0.0, row_bias(g, row_{name}), row_ok_{name});",
+                      f"let offset_{name} = row_{name} * stride;"]
     for j in range(t.cols // 4):
         for q, lane in enumerate(_LANES):
-            body = ["let o = output_index(g, split, col);"]
+            lines += ["{", f"    let col = col0 + 4u * (tx + {j * t.threads_x}u) + {q}u;", "    if (col < n) {",
+                      "        let o = output_index(g, split, col);"]
             for i in range(t.rows // 4):
                 for r in range(4):
-                    body += ["{",
-                             f"    let row = row0 + 4u * (ty + {i * t.threads_y}u) + {r}u;",
-                             f"    if (row < m) {{ out[o + row * stride] = acc_{i}_{r}_{j}.{lane} + row_bias(g, row); }}",
-                             "}"]
-            lines += ["{", f"    let col = col0 + 4u * (tx + {j * t.threads_x}u) + {q}u;", "    if (col < n) {"]
-            lines += ["        " + line for line in body] + ["    }", "}"]
+                    name = f"{i}_{r}"
+                    lines.append(f"        if (row_ok_{name}) {{ out[o + offset_{name}] = acc_{name}_{j}.{lane} + bias_{name}; }}")
+            lines += ["    }", "}"]
     return lines
 
 

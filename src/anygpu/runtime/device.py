@@ -124,6 +124,11 @@ class Device:
         self.max_buffer_bytes = min(self.limits["max-buffer-size"],
                                     self.limits["max-storage-buffer-binding-size"])
         self.max_workgroup_storage = self.limits["max-compute-workgroup-storage-size"]
+        # Every wgpu buffer of the pool, in use or not. A Buffer may die inside a reference
+        # cycle (autograd graphs); the cyclic collector then finalizes everything only the
+        # cycle reaches, which would release the wgpu buffer's handle while Buffer.__del__
+        # hands it back to the pool. Held here, wgpu buffers never belong to such a cycle.
+        self._owned: set = set()
         self._free: dict[int, list] = {}
         self._retired: dict[int, list] = {}
         self._staging: dict[int, list] = {}
@@ -188,6 +193,7 @@ class Device:
                 buf = self._device.create_buffer(size=size, usage=usage)
             except wgpu.GPUError as exc2:
                 raise GpuError(f"alloc of {size} bytes failed on {self.adapter_name}: {exc2}") from exc
+        self._owned.add(buf)
         self.stats["buffers_created"] += 1
         return buf
 
@@ -200,6 +206,7 @@ class Device:
         for bucket in self._free.values():
             for gpu_buffer in bucket:
                 self._forget_bind_groups(gpu_buffer)
+                self._owned.discard(gpu_buffer)
                 gpu_buffer.destroy()
         self._free.clear()
 
@@ -367,6 +374,8 @@ class Device:
         key = (kernel.layout, *gpu_buffers)
         group = self._bind_groups.get(key)
         if group is None:
+            if None in gpu_buffers:  # wgpu would abort the process on it
+                raise ValueError(f"{kernel.name}: a Buffer passed to launch was already freed")
             group = self._new_bind_group(kernel, key, inputs, outputs)
         slot = self._n_params
         offset = slot * self._slot

@@ -173,7 +173,17 @@ def read_checkpoint_settings(path: Path, stratagem: str) -> tuple[dict[str, np.n
         raise ValueError(
             f"--resume: {path} is a checkpoint of '{metadata.get('stratagem')}', not '{stratagem}'"
         )
-    return arrays, metadata, json.loads(metadata["settings"])
+    return arrays, metadata, _header_json(metadata, "settings", path)
+
+
+def _header_json(metadata: Mapping[str, str], key: str, path: Path) -> Any:
+    """One JSON entry of a checkpoint's header, or a ValueError that names it."""
+    try:
+        return json.loads(metadata[key])
+    except KeyError:
+        raise ValueError(f"--resume: {path} has no '{key}' entry; it was not written by anygpu train") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"--resume: {path} has a damaged '{key}' entry ({error})") from None
 
 
 def _restore(task: Task, arrays: Mapping[str, np.ndarray], metadata: Mapping[str, str], path: Path) -> _Resumed:
@@ -181,13 +191,14 @@ def _restore(task: Task, arrays: Mapping[str, np.ndarray], metadata: Mapping[str
     try:
         task.model.load_state_dict(weights)
         task.optimizer.load_state_dict(optim.unflatten_state_dict(arrays, prefix="optim."))
-        scheduler_state = json.loads(metadata["scheduler"])
-        if task.scheduler is not None and scheduler_state is not None:
-            task.scheduler.load_state_dict(scheduler_state)
     except (KeyError, RuntimeError, ValueError) as error:  # state_dict mismatch: a different model
         raise ValueError(f"--resume: {path} does not fit this model ({error})") from None
-    default_generator().bit_generator.state = json.loads(metadata["rng"])
-    return _Resumed(int(metadata["epoch"]), json.loads(metadata["history"]), json.loads(metadata["curve"]))
+    scheduler_state = _header_json(metadata, "scheduler", path)
+    if task.scheduler is not None and scheduler_state is not None:
+        task.scheduler.load_state_dict(scheduler_state)
+    default_generator().bit_generator.state = _header_json(metadata, "rng", path)
+    return _Resumed(int(_header_json(metadata, "epoch", path)), _header_json(metadata, "history", path),
+                    _header_json(metadata, "curve", path))
 
 
 # --------------------------------------------------------------------------- outputs
