@@ -139,6 +139,7 @@ def resolve(args: argparse.Namespace) -> tuple[Stratagem, Settings, Any]:
     given: dict[str, Any] = {key: getattr(args, key, None) for key in _RUN_DEFINING}
     extra = {key: getattr(args, key, None) for key in _EXTRA[stratagem.name]}
     epochs = args.epochs
+    data = getattr(args, "data", None)
     saved = None
     if args.resume:
         arrays, metadata, before = read_checkpoint_settings(out / CHECKPOINT, stratagem.name)
@@ -158,6 +159,8 @@ def resolve(args: argparse.Namespace) -> tuple[Stratagem, Settings, Any]:
             extra[key] = saved_value
         if epochs is None:
             epochs = before.get("epochs")
+        if data is None and before.get("data"):  # the folder may have moved: --data wins when given
+            data = Path(before["data"])
     settings = Settings(
         stratagem=stratagem.name,
         epochs=epochs if epochs is not None else stratagem.epochs,
@@ -165,7 +168,7 @@ def resolve(args: argparse.Namespace) -> tuple[Stratagem, Settings, Any]:
         lr=given["lr"] if given["lr"] is not None else stratagem.lr,
         seed=given["seed"] if given["seed"] is not None else 0,
         out=out,
-        data=getattr(args, "data", None),
+        data=data,
         limit=given["limit"],
         resume=args.resume,
         progress=args.progress,

@@ -11,8 +11,8 @@ After each epoch the loop writes, in the run folder (``--out``):
 
 A resumed run rebuilds the same model and optimizer, loads the checkpoint (verifying its
 signature) and continues at the next epoch. Batch order and per-step randomness are
-functions of (seed, epoch, step) only, so it ends with the same weights, bit for bit, as a
-run that was never interrupted.
+functions of (seed, epoch, step) only, so on the same adapter it ends with the same
+weights, bit for bit, as a run that was never interrupted.
 """
 
 from __future__ import annotations
@@ -40,10 +40,6 @@ MODEL = "model.safetensors"
 METRICS = "metrics.json"
 LOSS_PLOT = "loss.png"
 CHECKPOINT_FORMAT = "anygpu-checkpoint-1"
-
-# Settings that define a run: on --resume they come from the checkpoint, and giving a
-# different value on the command line is an error rather than a silently different run.
-_RUN_DEFINING = ("seed", "batch_size", "lr", "limit")
 
 
 @dataclass
