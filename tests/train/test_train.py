@@ -240,3 +240,64 @@ def test_diffusion_schedule_and_embedding():
     np.testing.assert_allclose(features[1], np.concatenate([np.sin(7 * frequencies), np.cos(7 * frequencies)]),
                                rtol=1e-6)
     np.testing.assert_array_equal(features[0], [0, 0, 0, 0, 1, 1, 1, 1])
+
+
+def torch_tiny_unet(width):
+    """The documented TinyUNet, written independently in PyTorch with the same parameter names."""
+    torch = pytest.importorskip("torch")
+    nn, F = torch.nn, torch.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, tdim):
+            super().__init__()
+            self.norm1, self.conv1 = nn.GroupNorm(8, cin), nn.Conv2d(cin, cout, 3, padding=1)
+            self.time = nn.Linear(tdim, cout)
+            self.norm2, self.conv2 = nn.GroupNorm(8, cout), nn.Conv2d(cout, cout, 3, padding=1)
+            self.skip = nn.Conv2d(cin, cout, 1) if cin != cout else None
+
+        def forward(self, x, t):
+            h = self.conv1(F.silu(self.norm1(x))) + self.time(t)[:, :, None, None]
+            h = self.conv2(F.silu(self.norm2(h)))
+            return h + (x if self.skip is None else self.skip(x))
+
+    class Net(nn.Module):
+        def __init__(self, w):
+            super().__init__()
+            tdim = 4 * w
+            self.time_mlp = nn.Sequential(nn.Linear(w, tdim), nn.SiLU(), nn.Linear(tdim, tdim))
+            self.stem = nn.Conv2d(3, w, 3, padding=1)
+            self.enc1, self.down1 = Block(w, w, tdim), nn.Conv2d(w, w, 3, stride=2, padding=1)
+            self.enc2, self.down2 = Block(w, 2 * w, tdim), nn.Conv2d(2 * w, 2 * w, 3, stride=2, padding=1)
+            self.mid, self.dec2, self.dec1 = Block(2 * w, 2 * w, tdim), Block(4 * w, 2 * w, tdim), Block(3 * w, w, tdim)
+            self.norm_out, self.head = nn.GroupNorm(8, w), nn.Conv2d(w, 3, 3, padding=1)
+
+        def forward(self, x, features):
+            t = F.silu(self.time_mlp(features))
+            s1 = self.enc1(self.stem(x), t)
+            s2 = self.enc2(self.down1(s1), t)
+            h = self.mid(self.down2(s2), t)
+            h = self.dec2(torch.cat([F.interpolate(h, scale_factor=2), s2], 1), t)
+            h = self.dec1(torch.cat([F.interpolate(h, scale_factor=2), s1], 1), t)
+            return self.head(F.silu(self.norm_out(h)))
+
+    return Net(width)
+
+
+def test_diffusion_unet_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    import anygpu as ag
+    from anygpu.train.diffusion import TinyUNet, sinusoidal_embedding
+
+    ag.manual_seed(0)
+    net = TinyUNet(3, 8)
+    reference = torch_tiny_unet(8)
+    weights = {name: value.numpy() for name, value in net.state_dict().items()}
+    reference.load_state_dict({name: torch.from_numpy(value) for name, value in weights.items()})
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 16, 16), dtype=np.float32)
+    features = sinusoidal_embedding(np.array([3, 150]), 8)
+    with ag.no_grad():
+        got = net(ag.tensor(x), ag.tensor(features)).numpy()
+    with torch.no_grad():
+        expected = reference(torch.from_numpy(x), torch.from_numpy(features)).numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)

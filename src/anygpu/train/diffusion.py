@@ -2,9 +2,9 @@
 
 Training (Ho et al. 2020): pick t uniformly in [0, T), noise the image,
 x_t = sqrt(alpha_bar_t) x_0 + sqrt(1 - alpha_bar_t) eps, and regress eps with MSE.
-The network is a small UNet on 2x2 patches: two resolutions down and up with residual
-blocks (GroupNorm, SiLU, 3x3 convolutions), a sinusoidal time embedding through an MLP
-added in every block, nearest-neighbour upsampling and concatenated skip connections.
+The network is a small UNet: two resolutions down and up with residual blocks
+(GroupNorm, SiLU, 3x3 convolutions), a sinusoidal time embedding through an MLP added in
+every block, nearest-neighbour upsampling and concatenated skip connections.
 Sampling uses DDIM's deterministic update (eta = 0) on an evenly strided subset of the
 T steps, which is how a DDPM-trained model is usually sampled in fewer steps.
 """
@@ -33,7 +33,7 @@ DEFAULT_SPRITES = 2048
 DEFAULT_TIMESTEPS = 200
 DEFAULT_SAMPLE_STEPS = 50
 DEFAULT_SAMPLES = 16
-DEFAULT_WIDTH = 32
+DEFAULT_WIDTH = 16
 WARMUP_STEPS = 100
 
 
@@ -84,14 +84,10 @@ class ResBlock(nn.Module):
 class TinyUNet(nn.Module):
     """Predicts the noise eps in x_t.
 
-    forward(x, time_features): x (N, C, H, W) with H, W multiples of 8;
+    forward(x, time_features): x (N, C, H, W) with H, W multiples of 4;
     time_features (N, width) from ``sinusoidal_embedding(t, width)`` -> (N, C, H, W).
-
-    The network works on 2x2 patches, as DiT does: the stem is a 2x2 stride-2
-    convolution and the head its transpose. That is a quarter of the pixels, and it loses
-    nothing on the sprites (16x16 pixel-art grids drawn at 2x). In between, resolutions
-    H/2 -> H/4 -> H/8 with widths w, 2w, 2w, and back up with nearest-neighbour upsampling
-    and concatenated skips.
+    Resolutions H -> H/2 -> H/4 with widths w, 2w, 2w (stride-2 convolutions down,
+    nearest-neighbour upsampling up, skips concatenated).
     """
 
     def __init__(self, channels: int = 3, width: int = DEFAULT_WIDTH, time_dim: int | None = None):
@@ -99,7 +95,7 @@ class TinyUNet(nn.Module):
         time_dim = time_dim or 4 * width
         self.width = width
         self.time_mlp = nn.Sequential(nn.Linear(width, time_dim), nn.SiLU(), nn.Linear(time_dim, time_dim))
-        self.stem = nn.Conv2d(channels, width, 2, stride=2)
+        self.stem = nn.Conv2d(channels, width, 3, padding=1)
         self.enc1 = ResBlock(width, width, time_dim)
         self.down1 = nn.Conv2d(width, width, 3, stride=2, padding=1)
         self.enc2 = ResBlock(width, 2 * width, time_dim)
@@ -108,17 +104,17 @@ class TinyUNet(nn.Module):
         self.dec2 = ResBlock(4 * width, 2 * width, time_dim)
         self.dec1 = ResBlock(3 * width, width, time_dim)
         self.norm_out = nn.GroupNorm(_groups(width), width)
-        self.head = nn.ConvTranspose2d(width, channels, 2, stride=2)
+        self.head = nn.Conv2d(width, channels, 3, padding=1)
 
     def forward(self, x: ag.Tensor, time_features: ag.Tensor) -> ag.Tensor:
         time = F.silu(self.time_mlp(time_features))
-        skip1 = self.enc1(self.stem(x), time)                         # (N, w, H/2, W/2)
-        skip2 = self.enc2(self.down1(skip1), time)                    # (N, 2w, H/4, W/4)
-        h = self.mid(self.down2(skip2), time)                         # (N, 2w, H/8, W/8)
+        skip1 = self.enc1(self.stem(x), time)                         # (N, w, H, W)
+        skip2 = self.enc2(self.down1(skip1), time)                    # (N, 2w, H/2, W/2)
+        h = self.mid(self.down2(skip2), time)                         # (N, 2w, H/4, W/4)
         h = F.interpolate(h, scale_factor=2, mode="nearest")
-        h = self.dec2(ag.cat([h, skip2], dim=1), time)                # (N, 2w, H/4, W/4)
+        h = self.dec2(ag.cat([h, skip2], dim=1), time)                # (N, 2w, H/2, W/2)
         h = F.interpolate(h, scale_factor=2, mode="nearest")
-        h = self.dec1(ag.cat([h, skip1], dim=1), time)                # (N, w, H/2, W/2)
+        h = self.dec1(ag.cat([h, skip1], dim=1), time)                # (N, w, H, W)
         return self.head(F.silu(self.norm_out(h)))                    # (N, C, H, W)
 
 

@@ -233,7 +233,7 @@ def _plot_loss(path: Path, curve: list[list[float]], history: list[dict], title:
         right.set_ylim(0.0, 1.0)
         more_handles, more_labels = right.get_legend_handles_labels()
         handles, labels = handles + more_handles, labels + more_labels
-    axis.legend(handles, labels, loc="center right", fontsize="small")
+    axis.legend(handles, labels, loc="best", fontsize="small")
     axis.set_title(title, fontsize="medium")
     figure.tight_layout()
     with nanosign.atomic_writer(path) as handle:
