@@ -711,22 +711,40 @@ def _check_float(op: str, *tensors: Tensor) -> None:
             raise ValueError(f"{op}: integer tensors cannot require grad")
 
 
+def sum_dims(buf, shape, dims):
+    """Sum a contiguous buffer of `shape` over `dims` (kept as size 1).
+
+    Neighbouring reduced dims are merged into one axis, so e.g. a sum over (H, W)
+    is one reduction over H*W rather than two; a sum over everything uses the
+    tree reduction of `sum_all`."""
+    dev = gpu()
+    shape = list(shape)
+    dims = sorted(d for d in set(dims) if shape[d] != 1)
+    if not dims:
+        return buf
+    if all(shape[d] == 1 for d in range(len(shape)) if d not in dims):
+        return dev.sum_all(buf)
+    runs, start = [], dims[0]
+    for prev, d in zip(dims, dims[1:] + [None]):
+        if d != prev + 1:
+            runs.append((start, prev))
+            start = d
+    for first, last in reversed(runs):
+        buf = dev.reduce_axis(buf, numel(shape[:first]), numel(shape[first:last + 1]), numel(shape[last + 1:]), "sum")
+        for d in range(first, last + 1):
+            shape[d] = 1
+    return buf
+
+
 def sum_to_shape(grad_buf, grad_shape, shape):
     """Sum a broadcast gradient back down to `shape` (the inverse of broadcasting)."""
     grad_shape, shape = tuple(grad_shape), tuple(shape)
     if grad_shape == shape:
         return grad_buf
-    dev = gpu()
     lead = len(grad_shape) - len(shape)
-    if lead:
-        outer_n = numel(grad_shape[:lead])
-        grad_buf = dev.reduce_axis(grad_buf, 1, outer_n, numel(grad_shape[lead:]), "sum")
-        grad_shape = grad_shape[lead:]
-    for d, (g, s) in enumerate(zip(grad_shape, shape)):
-        if s == 1 and g != 1:
-            grad_buf = dev.reduce_axis(grad_buf, numel(grad_shape[:d]), g, numel(grad_shape[d + 1:]), "sum")
-            grad_shape = grad_shape[:d] + (1,) + grad_shape[d + 1:]
-    return grad_buf
+    padded = (1,) * lead + shape
+    dims = [d for d, (g, s) in enumerate(zip(grad_shape, padded)) if s == 1 and g != 1]
+    return sum_dims(grad_buf, grad_shape, dims)
 
 
 def _float_operand(t: Tensor):
@@ -878,12 +896,8 @@ def _dims(op: str, dim, ndim: int) -> tuple[int, ...]:
 def _reduce_sum(x: Tensor, dim, keepdim: bool) -> Tensor:
     dev = gpu()
     dims = _dims("sum", dim, x.ndim)
-    buf, shape = _float_operand(x), list(x.shape)
-    for d in reversed(dims):
-        buf = dev.reduce_axis(buf, numel(shape[:d]), shape[d], numel(shape[d + 1:]), "sum") \
-            if shape[d] != 1 else buf
-        shape[d] = 1
-    kept = tuple(shape)
+    kept = tuple(1 if d in dims else size for d, size in enumerate(x.shape))
+    buf = sum_dims(_float_operand(x), x.shape, dims) if x.numel() else dev.alloc(numel(kept))
     out_shape = kept if keepdim else tuple(s for i, s in enumerate(x.shape) if i not in dims)
     if not dims and x.ndim == 0:
         out_shape = ()

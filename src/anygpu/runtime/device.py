@@ -517,6 +517,9 @@ def list_adapters():
         raise GpuError(f"wgpu could not enumerate adapters: {exc}") from exc
 
 
+# ANYGPU_BACKEND takes SPEC's short names; wgpu reports e.g. "OpenGL", "D3D12".
+_BACKEND_ALIASES = {"gl": "opengl", "dx12": "d3d12", "vk": "vulkan"}
+
 NO_ADAPTER_HELP = ("no GPU adapter found. Install a Vulkan driver; on Debian/Ubuntu the software "
                    "one is: apt-get install -y mesa-vulkan-drivers")
 
@@ -530,7 +533,7 @@ def choose_adapter(name: str | None, backend: str | None, power_preference: str)
             info = a.info
             if name and name.lower() not in (info.get("device", "") + " " + info.get("description", "")).lower():
                 continue
-            if backend and backend.lower() != info.get("backend_type", "").lower():
+            if backend and _BACKEND_ALIASES.get(backend.lower(), backend.lower()) != info.get("backend_type", "").lower():
                 continue
             found.append(a)
         if not found:
