@@ -91,6 +91,8 @@ def test_layer_variants_state_dict_equal_torch(make):
     assert _shapes(ours.named_parameters()) == _shapes(theirs.named_parameters())
 
 
+@pytest.mark.skipif(tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2]) < (2, 13),
+                    reason="our repr follows torch 2.13 (norm layers print bias=); older torch prints less")
 def test_repr_equals_torch():
     ours, theirs = build_seq(nn), build_seq(torch.nn)
     assert repr(ours) == repr(theirs)

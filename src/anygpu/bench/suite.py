@@ -255,48 +255,36 @@ def bench_overhead(dev, peers: Peers, sizes: Sizes) -> Row:
     return row
 
 
-def bench_train_step(dev, peers: Peers, sizes: Sizes) -> Row:
-    """One SGD step of an MLP 784-512-512-10 on a batch (forward, cross-entropy,
-    backward, update), anygpu.nn beside torch.nn. Skipped while anygpu.nn is missing."""
-    batch = sizes.train_batch
-    dims = (784, 512, 512, 10)
-    flops = 3 * 2.0 * batch * sum(a * b for a, b in zip(dims, dims[1:]))  # forward + 2x backward
-    row = Row(f"train step MLP 784-512-512-10 batch {batch}", "GFLOP/s", work=flops)
+def _train_step_row(dev, peers: Peers, sizes: Sizes, row: Row, build, x: np.ndarray, labels: np.ndarray) -> Row:
+    """Time one optimizer step (forward, cross-entropy, backward, update) of the model that
+    `build(nn_module, optim_module)` returns as (model, optimizer), anygpu beside torch."""
     try:
         ag = importlib.import_module("anygpu")
         nn = importlib.import_module("anygpu.nn")
         optim = importlib.import_module("anygpu.optim")
-        functional = nn.functional
     except ImportError as exc:
         row.note = f"skipped: anygpu.nn is not importable yet ({exc})"
         return row
-    rng = np.random.default_rng(0)
-    x = rng.random((batch, dims[0]), dtype=np.float32)
-    labels = rng.integers(0, dims[-1], batch)
     try:
         ag.manual_seed(0)
-        model = nn.Sequential(nn.Linear(dims[0], dims[1]), nn.ReLU(), nn.Linear(dims[1], dims[2]), nn.ReLU(),
-                              nn.Linear(dims[2], dims[3]))
-        opt = optim.SGD(model.parameters(), lr=0.01)
+        model, opt = build(nn, optim)
         x_t, y_t = ag.tensor(x), ag.tensor(labels.astype(np.int32), dtype="int32")
 
         def step():
             opt.zero_grad()
-            loss = functional.cross_entropy(model(x_t), y_t)
+            loss = nn.functional.cross_entropy(model(x_t), y_t)
             loss.backward()
             opt.step()
         row.anygpu = time_host(step, sync=dev.synchronize, budget_s=sizes.budget_s, rounds=3)
-    except Exception as exc:   # the layers above are young: report, do not abort the suite
+    except Exception as exc:   # report, do not abort the suite
         row.note = f"skipped: {type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
         return row
     row.note = "wall clock, host included"
     if peers.torch is not None:
         torch = peers.torch
         torch.manual_seed(0)
-        tnn = torch.nn
-        tmodel = tnn.Sequential(tnn.Linear(dims[0], dims[1]), tnn.ReLU(), tnn.Linear(dims[1], dims[2]),
-                                tnn.ReLU(), tnn.Linear(dims[2], dims[3])).to(peers.device)
-        topt = torch.optim.SGD(tmodel.parameters(), lr=0.01)
+        tmodel, topt = build(torch.nn, torch.optim)
+        tmodel.to(peers.device)  # moves the parameters in place: the optimizer keeps them
         tx, ty = peers.tensor(x), peers.tensor(labels)
 
         def torch_step():
@@ -305,6 +293,40 @@ def bench_train_step(dev, peers: Peers, sizes: Sizes) -> Row:
             topt.step()
         row.peers["torch"] = time_host(torch_step, sync=peers.sync, budget_s=sizes.budget_s, rounds=3)
     return row
+
+
+def bench_train_step(dev, peers: Peers, sizes: Sizes) -> Row:
+    """One SGD step of an MLP 784-512-512-10 on a batch."""
+    batch = sizes.train_batch
+    dims = (784, 512, 512, 10)
+    flops = 3 * 2.0 * batch * sum(a * b for a, b in zip(dims, dims[1:]))  # forward + 2x backward
+    row = Row(f"train step MLP 784-512-512-10 batch {batch}", "GFLOP/s", work=flops)
+    rng = np.random.default_rng(0)
+
+    def build(nn, optim):
+        model = nn.Sequential(nn.Linear(dims[0], dims[1]), nn.ReLU(), nn.Linear(dims[1], dims[2]), nn.ReLU(),
+                              nn.Linear(dims[2], dims[3]))
+        return model, optim.SGD(model.parameters(), lr=0.01)
+    return _train_step_row(dev, peers, sizes, row, build, rng.random((batch, dims[0]), dtype=np.float32),
+                           rng.integers(0, dims[-1], batch))
+
+
+def bench_digits_step(dev, peers: Peers, sizes: Sizes) -> Row:
+    """One Adam step of `anygpu train digits`' CNN on a batch of 32 8x8 images (its
+    training setting), beside the same network in torch."""
+    batch = 32
+    # conv 1->16 and 16->32 (3x3 on 8x8), linear 512->64->10; forward + 2x backward
+    flops = 3 * 2.0 * batch * (64 * 16 * 9 + 64 * 32 * 16 * 9 + 512 * 64 + 64 * 10)
+    row = Row(f"train step digits CNN batch {batch}", "GFLOP/s", work=flops)
+    rng = np.random.default_rng(0)
+
+    def build(nn, optim):
+        model = nn.Sequential(
+            nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
+            nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 4 * 4, 64), nn.ReLU(), nn.Linear(64, 10))
+        return model, optim.Adam(model.parameters(), lr=4e-3)
+    return _train_step_row(dev, peers, sizes, row, build, rng.standard_normal((batch, 1, 8, 8), dtype=np.float32),
+                           rng.integers(0, 10, batch))
 
 
 def warm_up(dev, seconds: float = 0.5) -> None:
@@ -337,7 +359,7 @@ def run_suite(dev, sizes: Sizes, peers: Peers, only=None, tune: bool = False, pr
         for m, n, k in sizes.matmul:
             rows.append(done(bench_matmul(dev, peers, m, n, k, sizes.budget_s, tune)))
     for name, bench in (("conv2d", bench_conv2d), ("add", bench_add), ("softmax", bench_softmax),
-                        ("overhead", bench_overhead), ("train", bench_train_step)):
+                        ("overhead", bench_overhead), ("train", bench_train_step), ("train", bench_digits_step)):
         if wanted(name):
             start = time.perf_counter()
             row = bench(dev, peers, sizes)
