@@ -422,8 +422,9 @@ class Tensor:
 
     def mean(self, dim=None, keepdim: bool = False):
         total = _reduce_sum(self, dim, keepdim)
-        count = self.numel() // max(total.numel(), 1) if self.numel() else 1
-        return total * (1.0 / count)
+        if self.numel() == 0:  # a mean over nothing is NaN, as in torch
+            return total * math.nan
+        return total * (1.0 / (self.numel() // max(total.numel(), 1)))
 
     def max(self, dim=None, keepdim: bool = False):
         if isinstance(dim, Tensor):  # torch.max(a, b): the elementwise maximum
@@ -1266,6 +1267,9 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     k2, n = b.shape[-2:]
     if k != k2:
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} cannot be multiplied ({k} != {k2})")
+    if 0 in a.shape or 0 in b.shape:  # empty products: an empty result, or zeros when k == 0
+        out_shape = broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2]) + (m, n)
+        return zeros(out_shape) if numel(out_shape) else Tensor(gpu().empty(0), out_shape)
     dev = gpu()
     if b.ndim == 2:
         batch_shape = a.shape[:-2]

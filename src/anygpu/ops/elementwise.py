@@ -15,11 +15,13 @@ from ._common import WORKGROUP_1D, check_buffer, check_same_len
 UNARY = {
     "scale": "v * alpha",
     "add_scalar": "v + alpha",
-    "relu": "max(v, 0.0)",
+    # NaN stays NaN, as in torch. WGSL lets compilers assume no NaN, so `v != v` may fold to
+    # false; the bit test survives.
+    "relu": "select(0.0, v, v > 0.0 || (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u)",
     "sigmoid": "1.0 / (1.0 + exp(-v))",
     "swish": "v / (1.0 + exp(-v))",
     # tanh via exp of a clamped argument: WGSL's tanh may return NaN for large |v| on some drivers.
-    "tanh_act": "tanh(clamp(v, -15.0, 15.0))",
+    "tanh_act": "select(tanh(clamp(v, -15.0, 15.0)), v, (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u)",
     "neg": "-v",
     "exp": "exp(v)",
     "log": "log(v)",
