@@ -12,8 +12,8 @@ def check_buffer(op: str, name: str, buf, expected: int | None = None, formula: 
     if not isinstance(buf, Buffer):
         raise ValueError(f"{op}: {name} must be a Buffer, got {type(buf).__name__}")
     if expected is not None and buf.len != expected:
-        how = f" = {formula}" if formula else ""
-        raise ValueError(f"{op}: {name} has {buf.len} elements, expected {expected}{how}")
+        what = f"{formula} = {expected}" if formula else f"{expected}"
+        raise ValueError(f"{op}: {name} has {buf.len} elements, expected {what}")
 
 
 def check_same_len(op: str, a, b, names=("a", "b")) -> None:
