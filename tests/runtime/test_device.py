@@ -77,3 +77,13 @@ def test_grid_folds_past_65535(dev):
 def test_env_selection_by_name(monkeypatch):
     with pytest.raises(ag.GpuError, match="no adapter matches"):
         ag.Device(adapter="no-such-adapter-xyz")
+
+
+def test_aliased_output_refused_before_gpu_work(dev):
+    from anygpu.runtime import load_shader
+    x = dev.upload(np.ones(8, np.float32))
+    kernel = dev.kernel("scale", load_shader("unary.wgsl", EXPR="v * alpha"), 1, 1, "Iff")
+    with pytest.raises(ValueError, match="output buffer is also passed"):
+        dev.launch(kernel, [x], [x], (8, 2.0, 0.0), (1, 1, 1))
+    np.testing.assert_array_equal(dev.read(x), np.ones(8, np.float32))
+    np.testing.assert_array_equal(dev.read(dev.scale(dev.upload([1.0, 2.0]), 3.0)), [3.0, 6.0])

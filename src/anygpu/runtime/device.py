@@ -376,6 +376,12 @@ class Device:
         if group is None:
             if None in gpu_buffers:  # wgpu would abort the process on it
                 raise ValueError(f"{kernel.name}: a Buffer passed to launch was already freed")
+            outs = gpu_buffers[kernel.n_in:]
+            if any(any(o is b for b in gpu_buffers[:kernel.n_in + i]) for i, o in enumerate(outs)):
+                # One buffer bound read-only and read-write (or written twice) in a dispatch is a
+                # usage conflict that WebGPU only reports at submit; refuse it here instead.
+                raise ValueError(f"{kernel.name}: an output buffer is also passed as another argument; "
+                                 f"in-place kernels must take it once, as an output")
             group = self._new_bind_group(kernel, key, inputs, outputs)
         slot = self._n_params
         offset = slot * self._slot
