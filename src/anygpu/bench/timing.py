@@ -41,10 +41,8 @@ def time_anygpu(dev, run, budget_s: float = 0.2, rounds: int = 5, detail: dict |
     return seconds_per_run(dev, run, repeats=repeats, rounds=rounds)
 
 
-def time_host(fn, sync=None, budget_s: float = 0.2, rounds: int = 5) -> float:
-    """Median wall seconds per call of `fn`, calling `sync()` after each round (e.g.
-    torch.cuda.synchronize) so asynchronous work is counted."""
-    sync = sync or (lambda: None)
+def _plan(fn, sync, budget_s: float, rounds: int) -> tuple[int, int]:
+    """Warm `fn` up, time one call, and split the budget into (rounds, repeats per round)."""
     fn()
     sync()
     start = time.perf_counter()
@@ -52,7 +50,14 @@ def time_host(fn, sync=None, budget_s: float = 0.2, rounds: int = 5) -> float:
     sync()
     once = time.perf_counter() - start
     rounds = _rounds_for(once, budget_s, rounds)
-    repeats = _repeats_for(once, budget_s / rounds, 1000)
+    return rounds, _repeats_for(once, budget_s / rounds, 1000)
+
+
+def time_host(fn, sync=None, budget_s: float = 0.2, rounds: int = 5) -> float:
+    """Median wall seconds per call of `fn`, calling `sync()` after each round (e.g.
+    torch.cuda.synchronize) so asynchronous work is counted."""
+    sync = sync or (lambda: None)
+    rounds, repeats = _plan(fn, sync, budget_s, rounds)
     samples = []
     for _ in range(rounds):
         start = time.perf_counter()
@@ -69,14 +74,7 @@ def time_torch(torch, device: str, fn, budget_s: float = 0.2, rounds: int = 5) -
     if device != "cuda":
         return time_host(fn, budget_s=budget_s, rounds=rounds)
     sync = torch.cuda.synchronize
-    fn()
-    sync()
-    start = time.perf_counter()
-    fn()
-    sync()
-    once = time.perf_counter() - start
-    rounds = _rounds_for(once, budget_s, rounds)
-    repeats = _repeats_for(once, budget_s / rounds, 1000)
+    rounds, repeats = _plan(fn, sync, budget_s, rounds)
     samples = []
     for _ in range(rounds):
         begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

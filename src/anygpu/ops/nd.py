@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from ..runtime import load_shader
+from . import reduce
 from ._common import check_buffer, grid_1d
 from .elementwise import BINARY, binary
 
@@ -126,6 +127,13 @@ def reduce_axis(dev, x, outer: int, mid: int, inner: int, op: str = "sum"):
     check_buffer("reduce_" + op, "x", x, outer * mid * inner, "outer*mid*inner")
     if mid < 1:
         raise ValueError(f"reduce_{op}: cannot reduce over an empty dimension")
+    if op == "sum" and x.dtype == "f32" and outer * inner:
+        # Sums along a contiguous axis go to reduce.py's kernels (a tree of passes for long
+        # rows, one thread per short row, column tiles for the first axis): one sum family.
+        if inner == 1:
+            return reduce.reduce_inner(dev, "a", x, x, outer, mid)
+        if outer == 1:
+            return reduce.sum_rows(dev, x, mid, inner)
     out = dev.empty(outer * inner, "i32" if op.startswith("arg") else "f32")
     if outer * inner == 0:
         return out

@@ -62,34 +62,22 @@ _EXTRA = {"digits": (), "mnist": (), "classifier": ("size",),
           "diffusion": ("timesteps", "sample_steps", "samples", "width")}
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+def _number(parse, what: str, accept):
+    """An argparse type: `parse` the text and check it with `accept`, else say `what` was expected."""
+    def convert(text: str):
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text}")
+        return value
+    return convert
 
 
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
-    return value
+_positive_int = _number(int, "a positive integer", lambda v: v >= 1)
+_seed = _number(int, "a non-negative integer", lambda v: v >= 0)
+_positive_float = _number(float, "a positive number", lambda v: 0 < v < float("inf"))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
