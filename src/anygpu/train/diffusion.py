@@ -11,7 +11,6 @@ T steps, which is how a DDPM-trained model is usually sampled in fewer steps.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -23,9 +22,10 @@ import anygpu as ag
 from anygpu import nn, optim
 from anygpu.io.datasets import DataError, load_sprite_folder, make_sprites, save_image_grid
 from anygpu.nn import functional as F
+from anygpu.train import modelfile
 from anygpu.train.loop import Settings
 
-__all__ = ["TinyUNet", "ResBlock", "DiffusionTask", "sinusoidal_embedding", "linear_betas", "build_diffusion"]
+__all__ = ["TinyUNet", "ResBlock", "DiffusionTask", "ddim_sample", "sinusoidal_embedding", "linear_betas", "build_diffusion"]
 
 SAMPLES = "samples.png"
 IMAGE_SIZE = 32
@@ -94,6 +94,7 @@ class TinyUNet(nn.Module):
         super().__init__()
         time_dim = time_dim or 4 * width
         self.width = width
+        self.time_dim = time_dim
         self.time_mlp = nn.Sequential(nn.Linear(width, time_dim), nn.SiLU(), nn.Linear(time_dim, time_dim))
         self.stem = nn.Conv2d(channels, width, 3, padding=1)
         self.enc1 = ResBlock(width, width, time_dim)
@@ -118,6 +119,29 @@ class TinyUNet(nn.Module):
         return self.head(F.silu(self.norm_out(h)))                    # (N, C, H, W)
 
 
+def ddim_sample(model: TinyUNet, alpha_bar: np.ndarray, shape, count: int, steps: int, seed: int) -> np.ndarray:
+    """DDIM's deterministic update (eta = 0) from pure noise, over `steps` timesteps evenly
+    strided from T - 1 down to 0 (T = len(alpha_bar)); the noise depends on `seed` alone.
+
+    shape: (C, H, W) of one image. Returns float32 (count, C, H, W) in [-1, 1].
+    """
+    timesteps = len(alpha_bar)
+    steps = max(1, min(int(steps), timesteps))
+    rng = np.random.default_rng([seed, 0x5A3])
+    x = ag.tensor(rng.standard_normal((count, *shape), dtype=np.float32))
+    schedule = np.linspace(timesteps - 1, 0, steps).round().astype(np.int64)
+    for index, t in enumerate(schedule):
+        now = float(alpha_bar[t])
+        following = float(alpha_bar[schedule[index + 1]]) if index + 1 < len(schedule) else 1.0
+        features = ag.tensor(sinusoidal_embedding(np.full(count, t), model.width))
+        eps = model(x, features)
+        x0 = ((x - eps * math.sqrt(1.0 - now)) * (1.0 / math.sqrt(now))).clamp(-1.0, 1.0)
+        # eps consistent with the clamped x0, so the next x_t stays on the schedule
+        eps = (x - x0 * math.sqrt(now)) * (1.0 / math.sqrt(max(1.0 - now, 1e-12)))
+        x = x0 * math.sqrt(following) + eps * math.sqrt(1.0 - following)
+    return x.numpy().clip(-1.0, 1.0)
+
+
 class DiffusionTask:
     """Epsilon-prediction MSE on unlabelled images in [-1, 1]; samples.png after every epoch."""
 
@@ -136,6 +160,7 @@ class DiffusionTask:
         width = int(settings.extra.get("width") or DEFAULT_WIDTH)
         betas = linear_betas(self.timesteps)
         self.alpha_bar = np.cumprod(1.0 - betas)
+        self.betas = betas
         self.model = TinyUNet(images.shape[1], width)
         self.optimizer = optim.AdamW(self.model.parameters(), lr=settings.lr)
         self.scheduler = optim.LinearWarmup(self.optimizer, warmup_steps=WARMUP_STEPS)
@@ -161,19 +186,7 @@ class DiffusionTask:
 
     def sample(self, count: int, seed: int) -> np.ndarray:
         """DDIM (eta = 0) from pure noise over `sample_steps` strided steps: (count, C, H, W) in [-1, 1]."""
-        rng = np.random.default_rng([seed, 0x5A3])
-        x = ag.tensor(rng.standard_normal((count, *self.train_data.shape[1:]), dtype=np.float32))
-        steps = np.linspace(self.timesteps - 1, 0, self.sample_steps).round().astype(np.int64)
-        for index, t in enumerate(steps):
-            alpha_bar = float(self.alpha_bar[t])
-            alpha_bar_next = float(self.alpha_bar[steps[index + 1]]) if index + 1 < len(steps) else 1.0
-            features = ag.tensor(sinusoidal_embedding(np.full(count, t), self.model.width))
-            eps = self.model(x, features)
-            x0 = ((x - eps * math.sqrt(1.0 - alpha_bar)) * (1.0 / math.sqrt(alpha_bar))).clamp(-1.0, 1.0)
-            # eps consistent with the clamped x0, so the next x_t stays on the schedule
-            eps = (x - x0 * math.sqrt(alpha_bar)) * (1.0 / math.sqrt(max(1.0 - alpha_bar, 1e-12)))
-            x = x0 * math.sqrt(alpha_bar_next) + eps * math.sqrt(1.0 - alpha_bar_next)
-        return x.numpy().clip(-1.0, 1.0)
+        return ddim_sample(self.model, self.alpha_bar, self.train_data.shape[1:], count, self.sample_steps, seed)
 
     def end_epoch(self, out: Path, epoch: int, last: bool) -> dict[str, Any]:
         # Every epoch, not only the last: sampling costs a few training steps' time, and
@@ -185,13 +198,9 @@ class DiffusionTask:
         return {"sample_seconds": time.perf_counter() - started, "sample_steps": self.sample_steps}
 
     def model_metadata(self) -> dict[str, str]:
-        return {
-            "input_shape": json.dumps(list(self.train_data.shape[1:])),
-            "timesteps": str(self.timesteps),
-            "betas": "linear",
-            "width": str(self.model.width),
-            "value_range": "[-1, 1]",
-        }
+        architecture = {"name": "tiny_unet", "channels": int(self.train_data.shape[1]), "width": self.model.width,
+                        "time_dim": self.model.time_dim}
+        return modelfile.diffusion_metadata(architecture, self.train_data.shape[1:], self.betas)
 
     def result(self, record: Mapping[str, Any]) -> str:
         return f"diffusion train loss {record['train_loss']:.4f} at {record['steps_per_second']:.2f} steps/s"

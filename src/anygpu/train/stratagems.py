@@ -9,7 +9,6 @@ would with ``torch.nn`` / ``torch.optim``.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -19,9 +18,10 @@ import anygpu as ag
 from anygpu import nn, optim
 from anygpu.io.datasets import DataError, Dataset, batches, load_digits, load_image_folder, load_mnist
 from anygpu.nn import functional as F
+from anygpu.train import modelfile
 from anygpu.train.loop import Settings
 
-__all__ = ["ClassifierTask", "digits_cnn", "lenet", "small_cnn", "build_digits", "build_mnist", "build_classifier"]
+__all__ = ["ClassifierTask", "evaluate_classifier", "digits_cnn", "lenet", "small_cnn", "build_digits", "build_mnist", "build_classifier"]
 
 EVAL_BATCH = 500
 LR_HALVING_EPOCHS = 4
@@ -76,6 +76,18 @@ def _first(data: Dataset, limit: int | None) -> Dataset:
     return Dataset(data.x[:limit], data.y[:limit], data.classes, data.mean, data.std)
 
 
+def evaluate_classifier(model: nn.Module, data: Dataset) -> dict[str, float]:
+    """Accuracy and mean cross-entropy of `model` on a non-empty labelled set, in batches of
+    EVAL_BATCH: what training reports as test_accuracy / test_loss and `anygpu eval` prints."""
+    correct, loss_sum = 0, 0.0
+    for x, y in batches(data, EVAL_BATCH, shuffle=False):
+        logits = model(ag.tensor(x))
+        loss_sum += float(F.cross_entropy(logits, ag.tensor(y)).item()) * len(x)
+        correct += int((logits.argmax(dim=1).numpy() == y).sum())
+    count = len(data)
+    return {"test_accuracy": correct / count, "test_loss": loss_sum / count}
+
+
 class ClassifierTask:
     """Cross-entropy training of `model` on labelled images, accuracy on the test split."""
 
@@ -83,10 +95,12 @@ class ClassifierTask:
     has_test = True
     extra_files: list[str] = []
 
-    def __init__(self, model: nn.Module, train: Dataset, test: Dataset, settings: Settings):
+    def __init__(self, model: nn.Module, train: Dataset, test: Dataset, settings: Settings,
+                 architecture: dict[str, Any] | None = None):
         if len(train) == 0:
             raise DataError(f"train {settings.stratagem}: the train split is empty")
         self.model = model
+        self.architecture = architecture  # {"name": builder, **its arguments}: see train/modelfile.py
         self.train_data = train
         self.test_data = test
         self.optimizer = optim.Adam(model.parameters(), lr=settings.lr)
@@ -103,25 +117,14 @@ class ClassifierTask:
     def evaluate(self) -> dict[str, float]:
         if len(self.test_data) == 0:
             return {}
-        correct, loss_sum = 0, 0.0
-        for x, y in batches(self.test_data, EVAL_BATCH, shuffle=False):
-            logits = self.model(ag.tensor(x))
-            loss_sum += float(F.cross_entropy(logits, ag.tensor(y)).item()) * len(x)
-            correct += int((logits.argmax(dim=1).numpy() == y).sum())
-        count = len(self.test_data)
-        return {"test_accuracy": correct / count, "test_loss": loss_sum / count}
+        return evaluate_classifier(self.model, self.test_data)
 
     def end_epoch(self, out: Path, epoch: int, last: bool) -> dict[str, Any]:
         return {}
 
     def model_metadata(self) -> dict[str, str]:
         data = self.train_data
-        facts = {"classes": json.dumps(data.classes), "input_shape": json.dumps(list(data.x.shape[1:]))}
-        if data.mean is not None:
-            # x = (pixel in [0, 1] - mean) / std, per channel
-            facts["normalize_mean"] = json.dumps([float(v) for v in data.mean])
-            facts["normalize_std"] = json.dumps([float(v) for v in data.std])
-        return facts
+        return modelfile.classifier_metadata(self.architecture, data.x.shape[1:], data.classes, data.mean, data.std)
 
     def result(self, record: Mapping[str, Any]) -> str:
         if "test_accuracy" in record:
@@ -132,18 +135,23 @@ class ClassifierTask:
 def build_digits(settings: Settings) -> ClassifierTask:
     train, test = load_digits(seed=SPLIT_SEED)
     train, test = _first(train, settings.limit), _first(test, settings.limit)
-    return ClassifierTask(digits_cnn(len(train.classes)), train, test, settings)
+    architecture = {"name": "digits_cnn", "classes": len(train.classes)}
+    return ClassifierTask(digits_cnn(len(train.classes)), train, test, settings, architecture)
 
 
 def build_mnist(settings: Settings) -> ClassifierTask:
     train, test = load_mnist(settings.data)
     train, test = _first(train, settings.limit), _first(test, settings.limit)
     height, width = train.x.shape[2:]
-    return ClassifierTask(lenet(height, width, len(train.classes)), train, test, settings)
+    architecture = {"name": "lenet", "height": int(height), "width": int(width), "classes": len(train.classes)}
+    return ClassifierTask(lenet(height, width, len(train.classes)), train, test, settings, architecture)
 
 
 def build_classifier(settings: Settings) -> ClassifierTask:
     size = int(settings.extra.get("size", 32))
     train, test = load_image_folder(settings.data, size=size, seed=SPLIT_SEED)
     train, test = _first(train, settings.limit), _first(test, settings.limit)
-    return ClassifierTask(small_cnn(train.x.shape[1], size, len(train.classes)), train, test, settings)
+    architecture = {"name": "small_cnn", "channels": int(train.x.shape[1]), "size": size,
+                    "classes": len(train.classes)}
+    return ClassifierTask(small_cnn(train.x.shape[1], size, len(train.classes)), train, test, settings,
+                          architecture)
