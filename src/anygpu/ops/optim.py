@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..runtime import load_shader
 from ._common import check_buffer, grid_1d
 
-__all__ = ["sgd_step", "adam_step"]
+__all__ = ["sgd_step", "adam_step", "adadelta_step", "adagrad_step", "rmsprop_step", "nadam_step", "radam_step"]
 
 
 def _check_f32(op: str, **buffers) -> int:
@@ -73,3 +73,83 @@ def adam_step(dev, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq=None, *, ste
     params = (n, -1.0 if maximize else 1.0, decay, weight_decay, 1.0 - beta1, beta2, 1.0 - beta2, eps,
               bias_correction2_sqrt, -step_size)
     dev.launch(kernel, [_distinct_grad(dev, grad, param)], outputs, params, grid_1d(dev, n))
+
+
+def adadelta_step(dev, param, grad, square_avg, acc_delta, *, lr: float, rho: float, eps: float,
+                  weight_decay: float = 0.0, maximize: bool = False) -> None:
+    """One Adadelta update of `param`, `square_avg` and `acc_delta` in place
+    (torch.optim.Adadelta's rule; see optim_adadelta.wgsl)."""
+    n = _check_f32("adadelta_step", param=param, grad=grad, square_avg=square_avg, acc_delta=acc_delta)
+    if n == 0:
+        return
+    kernel = dev.kernel("adadelta", load_shader("optim_adadelta.wgsl"), 1, 3, "Iffffff", entry_point="adadelta")
+    params = (n, -1.0 if maximize else 1.0, weight_decay, rho, 1.0 - rho, eps, -lr)
+    dev.launch(kernel, [_distinct_grad(dev, grad, param)], [param, square_avg, acc_delta], params, grid_1d(dev, n))
+
+
+def adagrad_step(dev, param, grad, state_sum, *, clr: float, eps: float, weight_decay: float = 0.0,
+                 maximize: bool = False) -> None:
+    """One Adagrad update of `param` and `state_sum` in place (torch.optim.Adagrad's
+    rule; see optim_adagrad.wgsl). clr = lr / (1 + (step - 1) * lr_decay)."""
+    n = _check_f32("adagrad_step", param=param, grad=grad, state_sum=state_sum)
+    if n == 0:
+        return
+    kernel = dev.kernel("adagrad", load_shader("optim_adagrad.wgsl"), 1, 2, "Iffff", entry_point="adagrad")
+    params = (n, -1.0 if maximize else 1.0, weight_decay, eps, -clr)
+    dev.launch(kernel, [_distinct_grad(dev, grad, param)], [param, state_sum], params, grid_1d(dev, n))
+
+
+def rmsprop_step(dev, param, grad, square_avg, grad_avg=None, momentum_buf=None, *, lr: float, alpha: float,
+                 eps: float, weight_decay: float = 0.0, momentum: float = 0.0, maximize: bool = False) -> None:
+    """One RMSprop update of `param` and `square_avg` in place (torch.optim.RMSprop's
+    rule; see optim_rmsprop.wgsl); `grad_avg` when centered, `momentum_buf` when
+    momentum > 0, both updated in place too."""
+    buffers = dict(param=param, grad=grad, square_avg=square_avg)
+    outputs = [param, square_avg]
+    entry = "rmsprop"
+    if grad_avg is not None:
+        buffers["grad_avg"] = grad_avg
+        outputs.append(grad_avg)
+        entry += "_centered"
+    if momentum_buf is not None:
+        buffers["momentum_buf"] = momentum_buf
+        outputs.append(momentum_buf)
+        entry += "_momentum"
+    n = _check_f32("rmsprop_step", **buffers)
+    if n == 0:
+        return
+    # The variant's state follows square_avg (binding 3): grad_avg first when centered.
+    centered = grad_avg is not None
+    source = load_shader("optim_rmsprop.wgsl", GRAD_AVG_BINDING=4 if centered else 5,
+                         MOMENTUM_BINDING=5 if centered else 4)
+    kernel = dev.kernel(entry, source, 1, len(outputs), "Ifffffff", entry_point=entry)
+    params = (n, -1.0 if maximize else 1.0, weight_decay, alpha, 1.0 - alpha, eps, momentum, -lr)
+    dev.launch(kernel, [_distinct_grad(dev, grad, param)], outputs, params, grid_1d(dev, n))
+
+
+def nadam_step(dev, param, grad, exp_avg, exp_avg_sq, *, beta1: float, beta2: float, eps: float,
+               bias_correction2: float, grad_coef: float, avg_coef: float, weight_decay: float = 0.0,
+               decay: float = 1.0, maximize: bool = False) -> None:
+    """One NAdam update of `param`, `exp_avg` and `exp_avg_sq` in place (torch.optim.NAdam's
+    rule; see optim_nadam.wgsl for grad_coef and avg_coef)."""
+    n = _check_f32("nadam_step", param=param, grad=grad, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq)
+    if n == 0:
+        return
+    kernel = dev.kernel("nadam", load_shader("optim_nadam.wgsl"), 1, 3, "Iffffffffff", entry_point="nadam")
+    params = (n, -1.0 if maximize else 1.0, decay, weight_decay, 1.0 - beta1, beta2, 1.0 - beta2, eps,
+              bias_correction2, grad_coef, avg_coef)
+    dev.launch(kernel, [_distinct_grad(dev, grad, param)], [param, exp_avg, exp_avg_sq], params, grid_1d(dev, n))
+
+
+def radam_step(dev, param, grad, exp_avg, exp_avg_sq, *, lr: float, beta1: float, beta2: float, eps: float,
+               bias_correction1: float, bias_correction2_sqrt: float, rect: float | None,
+               weight_decay: float = 0.0, decay: float = 1.0, maximize: bool = False) -> None:
+    """One RAdam update of `param`, `exp_avg` and `exp_avg_sq` in place (torch.optim.RAdam's
+    rule; see optim_radam.wgsl). rect=None: an unrectified (momentum-only) step."""
+    n = _check_f32("radam_step", param=param, grad=grad, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq)
+    if n == 0:
+        return
+    kernel = dev.kernel("radam", load_shader("optim_radam.wgsl"), 1, 3, "IfffffffffffI", entry_point="radam")
+    params = (n, -1.0 if maximize else 1.0, decay, weight_decay, 1.0 - beta1, beta2, 1.0 - beta2, eps,
+              bias_correction1, bias_correction2_sqrt, lr, 0.0 if rect is None else rect, int(rect is not None))
+    dev.launch(kernel, [_distinct_grad(dev, grad, param)], [param, exp_avg, exp_avg_sq], params, grid_1d(dev, n))

@@ -1,10 +1,21 @@
-"""ag.optim: torch.optim's SGD, Adam and AdamW (one fused GPU kernel per parameter
-per step) and learning-rate schedulers (also reachable as `ag.optim.lr_scheduler`)."""
+"""ag.optim: torch.optim's SGD, Adam, AdamW, Adadelta, Adagrad, RMSprop, NAdam and RAdam (one fused
+GPU kernel per parameter per step) and learning-rate schedulers (also reachable as
+`ag.optim.lr_scheduler`)."""
+
+import sys as _sys
 
 from . import schedulers
 from . import schedulers as lr_scheduler
-from .optimizers import SGD, Adam, AdamW, Optimizer, flatten_state_dict, unflatten_state_dict
-from .schedulers import CosineAnnealingLR, LinearWarmup, LRScheduler, StepLR
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "flatten_state_dict", "unflatten_state_dict", "LRScheduler",
-           "StepLR", "CosineAnnealingLR", "LinearWarmup", "schedulers", "lr_scheduler"]
+# `import torch.optim.lr_scheduler` / `from torch.optim.lr_scheduler import StepLR` as in torch.
+_sys.modules[__name__ + ".lr_scheduler"] = schedulers
+from .adaptive import Adadelta, Adagrad, NAdam, RAdam, RMSprop
+from .optimizers import SGD, Adam, AdamW, Optimizer, flatten_state_dict, unflatten_state_dict
+from .schedulers import (
+    CosineAnnealingLR, ExponentialLR, LambdaLR, LinearWarmup, LRScheduler, MultiStepLR, OneCycleLR, ReduceLROnPlateau,
+    StepLR,
+)
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adadelta", "Adagrad", "RMSprop", "NAdam", "RAdam",
+           "flatten_state_dict", "unflatten_state_dict", "LRScheduler", "StepLR", "CosineAnnealingLR", "LinearWarmup",
+           "LambdaLR", "MultiStepLR", "ExponentialLR", "OneCycleLR", "ReduceLROnPlateau", "schedulers", "lr_scheduler"]

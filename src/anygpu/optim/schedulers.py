@@ -9,11 +9,14 @@ recursive ("chainable") forms, so the lr sequences equal torch's.
 from __future__ import annotations
 
 import math
+import types
+from collections import Counter
 from typing import Any
 
 from .optimizers import Optimizer
 
-__all__ = ["LRScheduler", "StepLR", "CosineAnnealingLR", "LinearWarmup"]
+__all__ = ["LRScheduler", "StepLR", "CosineAnnealingLR", "LinearWarmup", "LambdaLR", "MultiStepLR", "ExponentialLR",
+           "OneCycleLR", "ReduceLROnPlateau"]
 
 
 class LRScheduler:
@@ -131,3 +134,241 @@ class LinearWarmup(LRScheduler):
         if self._is_initial or t > total:
             return self._current_lrs()
         return [lr * (1.0 + (1.0 - start) / (total * start + (t - 1) * (1.0 - start))) for lr in self._current_lrs()]
+
+
+class LambdaLR(LRScheduler):
+    """lr_t = base_lr * lr_lambda(t): one function for every group, or a list with one per group."""
+
+    def __init__(self, optimizer: Optimizer, lr_lambda, last_epoch: int = -1):
+        groups = len(optimizer.param_groups)
+        if isinstance(lr_lambda, (list, tuple)):
+            if len(lr_lambda) != groups:
+                raise ValueError(f"Expected {groups} lr_lambdas, but got {len(lr_lambda)}")
+            self.lr_lambdas = list(lr_lambda)
+        else:
+            self.lr_lambdas = [lr_lambda] * groups
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        return [base * fn(self.last_epoch) for fn, base in zip(self.lr_lambdas, self.base_lrs)]
+
+    def state_dict(self) -> dict[str, Any]:
+        """As torch: plain functions are not saved (None); callable objects save their attributes."""
+        state = {key: value for key, value in self.__dict__.items() if key not in ("optimizer", "lr_lambdas")}
+        state["lr_lambdas"] = [None if isinstance(fn, types.FunctionType) else dict(fn.__dict__)
+                               for fn in self.lr_lambdas]
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        state = dict(state_dict)
+        saved = state.pop("lr_lambdas", [None] * len(self.lr_lambdas))
+        self.__dict__.update(state)
+        for fn, attributes in zip(self.lr_lambdas, saved):
+            if attributes is not None:
+                fn.__dict__.update(attributes)
+
+
+class MultiStepLR(LRScheduler):
+    """Multiplies each group's lr by `gamma` at every epoch listed in `milestones`
+    (a milestone listed twice multiplies by gamma^2)."""
+
+    def __init__(self, optimizer: Optimizer, milestones, gamma: float = 0.1, last_epoch: int = -1):
+        self.milestones = Counter(int(m) for m in milestones)
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        if self.last_epoch not in self.milestones:
+            return self._current_lrs()
+        return [lr * self.gamma ** self.milestones[self.last_epoch] for lr in self._current_lrs()]
+
+
+class ExponentialLR(LRScheduler):
+    """Multiplies each group's lr by `gamma` every epoch."""
+
+    def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1):
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        if self._is_initial:
+            return self._current_lrs()
+        return [lr * self.gamma for lr in self._current_lrs()]
+
+
+def _per_group(name: str, optimizer: Optimizer, value) -> list:
+    groups = len(optimizer.param_groups)
+    if isinstance(value, (list, tuple)):
+        if len(value) != groups:
+            raise ValueError(f"expected {groups} values for {name}, got {len(value)}")
+        return list(value)
+    return [value] * groups
+
+
+class OneCycleLR(LRScheduler):
+    """The 1cycle policy (torch.optim.lr_scheduler.OneCycleLR), stepped once per batch:
+    the lr rises from max_lr/div_factor to max_lr over the first pct_start of
+    `total_steps` (= epochs * steps_per_epoch), then anneals ('cos' or 'linear') to
+    initial_lr/final_div_factor; three_phase=True goes back down to the initial lr
+    first and anneals to the minimum in a third phase. With cycle_momentum the
+    momentum (SGD) or beta1 (Adam family) moves inversely between base_momentum and
+    max_momentum. Stepping past total_steps raises ValueError, as in torch."""
+
+    def __init__(self, optimizer: Optimizer, max_lr, total_steps: int | None = None, epochs: int | None = None,
+                 steps_per_epoch: int | None = None, pct_start: float = 0.3, anneal_strategy: str = "cos",
+                 cycle_momentum: bool = True, base_momentum=0.85, max_momentum=0.95, div_factor: float = 25.0,
+                 final_div_factor: float = 1e4, three_phase: bool = False, last_epoch: int = -1):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        if total_steps is not None:
+            if not isinstance(total_steps, int) or total_steps <= 0:
+                raise ValueError(f"Expected positive integer total_steps, but got {total_steps}")
+            self.total_steps = total_steps
+        elif epochs is not None and steps_per_epoch is not None:
+            if not isinstance(epochs, int) or epochs <= 0:
+                raise ValueError(f"Expected positive integer epochs, but got {epochs}")
+            if not isinstance(steps_per_epoch, int) or steps_per_epoch <= 0:
+                raise ValueError(f"Expected positive integer steps_per_epoch, but got {steps_per_epoch}")
+            self.total_steps = epochs * steps_per_epoch
+        else:
+            raise ValueError("You must define either total_steps OR (epochs AND steps_per_epoch)")
+        if not isinstance(pct_start, float) or not 0.0 <= pct_start <= 1.0:
+            raise ValueError(f"Expected float between 0 and 1 pct_start, but got {pct_start}")
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError(f"anneal_strategy must be one of 'cos' or 'linear', instead got {anneal_strategy}")
+        self.anneal_strategy = anneal_strategy
+        warm_end = float(pct_start * self.total_steps) - 1
+        # Each phase: (last step, lr key at its start, at its end, momentum key at start, at end).
+        if three_phase:
+            self._phases = [(warm_end, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                            (float(2 * pct_start * self.total_steps) - 2, "max_lr", "initial_lr", "base_momentum",
+                             "max_momentum"),
+                            (self.total_steps - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum")]
+        else:
+            self._phases = [(warm_end, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                            (self.total_steps - 1, "max_lr", "min_lr", "base_momentum", "max_momentum")]
+        if last_epoch == -1:
+            for group, top in zip(optimizer.param_groups, _per_group("max_lr", optimizer, max_lr)):
+                group["initial_lr"] = top / div_factor
+                group["max_lr"] = top
+                group["min_lr"] = group["initial_lr"] / final_div_factor
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
+            self.use_beta1 = "betas" in optimizer.defaults
+            if last_epoch == -1:
+                for group, high, low in zip(optimizer.param_groups,
+                                            _per_group("max_momentum", optimizer, max_momentum),
+                                            _per_group("base_momentum", optimizer, base_momentum)):
+                    self._set_momentum(group, high)
+                    group["max_momentum"] = high
+                    group["base_momentum"] = low
+        super().__init__(optimizer, last_epoch)
+
+    def _set_momentum(self, group: dict[str, Any], value: float) -> None:
+        if self.use_beta1:
+            group["betas"] = (value, *group["betas"][1:])
+        else:
+            group["momentum"] = value
+
+    def _anneal(self, start: float, end: float, pct: float) -> float:
+        if self.anneal_strategy == "cos":
+            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
+
+    def get_lr(self) -> list[float]:
+        step = self.last_epoch
+        if step > self.total_steps:
+            raise ValueError(f"Tried to step {step} times. The specified number of total steps is {self.total_steps}")
+        lrs = []
+        for group in self.optimizer.param_groups:
+            start_step = 0.0
+            for i, (end_step, lr_from, lr_to, momentum_from, momentum_to) in enumerate(self._phases):
+                if step <= end_step or i == len(self._phases) - 1:
+                    pct = (step - start_step) / (end_step - start_step)
+                    lrs.append(self._anneal(group[lr_from], group[lr_to], pct))
+                    if self.cycle_momentum:
+                        self._set_momentum(group, self._anneal(group[momentum_from], group[momentum_to], pct))
+                    break
+                start_step = end_step
+        return lrs
+
+
+class ReduceLROnPlateau(LRScheduler):
+    """Multiplies each group's lr by `factor` (down to min_lr) when the metric passed to
+    `step(metric)` has not improved for more than `patience` epochs; improvement is
+    relative or absolute by `threshold`; `cooldown` epochs follow each reduction."""
+
+    def __init__(self, optimizer: Optimizer, mode: str = "min", factor: float = 0.1, patience: int = 10,
+                 threshold: float = 1e-4, threshold_mode: str = "rel", cooldown: int = 0, min_lr=0,
+                 eps: float = 1e-8):
+        if factor >= 1.0:
+            raise ValueError("Factor should be < 1.0.")
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        if mode not in ("min", "max"):
+            raise ValueError(f"ReduceLROnPlateau: mode must be 'min' or 'max', got {mode!r}")
+        if threshold_mode not in ("rel", "abs"):
+            raise ValueError(f"ReduceLROnPlateau: threshold_mode must be 'rel' or 'abs', got {threshold_mode!r}")
+        self.factor = factor
+        self.optimizer = optimizer
+        if isinstance(min_lr, (list, tuple)):
+            if len(min_lr) != len(optimizer.param_groups):
+                raise ValueError(f"expected {len(optimizer.param_groups)} min_lrs, got {len(min_lr)}")
+            self.default_min_lr = None
+            self.min_lrs = list(min_lr)
+        else:
+            self.default_min_lr = min_lr
+            self.min_lrs = [min_lr] * len(optimizer.param_groups)
+        self.patience = patience
+        self.cooldown = cooldown
+        self.eps = eps
+        self.mode = mode
+        self.threshold = threshold
+        self.threshold_mode = threshold_mode
+        self.mode_worse = math.inf if mode == "min" else -math.inf
+        self.last_epoch = 0
+        self._last_lr = self._current_lrs()
+        self.best = self.mode_worse
+        self.cooldown_counter = 0
+        self.num_bad_epochs = 0
+
+    @property
+    def in_cooldown(self) -> bool:
+        return self.cooldown_counter > 0
+
+    def _is_better(self, value: float, best: float) -> bool:
+        if self.mode == "min":
+            return value < (best * (1.0 - self.threshold) if self.threshold_mode == "rel" else best - self.threshold)
+        return value > (best * (self.threshold + 1.0) if self.threshold_mode == "rel" else best + self.threshold)
+
+    def step(self, metrics, epoch=None) -> None:
+        """Record this epoch's metric (a number or a one-element tensor) and reduce the lr if due."""
+        current = float(metrics)
+        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
+        if self._is_better(current, self.best):
+            self.best = current
+            self.num_bad_epochs = 0
+        else:
+            self.num_bad_epochs += 1
+        if self.in_cooldown:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0  # bad epochs in cooldown do not count
+        if self.num_bad_epochs > self.patience:
+            self._reduce_lr()
+            self.cooldown_counter = self.cooldown
+            self.num_bad_epochs = 0
+        self._last_lr = self._current_lrs()
+
+    def _reduce_lr(self) -> None:
+        if len(self.min_lrs) != len(self.optimizer.param_groups):
+            if self.default_min_lr is None:
+                raise RuntimeError(f"ReduceLROnPlateau: the optimizer has {len(self.optimizer.param_groups)} "
+                                   f"parameter groups but min_lr lists {len(self.min_lrs)}")
+            self.min_lrs = [self.default_min_lr] * len(self.optimizer.param_groups)
+        for group, min_lr in zip(self.optimizer.param_groups, self.min_lrs):
+            old_lr = float(group["lr"])
+            new_lr = max(old_lr * self.factor, min_lr)
+            if old_lr - new_lr > self.eps:
+                group["lr"] = new_lr
