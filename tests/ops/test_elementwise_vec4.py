@@ -47,7 +47,9 @@ def test_vec4_kernel_recovers_the_index_from_a_folded_grid(dev, rng):
     n4 = 5 * 256 + 7
     x = rng.standard_normal(4 * n4).astype(np.float32)
     out = dev.alloc(4 * n4)
-    kernel = dev.kernel("scale", elementwise._source("unary_vec4.wgsl", elementwise.UNARY["scale"]), 1, 1, "Iff")
+    params = elementwise.UNARY_PARAMS
+    kernel = dev.kernel("scale", elementwise.source("unary_vec4.wgsl", elementwise.UNARY["scale"], params), 1, 1,
+                        params.format())
     dev.launch(kernel, (dev.upload(x),), (out,), (n4, 3.0, 0.0), (3, 2, 1))   # 6 workgroups cover 6*256 >= n4
     np.testing.assert_array_equal(dev.read(out), 3.0 * x)
 

@@ -80,9 +80,10 @@ def test_env_selection_by_name(monkeypatch):
 
 
 def test_aliased_output_refused_before_gpu_work(dev):
-    from anygpu.runtime import load_shader
+    from anygpu.runtime import Params, load_shader
     x = dev.upload(np.ones(8, np.float32))
-    kernel = dev.kernel("scale", load_shader("unary.wgsl", EXPR="v * alpha"), 1, 1, "Iff")
+    params = Params("n: u32", "alpha: f32", "beta: f32")
+    kernel = dev.kernel("scale", load_shader("unary.wgsl", EXPR="v * alpha", **params.subs()), 1, 1, params.format())
     with pytest.raises(ValueError, match="output buffer is also passed"):
         dev.launch(kernel, [x], [x], (8, 2.0, 0.0), (1, 1, 1))
     np.testing.assert_array_equal(dev.read(x), np.ones(8, np.float32))

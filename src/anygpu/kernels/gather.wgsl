@@ -1,17 +1,18 @@
+{{ENABLE}}
 // Gather along one axis of x viewed as [outer, dim_size, inner]:
 //   out[o, j, i] = x[o, index[k], i],  j < n_index,
 // with k = (o * n_index + j) * inner + i when the index has one entry per output element
 // (torch.gather, per_element = 1) or k = j when one index [n_index] selects a whole inner
-// row for every o (index_select, embedding; per_element = 0). Elements are 4-byte words of any
-// dtype. Negative indices count from the end; an index still out of range writes NaN
-// (callers check host-side indices before launching).
-struct Params { n: u32, n_index: u32, inner: u32, dim_size: u32, per_element: u32 }
+// row for every o (index_select, embedding; per_element = 0). Elements are {{T}}: u32 words
+// serve every 4-byte dtype. Negative indices count from the end; an index still out of range
+// writes MISSING (NaN's bits in words; callers check host-side indices before launching).
+{{PARAMS}}
 @group(0) @binding(0) var<uniform> P: Params;
-@group(0) @binding(1) var<storage, read> x: array<u32>;
+@group(0) @binding(1) var<storage, read> x: array<{{T}}>;
 @group(0) @binding(2) var<storage, read> index: array<i32>;
-@group(0) @binding(3) var<storage, read_write> out: array<u32>;
+@group(0) @binding(3) var<storage, read_write> out: array<{{T}}>;
 
-const NAN_BITS: u32 = 0x7fc00000u;
+const MISSING: {{T}} = {{MISSING}};
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -25,7 +26,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     var t = index[k];
     if (t < 0) { t = t + i32(P.dim_size); }
     if (t < 0 || t >= i32(P.dim_size)) {
-        out[i] = NAN_BITS;
+        out[i] = MISSING;
         return;
     }
     out[i] = x[(o * P.dim_size + u32(t)) * P.inner + col];

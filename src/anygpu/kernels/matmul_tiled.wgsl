@@ -1,21 +1,23 @@
+{{ENABLE}}
 // C[z] = A[z] (m x k) @ B[z] (k x n), any strides (so transposed operands need no copy).
 // A 64x64 output tile per workgroup of 16x16 threads, 4x4 outputs per thread held in
 // vec4 accumulators (not arrays: arrays spill to local memory on some drivers).
+// Elements are stored as {{T}} and multiplied and summed in {{C}} (f16 accumulates in f32).
 struct Params {
     m: u32, n: u32, k: u32, batch: u32,
     a_rs: u32, a_cs: u32, b_rs: u32, b_cs: u32,
     a_bs: u32, b_bs: u32, c_bs: u32, alpha_bits: u32,
 }
 @group(0) @binding(0) var<uniform> P: Params;
-@group(0) @binding(1) var<storage, read> A: array<f32>;
-@group(0) @binding(2) var<storage, read> B: array<f32>;
-@group(0) @binding(3) var<storage, read_write> C: array<f32>;
+@group(0) @binding(1) var<storage, read> A: array<{{T}}>;
+@group(0) @binding(2) var<storage, read> B: array<{{T}}>;
+@group(0) @binding(3) var<storage, read_write> C: array<{{T}}>;
 
 const TM: u32 = 64u;
 const TN: u32 = 64u;
 const TK: u32 = 16u;
-var<workgroup> As: array<f32, 1024>;  // [kk * TM + i]
-var<workgroup> Bs: array<f32, 1024>;  // [kk * TN + j]
+var<workgroup> As: array<{{C}}, 1024>;  // [kk * TM + i]
+var<workgroup> Bs: array<{{C}}, 1024>;  // [kk * TN + j]
 
 @compute @workgroup_size(16, 16)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
@@ -24,10 +26,10 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let a_base = wid.z * P.a_bs;
     let b_base = wid.z * P.b_bs;
     let tid = lid.y * 16u + lid.x;
-    var acc0 = vec4<f32>(0.0);
-    var acc1 = vec4<f32>(0.0);
-    var acc2 = vec4<f32>(0.0);
-    var acc3 = vec4<f32>(0.0);
+    var acc0 = vec4<{{C}}>({{C}}(0));
+    var acc1 = vec4<{{C}}>({{C}}(0));
+    var acc2 = vec4<{{C}}>({{C}}(0));
+    var acc3 = vec4<{{C}}>({{C}}(0));
     for (var k0 = 0u; k0 < P.k; k0 = k0 + TK) {
         for (var l = 0u; l < 4u; l = l + 1u) {
             let e = tid + l * 256u;
@@ -35,23 +37,23 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
             let kk = e % TK;
             let gi = row0 + i;
             let gk = k0 + kk;
-            var av = 0.0;
-            if (gi < P.m && gk < P.k) { av = A[a_base + gi * P.a_rs + gk * P.a_cs]; }
+            var av = {{C}}(0);
+            if (gi < P.m && gk < P.k) { av = {{C}}(A[a_base + gi * P.a_rs + gk * P.a_cs]); }
             As[kk * TM + i] = av;
             let kb = e / TN;
             let j = e % TN;
             let gj = col0 + j;
             let gkb = k0 + kb;
-            var bv = 0.0;
-            if (gj < P.n && gkb < P.k) { bv = B[b_base + gkb * P.b_rs + gj * P.b_cs]; }
+            var bv = {{C}}(0);
+            if (gj < P.n && gkb < P.k) { bv = {{C}}(B[b_base + gkb * P.b_rs + gj * P.b_cs]); }
             Bs[kb * TN + j] = bv;
         }
         workgroupBarrier();
         for (var kk = 0u; kk < TK; kk = kk + 1u) {
             let ai = kk * TM + lid.y * 4u;
             let bj = kk * TN + lid.x * 4u;
-            let a = vec4<f32>(As[ai], As[ai + 1u], As[ai + 2u], As[ai + 3u]);
-            let b = vec4<f32>(Bs[bj], Bs[bj + 1u], Bs[bj + 2u], Bs[bj + 3u]);
+            let a = vec4<{{C}}>(As[ai], As[ai + 1u], As[ai + 2u], As[ai + 3u]);
+            let b = vec4<{{C}}>(Bs[bj], Bs[bj + 1u], Bs[bj + 2u], Bs[bj + 3u]);
             acc0 = acc0 + a.x * b;
             acc1 = acc1 + a.y * b;
             acc2 = acc2 + a.z * b;
@@ -59,7 +61,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         }
         workgroupBarrier();
     }
-    let alpha = bitcast<f32>(P.alpha_bits);
+    let alpha = {{ALPHA}};
     let c_base = wid.z * P.c_bs;
     let r = row0 + lid.y * 4u;
     let c = col0 + lid.x * 4u;
@@ -69,11 +71,11 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     store_row(c_base, r + 3u, c, acc3 * alpha);
 }
 
-fn store_row(base: u32, r: u32, c: u32, v: vec4<f32>) {
+fn store_row(base: u32, r: u32, c: u32, v: vec4<{{C}}>) {
     if (r >= P.m) { return; }
     let o = base + r * P.n;
-    if (c < P.n) { C[o + c] = v.x; }
-    if (c + 1u < P.n) { C[o + c + 1u] = v.y; }
-    if (c + 2u < P.n) { C[o + c + 2u] = v.z; }
-    if (c + 3u < P.n) { C[o + c + 3u] = v.w; }
+    if (c < P.n) { C[o + c] = {{T}}(v.x); }
+    if (c + 1u < P.n) { C[o + c + 1u] = {{T}}(v.y); }
+    if (c + 2u < P.n) { C[o + c + 2u] = {{T}}(v.z); }
+    if (c + 3u < P.n) { C[o + c + 3u] = {{T}}(v.w); }
 }

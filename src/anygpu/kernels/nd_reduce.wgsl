@@ -1,16 +1,17 @@
+{{ENABLE}}
 // Reduce the middle axis of x viewed as [outer, mid, inner]: out[o, i] = R_m x[o, m, i].
 // One workgroup per output element; its 256 threads stride over `mid` and combine in
-// workgroup memory. OP: 0 sum, 1 max, 2 min, 3 argmax, 4 argmin (index written as f32
-// bits of an i32 when ARG). Ties in arg-reductions go to the lowest index, as in torch.
-struct Params { outer: u32, mid: u32, inner: u32, op: u32 }
+// workgroup memory, in {{C}} (elements stored as {{T}}). OP: 0 sum, 1 max, 2 min, 3 argmax,
+// 4 argmin (the index, when ARG). Ties in arg-reductions go to the lowest index, as in torch.
+{{PARAMS}}
 @group(0) @binding(0) var<uniform> P: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> out: array<u32>;
+@group(0) @binding(1) var<storage, read> x: array<{{T}}>;
+@group(0) @binding(2) var<storage, read_write> out: array<{{OUT_T}}>;
 
-var<workgroup> vals: array<f32, 256>;
+var<workgroup> vals: array<{{C}}, 256>;
 var<workgroup> idxs: array<u32, 256>;
 
-fn better(op: u32, a: f32, ia: u32, b: f32, ib: u32) -> bool {
+fn better(op: u32, a: {{C}}, ia: u32, b: {{C}}, ib: u32) -> bool {
     // Is (b, ib) preferred over (a, ia)? NaN wins, like torch.
     if (op == 1u || op == 3u) {
         if (b != b) { return a == a || ib < ia; }
@@ -26,16 +27,16 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let o = wid.x + wid.y * nwg.x;
     let total = P.outer * P.inner;
     let t = lid.x;
-    var acc = 0.0;
+    var acc = {{C}}(0);
     var best_i = 0xffffffffu;
     if (o < total) {
         let base = (o / P.inner) * P.mid * P.inner + (o % P.inner);
         if (P.op == 0u) {
-            for (var m = t; m < P.mid; m = m + 256u) { acc = acc + x[base + m * P.inner]; }
+            for (var m = t; m < P.mid; m = m + 256u) { acc = acc + {{C}}(x[base + m * P.inner]); }
         } else {
             var first = true;
             for (var m = t; m < P.mid; m = m + 256u) {
-                let v = x[base + m * P.inner];
+                let v = {{C}}(x[base + m * P.inner]);
                 if (first || better(P.op, acc, best_i, v, m)) { acc = v; best_i = m; first = false; }
             }
         }
@@ -56,6 +57,6 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         workgroupBarrier();
     }
     if (t == 0u && o < total) {
-        if (P.op >= 3u) { out[o] = idxs[0]; } else { out[o] = bitcast<u32>(vals[0]); }
+        if (P.op >= 3u) { out[o] = {{OUT_T}}(idxs[0]); } else { out[o] = {{OUT_T}}(vals[0]); }
     }
 }

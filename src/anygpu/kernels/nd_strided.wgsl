@@ -1,14 +1,12 @@
+{{ENABLE}}
 // Strided gather (mode 0): out[i] = x[offset + sum(coord_d * stride_d)], i row-major over `shape`.
 // Strided scatter (mode 1): out[offset + sum(coord_d * stride_d)] = x[i] (positions must be unique).
-// Used for permute, slicing, expand and their backward. Elements are 4-byte words of any dtype.
-struct Params {
-    n: u32, ndim: u32, offset: u32, mode: u32,
-    shape: array<vec4<u32>, 2>,
-    strides: array<vec4<u32>, 2>,
-}
+// Used for permute, slicing, expand and their backward. Elements are {{T}}: u32 words serve
+// every 4-byte dtype.
+{{PARAMS}}
 @group(0) @binding(0) var<uniform> P: Params;
-@group(0) @binding(1) var<storage, read> x: array<u32>;
-@group(0) @binding(2) var<storage, read_write> out: array<u32>;
+@group(0) @binding(1) var<storage, read> x: array<{{T}}>;
+@group(0) @binding(2) var<storage, read_write> out: array<{{T}}>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

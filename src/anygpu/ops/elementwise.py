@@ -1,14 +1,18 @@
 """Elementwise ops of the seed and their backward kernels (Layer 0).
 
-Each op: check arguments, pick the kernel (one template, an expression per op), launch."""
+Each op: check arguments, pick the kernel (one template, an expression per op and element
+kind), launch. `unary` and `binary` dispatch on the Buffers' dtype: float expressions serve
+f32 and f16 (computed in f32), INT_* serve i32, BOOL_* serve bool; COMPARISONS serve every
+dtype. The output has the input's dtype, except comparisons (f32 0/1 unless `out_dtype`
+says bool, i32, ...)."""
 
 from __future__ import annotations
 
 import functools
-import re
 
-from ..runtime import load_shader
+from ..runtime import Params, load_shader
 from ..runtime.device import WORKGROUPS_PER_DIM
+from ..runtime.dtypes import DTYPES
 from ._common import WORKGROUP_1D, check_buffer, check_same_len
 
 # Expressions of `v` (input), `alpha`, `beta` (parameters).
@@ -57,7 +61,11 @@ BINARY = {
     "sub": "a - b",
     "mul": "a * b",
     "div": "a / b",
-    "axpy": "a + alpha * b",
+    # a**b: pow() alone is NaN for a < 0, but torch gives a real result when b is an integer.
+    "pow": "select(select(select(pow(abs(a), b), -pow(abs(a), b), abs(b - 2.0 * floor(b * 0.5)) == 1.0),"
+           " pow(a, b), a >= 0.0 || b != floor(b)), 1.0, b == 0.0)",
+    "maximum": "max(a, b)",
+    "minimum": "min(a, b)",
     "relu_backward": "select(0.0, a, b > 0.0)",          # a = grad, b = x
     "sigmoid_backward": "a * b * (1.0 - b)",              # b = y = sigmoid(x)
     "swish_backward": "a * (1.0 / (1.0 + exp(-b))) * (1.0 + b * (1.0 - 1.0 / (1.0 + exp(-b))))",  # b = x
@@ -76,22 +84,87 @@ BINARY = {
 }
 
 
-# A helper function of a template: `fn name(` at the start of a line up to the next `}` that
-# starts a line.
-_HELPER = re.compile(r"^fn (?!main\b)\w+\(.*?^}", re.S | re.M)
-_VEC4_OF = {"unary_vec4.wgsl": "unary.wgsl", "binary_vec4.wgsl": "binary.wgsl"}
+# Integer (i32) elements: exact, wrapping at 32 bits. `//` and `%` round toward -inf as
+# in torch (floor_divide, remainder); `pow` takes non-negative integer exponents.
+INT_UNARY = {
+    "neg": "-v",
+    "abs": "abs(v)",
+    "square": "v * v",
+    "sign": "select(select(0, -1, v < 0), 1, v > 0)",
+    "relu": "max(v, 0)",
+    "scale": "v * alpha",
+    "add_scalar": "v + alpha",
+    "clamp": "clamp(v, alpha, beta)",
+    "fill": "alpha",
+    "bitwise_not": "~v",
+}
+INT_BINARY = {
+    "add": "a + b",
+    "sub": "a - b",
+    "mul": "a * b",
+    "floor_divide": "int_floor_div(a, b)",
+    "remainder": "int_floor_mod(a, b)",
+    "pow": "int_pow(a, b)",
+    "maximum": "max(a, b)",
+    "minimum": "min(a, b)",
+    "bitwise_and": "a & b",
+    "bitwise_or": "a | b",
+    "bitwise_xor": "a ^ b",
+}
+# bool elements are 0/1 words.
+BOOL_UNARY = {"logical_not": "1u - v", "fill": "alpha"}
+BOOL_BINARY = {"logical_and": "a & b", "logical_or": "a | b", "logical_xor": "a ^ b"}
+# Comparisons of any kind of element; the kernel converts the 0/1 word to the output dtype.
+COMPARISONS = {
+    "eq": "select(0u, 1u, a == b)",
+    "ne": "select(0u, 1u, a != b)",
+    "lt": "select(0u, 1u, a < b)",
+    "le": "select(0u, 1u, a <= b)",
+    "gt": "select(0u, 1u, a > b)",
+    "ge": "select(0u, 1u, a >= b)",
+}
+_TABLES = {"float": (UNARY, BINARY), "int": (INT_UNARY, INT_BINARY), "uint": ({}, {}),
+           "bool": (BOOL_UNARY, BOOL_BINARY)}
+
+UNARY_PARAMS = Params("n: u32", "alpha: C", "beta: C")
+BINARY_PARAMS = Params("n: u32", "alpha: C")
+
+
+def expression(op: str, name: str, dtype: str, arity: int) -> str:
+    """The WGSL expression of elementwise op `name` on `dtype` elements (arity 1 or 2),
+    or ValueError naming the op, the dtype and what exists for it."""
+    kind = DTYPES[dtype].kind
+    table = _TABLES[kind][arity - 1]
+    if arity == 2 and name in COMPARISONS:
+        return COMPARISONS[name]
+    if name not in table:
+        known = sorted(table) + (sorted(COMPARISONS) if arity == 2 else [])
+        raise ValueError(f"{op}: {name!r} is not defined for {dtype} elements "
+                         f"(for {dtype}: {', '.join(known) or 'none'})")
+    return table[name]
+
+
+def out_dtype_of(name: str, dtype: str, out_dtype: str | None) -> str:
+    """The result dtype: the input's, or for comparisons `out_dtype` (default f32 0/1,
+    the Tensor layer's mask storage)."""
+    if name in COMPARISONS:
+        return out_dtype or "f32"
+    if out_dtype not in (None, dtype):
+        raise ValueError(f"{name}: out_dtype {out_dtype!r} is only for comparisons; the result is {dtype}")
+    return dtype
+
+
+def scalar_param(dtype: str, value):
+    """A parameter of a C-typed Params field as struct packs it (float, or int for integer kinds)."""
+    return float(value) if DTYPES[dtype].kind == "float" else int(value)
 
 
 @functools.lru_cache(maxsize=None)
-def _source(template: str, expr: str) -> str:
-    """The kernel text of `template` for `expr` (cached: one string object per kernel,
-    which the device's pipeline cache then hashes once). The vec4 templates take the
-    helper functions of their scalar template, which stays the one place they live."""
-    scalar = _VEC4_OF.get(template)
-    if scalar is None:
-        return load_shader(template, EXPR=expr)
-    helpers = "\n\n".join(_HELPER.findall(load_shader(scalar, EXPR="0.0")))
-    return load_shader(template, EXPR=expr, HELPERS=helpers)
+def source(template: str, expr: str, params: Params, dtype: str = "f32", out_dtype: str | None = None,
+           **subs) -> str:
+    """The kernel text of `template` for `expr` on `dtype` elements (cached: one string object
+    per kernel, which the device's pipeline cache then hashes once)."""
+    return load_shader(template, dtype, out_dtype, EXPR=expr, **params.subs(dtype), **subs)
 
 
 def _grid(dev, threads: int):
@@ -100,32 +173,43 @@ def _grid(dev, threads: int):
 
 
 def unary(dev, name: str, x, alpha: float = 0.0, beta: float = 0.0, out=None):
-    """out[i] = UNARY[name](x[i]); `out` may be given to write in place of a new buffer."""
+    """out[i] = f(x[i]) for the unary op `name` of x's dtype (UNARY for f32/f16, INT_UNARY
+    for i32, BOOL_UNARY for bool); `out` may be given to write in place of a new buffer."""
     check_buffer(name, "x", x)
+    dtype = x.dtype
+    expr = expression(name, name, dtype, 1)
     n = x.len
     if out is None:
-        out = dev.empty(n)
-    if n % 4 == 0:  # vec4 loads and stores: a quarter of the threads, wider memory accesses
-        kernel = dev.kernel(name, _source("unary_vec4.wgsl", UNARY[name]), 1, 1, "Iff")
-        dev.launch(kernel, (x,), (out,), (n // 4, alpha, beta), _grid(dev, n // 4))
-    else:
-        kernel = dev.kernel(name, _source("unary.wgsl", UNARY[name]), 1, 1, "Iff")
-        dev.launch(kernel, (x,), (out,), (n, alpha, beta), _grid(dev, n))
+        out = dev.empty(n, dtype)
+    template = "unary_vec4.wgsl" if n % 4 == 0 else "unary.wgsl"  # vec4: wider loads and stores
+    threads = n // 4 if n % 4 == 0 else n
+    kernel = dev.kernel(name, source(template, expr, UNARY_PARAMS, dtype), 1, 1, UNARY_PARAMS.format(dtype))
+    dev.launch(kernel, (x,), (out,), (threads, scalar_param(dtype, alpha), scalar_param(dtype, beta)),
+               _grid(dev, threads))
     return out
 
 
-def binary(dev, name: str, a, b, alpha: float = 0.0):
-    """out[i] = BINARY[name](a[i], b[i]) for equal-length a and b."""
+def binary(dev, name: str, a, b, alpha: float = 0.0, out_dtype: str | None = None):
+    """out[i] = f(a[i], b[i]) for equal-length a and b of one dtype (BINARY for f32/f16,
+    INT_BINARY for i32, BOOL_BINARY for bool, COMPARISONS for all)."""
     check_same_len(name, a, b)
+    dtype = check_same_dtype(name, a, b)
+    expr = expression(name, name, dtype, 2)
+    result = out_dtype_of(name, dtype, out_dtype)
     n = a.len
-    out = dev.empty(n)
-    if n % 4 == 0:
-        kernel = dev.kernel(name, _source("binary_vec4.wgsl", BINARY[name]), 2, 1, "If")
-        dev.launch(kernel, (a, b), (out,), (n // 4, alpha), _grid(dev, n // 4))
-    else:
-        kernel = dev.kernel(name, _source("binary.wgsl", BINARY[name]), 2, 1, "If")
-        dev.launch(kernel, (a, b), (out,), (n, alpha), _grid(dev, n))
+    out = dev.empty(n, result)
+    template = "binary_vec4.wgsl" if n % 4 == 0 else "binary.wgsl"
+    threads = n // 4 if n % 4 == 0 else n
+    kernel = dev.kernel(name, source(template, expr, BINARY_PARAMS, dtype, result), 2, 1,
+                        BINARY_PARAMS.format(dtype))
+    dev.launch(kernel, (a, b), (out,), (threads, scalar_param(dtype, alpha)), _grid(dev, threads))
     return out
+
+
+def check_same_dtype(op: str, a, b) -> str:
+    if a.dtype != b.dtype:
+        raise ValueError(f"{op}: a is {a.dtype} but b is {b.dtype}; cast one first (dev.cast)")
+    return a.dtype
 
 
 def add(dev, a, b):

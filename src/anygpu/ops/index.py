@@ -6,10 +6,15 @@ entry per selected row of `inner` elements, shared by every `outer` (index_selec
 
 from __future__ import annotations
 
-from ..runtime import load_shader
+from ..runtime import Params, load_shader
 from ._common import check_buffer, grid_1d
+from .elementwise import source
+from .nd import words
 
 __all__ = ["gather_axis", "scatter_add_axis"]
+
+GATHER_PARAMS = Params("n: u32", "n_index: u32", "inner: u32", "dim_size: u32", "per_element: u32")
+_MISSING = {"u32": "0x7fc00000u", "f16": "f16(0.0)"}  # NaN's bits as a word; f16 has no NaN literal
 
 
 def _check_index(op: str, index, outer: int, n_index: int, inner: int, per_element: bool) -> None:
@@ -36,7 +41,9 @@ def gather_axis(dev, x, index, outer: int, dim_size: int, n_index: int, inner: i
         return out
     if dim_size == 0:
         raise ValueError(f"gather: cannot index into an empty axis ({n_index} indices into size 0)")
-    kernel = dev.kernel("gather", load_shader("gather.wgsl"), 2, 1, "IIIII")
+    dtype = words(x.dtype)
+    kernel = dev.kernel("gather", source("gather.wgsl", "", GATHER_PARAMS, dtype, MISSING=_MISSING[dtype]),
+                        2, 1, GATHER_PARAMS.format())
     dev.launch(kernel, [x, index], [out], (n, n_index, inner, dim_size, int(per_element)), grid_1d(dev, n))
     return out
 

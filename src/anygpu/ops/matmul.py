@@ -16,7 +16,8 @@ from .matmul_gen import Problem, launch
 def matmul_strided(dev, a, b, batch: int, m: int, n: int, k: int,
                    trans_a: bool = False, trans_b: bool = False,
                    a_batch: bool = True, b_batch: bool = True, alpha: float = 1.0, op: str = "matmul"):
-    """C[z] = alpha * op(A[z]) @ op(B[z]) for z < batch, C row-major [batch, m, n].
+    """C[z] = alpha * op(A[z]) @ op(B[z]) for z < batch, C row-major [batch, m, n], of a's
+    dtype (f32; f16 stored, summed in f32; i32 exact, wrapping at 32 bits).
 
     A is stored [m, k] row-major ([k, m] if trans_a); B [k, n] ([n, k] if trans_b).
     a_batch/b_batch False broadcast one matrix over the batch (stride 0)."""
@@ -29,10 +30,15 @@ def matmul_strided(dev, a, b, batch: int, m: int, n: int, k: int,
                  f"{'batch*' if b_batch and batch > 1 else ''}{b_rows}*{b_cols}")
     if batch > 65535:
         raise LimitError(f"{op}: batch of {batch} is over the adapter's max-compute-workgroups-per-dimension (65535)")
+    if a.dtype != b.dtype or a.dtype not in ("f32", "f16", "i32"):
+        raise ValueError(f"{op}: a and b must both be f32, f16 or i32, got {a.dtype} and {b.dtype}")
+    if a.dtype == "i32" and alpha != 1.0:
+        raise ValueError(f"{op}: an i32 product takes no alpha (got {alpha}); scale the result instead")
     problem = Problem(int(batch), int(m), int(n), int(k), bool(trans_a), bool(trans_b),
                       bool(a_batch), bool(b_batch), float(alpha))
-    out = dev.empty(batch * m * n)
-    config = autotune.choose(dev, problem)
+    out = dev.empty(batch * m * n, a.dtype)
+    # The tuned family is f32 only; other dtypes take the simple kernel of their dtype.
+    config = autotune.choose(dev, problem) if a.dtype == "f32" else None
     if config is not None:
         try:
             launch(dev, config, problem, a, b, out)

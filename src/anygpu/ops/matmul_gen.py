@@ -438,15 +438,17 @@ PARAM_FORMAT = "I" * 12
 
 
 @functools.lru_cache(maxsize=None)
-def _simple_source() -> str:
-    return load_shader("matmul_tiled.wgsl")
+def _simple_source(dtype: str = "f32") -> str:
+    # Integers take no alpha (it must be 1): their products stay exact.
+    alpha = "bitcast<f32>(P.alpha_bits)" if dtype in ("f32", "f16") else "1"
+    return load_shader("matmul_tiled.wgsl", dtype, ALPHA=alpha)
 
 
 def launch(dev, config: MatmulConfig | None, problem: Problem, a, b, out) -> None:
     """Record the product `problem` of Buffers a and b into out with `config`
     (None: the simple kernel). Raises anygpu.GpuError when the kernel does not compile."""
     if config is None:
-        kernel = dev.kernel("matmul_tiled", _simple_source(), 2, 1, PARAM_FORMAT)
+        kernel = dev.kernel("matmul_tiled", _simple_source(a.dtype), 2, 1, PARAM_FORMAT)
         tile_m = tile_n = SIMPLE_TILE
     else:
         variant = Variant.of(config, problem.m, problem.n, problem.k, problem.trans_a, problem.trans_b)

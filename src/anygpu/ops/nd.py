@@ -1,40 +1,36 @@
 """N-dimensional helpers for the Tensor layer (Layer 0 ops on flat Buffers plus shapes):
 broadcasting binary ops, strided gather/scatter (permute, slicing, expand), reductions
-over one axis, dtype casts and select. Shapes are tuples of ints, at most 8 dims."""
+over one axis, dtype casts and select. Shapes are tuples of ints, at most 8 dims.
+Every op here takes Buffers of any dtype its expressions exist for (see elementwise.py
+and runtime/dtypes.py): f32, f16 (computed in f32), i32, bool, and u32 where it makes sense."""
 
 from __future__ import annotations
 
 import math
 
-from ..runtime import load_shader
+from ..runtime import Params
+from ..runtime.dtypes import DTYPES
 from . import reduce
 from ._common import check_buffer, grid_1d
-from .elementwise import BINARY, binary
+from .elementwise import binary, check_same_dtype, expression, out_dtype_of, scalar_param, source
 
 MAX_DIMS = 8
 
 __all__ = ["broadcast_binary", "strided_gather", "strided_scatter", "reduce_axis", "cast", "where"]
 
-# Extra binary expressions that only the N-d layer needs (comparisons give 0/1 floats).
-ND_BINARY = dict(BINARY)
-ND_BINARY.update({
-    # a**b: pow() alone is NaN for a < 0, but torch gives a real result when b is an integer.
-    "pow": "select(select(select(pow(abs(a), b), -pow(abs(a), b), abs(b - 2.0 * floor(b * 0.5)) == 1.0),"
-           " pow(a, b), a >= 0.0 || b != floor(b)), 1.0, b == 0.0)",
-    "maximum": "max(a, b)",
-    "minimum": "min(a, b)",
-    "eq": "select(0.0, 1.0, a == b)",
-    "ne": "select(0.0, 1.0, a != b)",
-    "lt": "select(0.0, 1.0, a < b)",
-    "le": "select(0.0, 1.0, a <= b)",
-    "gt": "select(0.0, 1.0, a > b)",
-    "ge": "select(0.0, 1.0, a >= b)",
-    "rsub": "b - a",
-    "rdiv": "b / a",
-})
-
 _REDUCE_OPS = {"sum": 0, "max": 1, "min": 2, "argmax": 3, "argmin": 4}
-_CAST_MODES = {("f32", "i32"): 0, ("i32", "f32"): 1, ("u32", "f32"): 2}
+
+ND_BINARY_PARAMS = Params("n: u32", "ndim: u32", "alpha: C", "pad: u32",
+                          "shape: u32[8]", "a_strides: u32[8]", "b_strides: u32[8]")
+STRIDED_PARAMS = Params("n: u32", "ndim: u32", "offset: u32", "mode: u32", "shape: u32[8]", "strides: u32[8]")
+REDUCE_PARAMS = Params("outer: u32", "mid: u32", "inner: u32", "op: u32")
+COUNT_PARAMS = Params("n: u32")
+
+
+def words(dtype: str) -> str:
+    """The dtype a kernel that only moves elements uses: u32 words for every 4-byte dtype
+    (one pipeline serves them all), f16 for f16."""
+    return "f16" if DTYPES[dtype].itemsize == 2 else "u32"
 
 
 def numel(shape) -> int:
@@ -76,20 +72,25 @@ def _broadcast_strides(shape, out_shape) -> list[int]:
     return [0] * pad + [0 if size == 1 else st for size, st in zip(shape, strides)]
 
 
-def broadcast_binary(dev, name: str, a, a_shape, b, b_shape, alpha: float = 0.0):
-    """out = ND_BINARY[name](a, b) with NumPy broadcasting; returns (Buffer, out_shape)."""
+def broadcast_binary(dev, name: str, a, a_shape, b, b_shape, alpha: float = 0.0, out_dtype: str | None = None):
+    """out = f(a, b) with NumPy broadcasting for the binary op `name` of the Buffers' dtype
+    (see elementwise.binary); returns (Buffer, out_shape)."""
     a_shape, b_shape = tuple(a_shape), tuple(b_shape)
     out_shape = broadcast_shapes(name, a_shape, b_shape)
     check_buffer(name, "a", a, numel(a_shape))
     check_buffer(name, "b", b, numel(b_shape))
-    if a_shape == b_shape and name in BINARY:
-        return binary(dev, name, a, b, alpha), out_shape
+    dtype = check_same_dtype(name, a, b)
+    if a_shape == b_shape:
+        return binary(dev, name, a, b, alpha, out_dtype), out_shape
+    expr = expression(name, name, dtype, 2)
+    result = out_dtype_of(name, dtype, out_dtype)
     n = numel(out_shape)
-    out = dev.empty(n)
+    out = dev.empty(n, result)
     if n == 0:
         return out, out_shape
-    kernel = dev.kernel("nd_" + name, load_shader("nd_binary.wgsl", EXPR=ND_BINARY[name]), 2, 1, "IIfI" + "I" * 24)
-    params = ([n, len(out_shape), alpha, 0] + _packed(out_shape, 1)
+    kernel = dev.kernel("nd_" + name, source("nd_binary.wgsl", expr, ND_BINARY_PARAMS, dtype, result), 2, 1,
+                        ND_BINARY_PARAMS.format(dtype))
+    params = ([n, len(out_shape), scalar_param(dtype, alpha), 0] + _packed(out_shape, 1)
               + _packed(_broadcast_strides(a_shape, out_shape), 0)
               + _packed(_broadcast_strides(b_shape, out_shape), 0))
     dev.launch(kernel, [a, b], [out], params, grid_1d(dev, n))
@@ -116,15 +117,22 @@ def strided_scatter(dev, src, dst, shape, strides, offset: int = 0):
 
 def _strided(dev, x, out, shape, strides, offset, mode):
     n = numel(shape)
-    kernel = dev.kernel("nd_strided", load_shader("nd_strided.wgsl"), 1, 1, "IIII" + "I" * 16)
+    if DTYPES[x.dtype].itemsize != DTYPES[out.dtype].itemsize:
+        raise ValueError(f"strided copy: {x.dtype} elements cannot go into a {out.dtype} buffer")
+    dtype = words(x.dtype)
+    kernel = dev.kernel("nd_strided", source("nd_strided.wgsl", "", STRIDED_PARAMS, dtype), 1, 1,
+                        STRIDED_PARAMS.format(dtype))
     params = [n, len(shape), offset, mode] + _packed(shape, 1) + _packed(strides, 0)
     dev.launch(kernel, [x], [out], params, grid_1d(dev, n))
 
 
 def reduce_axis(dev, x, outer: int, mid: int, inner: int, op: str = "sum"):
     """Reduce x viewed as [outer, mid, inner] over mid -> [outer, inner].
-    op: sum, max, min (f32 result) or argmax, argmin (i32 indices)."""
+    op: sum, max, min (x's dtype; the sum of bool counts in i32; f16 accumulates in f32)
+    or argmax, argmin (i32 indices)."""
     check_buffer("reduce_" + op, "x", x, outer * mid * inner, "outer*mid*inner")
+    if op not in _REDUCE_OPS:
+        raise ValueError(f"reduce: op must be one of {sorted(_REDUCE_OPS)}, got {op!r}")
     if mid < 1:
         raise ValueError(f"reduce_{op}: cannot reduce over an empty dimension")
     if op == "sum" and x.dtype == "f32" and outer * inner:
@@ -134,36 +142,68 @@ def reduce_axis(dev, x, outer: int, mid: int, inner: int, op: str = "sum"):
             return reduce.reduce_inner(dev, "a", x, x, outer, mid)
         if outer == 1:
             return reduce.sum_rows(dev, x, mid, inner)
-    out = dev.empty(outer * inner, "i32" if op.startswith("arg") else "f32")
+    dtype = x.dtype
+    if dtype == "u32":
+        raise ValueError(f"reduce_{op}: u32 buffers hold raw words; cast to i32 or f32 first")
+    if op.startswith("arg"):
+        result = "i32"
+    else:
+        result = "i32" if (dtype, op) == ("bool", "sum") else dtype
+    out = dev.empty(outer * inner, result)
     if outer * inner == 0:
         return out
-    kernel = dev.kernel("nd_reduce", load_shader("nd_reduce.wgsl"), 1, 1, "IIII")
+    kernel = dev.kernel("nd_reduce", source("nd_reduce.wgsl", "", REDUCE_PARAMS, dtype, result), 1, 1,
+                        REDUCE_PARAMS.format(dtype))
     dev.launch(kernel, [x], [out], (outer, mid, inner, _REDUCE_OPS[op]), dev.grid(outer * inner))
     return out
 
 
+# How a value of one kind becomes another (`v` is the stored element, converted to the
+# source's compute type first). bool is 1 for any nonzero value (NaN too, as in torch).
+_CAST_EXPR = {
+    "bool": "select(0u, 1u, v != {C}(0))",
+    "from_bool": "{OUT_C}(v)",
+    "bits": "bitcast<{OUT_C}>(v)",
+    "convert": "{OUT_C}(v)",
+}
+
+
 def cast(dev, x, dtype: str):
-    """Convert a Buffer to another 4-byte dtype (f32 -> i32 truncates toward zero)."""
+    """Convert a Buffer to another dtype, as torch's .to(): f32/f16 -> i32 truncates toward
+    zero, anything -> bool is `!= 0`, bool -> numbers is 0/1; i32 <-> u32 keep the bits."""
     if x.dtype == dtype:
         return x
-    if (x.dtype, dtype) == ("i32", "u32") or (x.dtype, dtype) == ("u32", "i32"):
-        out = dev.copy(x)
-        out.dtype = dtype
-        return out
-    mode = _CAST_MODES.get((x.dtype, dtype))
-    if mode is None:
-        raise ValueError(f"cast: cannot convert {x.dtype} to {dtype}")
+    if dtype not in DTYPES:
+        raise ValueError(f"cast: dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+    src, dst = DTYPES[x.dtype], DTYPES[dtype]
+    if dst.name == "bool":
+        expr = _CAST_EXPR["bool"]
+    elif src.name == "bool":
+        expr = _CAST_EXPR["from_bool"]
+    elif {src.name, dst.name} == {"i32", "u32"}:
+        expr = _CAST_EXPR["bits"]
+    else:
+        expr = _CAST_EXPR["convert"]
+    expr = expr.format(C=src.compute, OUT_C=dst.compute)
     out = dev.empty(x.len, dtype)
-    kernel = dev.kernel("nd_cast", load_shader("nd_cast.wgsl"), 1, 1, "II")
-    dev.launch(kernel, [x], [out], (x.len, mode), grid_1d(dev, x.len))
+    if x.len:
+        kernel = dev.kernel(f"cast_{x.dtype}_{dtype}", source("nd_cast.wgsl", expr, COUNT_PARAMS, x.dtype, dtype),
+                            1, 1, COUNT_PARAMS.format())
+        dev.launch(kernel, [x], [out], (x.len,), grid_1d(dev, x.len))
     return out
 
 
 def where(dev, cond, a, b):
-    """out[i] = a[i] if cond[i] != 0 else b[i] (equal lengths)."""
+    """out[i] = a[i] if cond[i] != 0 else b[i] (equal lengths). cond may be of any dtype
+    (bool, or f32 0/1 masks); a and b share one dtype, which the result keeps."""
+    check_buffer("where", "cond", cond)
     for name, buf in (("a", a), ("b", b)):
         check_buffer("where", name, buf, cond.len, "len(cond)")
-    out = dev.empty(cond.len)
-    kernel = dev.kernel("nd_where", load_shader("nd_where.wgsl"), 3, 1, "I")
+    dtype = check_same_dtype("where", a, b)
+    out = dev.empty(cond.len, dtype)
+    if cond.len == 0:
+        return out
+    kernel = dev.kernel("nd_where", source("nd_where.wgsl", "", COUNT_PARAMS, cond.dtype, words(dtype)), 3, 1,
+                        COUNT_PARAMS.format())
     dev.launch(kernel, [cond, a, b], [out], (cond.len,), grid_1d(dev, cond.len))
     return out

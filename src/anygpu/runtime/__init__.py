@@ -23,7 +23,8 @@ if not _os.environ.get("XDG_RUNTIME_DIR"):
 
 from .device import NO_ADAPTER_HELP, Buffer, Device, Kernel, list_adapters
 from .errors import GpuError, LimitError
+from .params import Params
 from .shaders import load_shader
 
 __all__ = ["Buffer", "Device", "Kernel", "GpuError", "LimitError", "list_adapters",
-           "load_shader", "NO_ADAPTER_HELP"]
+           "load_shader", "Params", "NO_ADAPTER_HELP"]

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import wgpu
 
+from .dtypes import DTYPES, FROM_NUMPY, dtype_of, storage_numpy, to_host, to_storage
 from .errors import GpuError, LimitError
 
 # Commands recorded before a forced submit. Bounds host memory for the pending
@@ -34,8 +35,6 @@ PARAM_SLOT_BYTES = 256  # one uniform slot per dispatch (kernels use at most 64 
 WORKGROUPS_PER_DIM = 65535
 MAX_BIND_GROUPS = 8192  # cached bind groups; the oldest goes first
 
-_DTYPES = {"f32": np.float32, "i32": np.int32, "u32": np.uint32}
-_NP_TO_DTYPE = {np.dtype(np.float32): "f32", np.dtype(np.int32): "i32", np.dtype(np.uint32): "u32"}
 
 
 def _size_class(nbytes: int) -> int:
@@ -49,7 +48,8 @@ def _size_class(nbytes: int) -> int:
 
 
 class Buffer:
-    """A flat GPU array of 4-byte elements (`len` of them, `dtype` f32/i32/u32).
+    """A flat GPU array of `len` elements of `dtype` (f32, f16, i32, u32, bool; see
+    runtime/dtypes.py), `itemsize` bytes each.
 
     The memory returns to the device's pool when the Buffer is garbage collected.
     """
@@ -64,8 +64,12 @@ class Buffer:
         self.dtype = dtype
 
     @property
+    def itemsize(self) -> int:
+        return DTYPES[self.dtype].itemsize
+
+    @property
     def nbytes(self) -> int:
-        return self.len * 4
+        return self.len * DTYPES[self.dtype].itemsize
 
     def __len__(self) -> int:
         return self.len
@@ -166,9 +170,8 @@ class Device:
         n = int(n)
         if n < 0:
             raise ValueError(f"alloc: element count must be >= 0, got {n}")
-        if dtype not in _DTYPES:
-            raise ValueError(f"alloc: dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
-        nbytes = max(n, 1) * 4
+        itemsize = self._dtype("alloc", dtype).itemsize
+        nbytes = -(-max(n, 1) * itemsize // 4) * 4  # whole words: copies and clears move 4-byte units
         self._check_size(nbytes, "alloc")
         size = _size_class(nbytes)
         if size > self.max_buffer_bytes:
@@ -218,30 +221,46 @@ class Device:
             self._maybe_flush()
         return buf
 
+    def _dtype(self, op: str, name: str):
+        """The DType called `name`, refused with a clear error where this adapter cannot
+        hold it (f16 needs the 'shader-f16' feature)."""
+        dtype = dtype_of(name, op)
+        if dtype.storage == "f16" and "shader-f16" not in self.features:
+            raise ValueError(f"{op}: float16 storage needs the adapter feature 'shader-f16', which "
+                             f"{self.adapter_name} lacks; use float32")
+        return dtype
+
+    def supports(self, dtype: str) -> bool:
+        """Whether Buffers of `dtype` (a runtime dtype name) can be made on this device."""
+        return dtype in DTYPES and (DTYPES[dtype].storage != "f16" or "shader-f16" in self.features)
+
+    def _write_words(self, gpu_buffer, arr: np.ndarray) -> None:
+        if arr.nbytes % 4:  # write_buffer moves whole 4-byte words (odd-length f16)
+            arr = np.concatenate([arr, np.zeros(1, arr.dtype)])
+        self._queue.write_buffer(gpu_buffer, 0, arr)
+
     def upload(self, data, dtype: str | None = None) -> Buffer:
         """Copy host data (list, tuple, numpy array) to a new Buffer (float32 unless
-        the array is int32/uint32 or dtype says otherwise). Flattens row-major."""
+        the array is float16/int32/uint32/bool or dtype says otherwise). Flattens row-major."""
         arr = np.asarray(data)
         if dtype is None:
-            dtype = _NP_TO_DTYPE.get(arr.dtype, "f32")
-        elif dtype not in _DTYPES:
-            raise ValueError(f"upload: dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
-        arr = np.ascontiguousarray(arr, dtype=_DTYPES[dtype]).reshape(-1)
+            dtype = FROM_NUMPY.get(arr.dtype, "f32")
+        arr = to_storage(arr, self._dtype("upload", dtype))
         buf = self.empty(arr.size, dtype, stream_ordered=False)
         if arr.size:
             # Safe without flushing: a pooled buffer is only handed out after every
             # batch that used it was submitted, so this write is ordered after them.
-            self._queue.write_buffer(buf._gpu, 0, arr)
+            self._write_words(buf._gpu, arr)
         return buf
 
     def write(self, buf: Buffer, data) -> None:
         """Overwrite a Buffer's contents from host data of the same element count."""
-        arr = np.ascontiguousarray(np.asarray(data), dtype=_DTYPES[buf.dtype]).reshape(-1)
+        arr = to_storage(np.asarray(data), DTYPES[buf.dtype])
         if arr.size != buf.len:
             raise ValueError(f"write: buffer has {buf.len} elements, data has {arr.size}")
         self.flush()  # earlier recorded work must see the old contents
         if arr.size:
-            self._queue.write_buffer(buf._gpu, 0, arr)
+            self._write_words(buf._gpu, arr)
 
     def copy(self, src: Buffer, dst: Buffer | None = None, n: int | None = None,
              src_offset: int = 0, dst_offset: int = 0) -> Buffer:
@@ -252,17 +271,29 @@ class Device:
         if src_offset + n > src.len or dst_offset + n > dst.len or min(src_offset, dst_offset, n) < 0:
             raise ValueError(f"copy: range of {n} elements from {src_offset} (of {src.len}) "
                              f"to {dst_offset} (of {dst.len}) is out of bounds")
+        if dst.itemsize != src.itemsize:
+            raise ValueError(f"copy: {src.dtype} elements cannot be copied into a {dst.dtype} buffer")
+        size = src.itemsize
         if n:
-            self._pending.append(("copy", src._gpu, src_offset * 4, dst._gpu, dst_offset * 4, n * 4))
+            nbytes = n * size
+            if (src_offset * size) % 4 or (dst_offset * size) % 4 or (
+                    nbytes % 4 and dst_offset + n != dst.len):
+                raise ValueError(f"copy: {src.dtype} ranges must start and end on 4-byte words "
+                                 f"(n={n}, src_offset={src_offset}, dst_offset={dst_offset}); "
+                                 f"use strided_gather for other ranges")
+            # The last odd f16 may carry its neighbour in the word: only the buffer's padding.
+            self._pending.append(("copy", src._gpu, src_offset * size, dst._gpu, dst_offset * size,
+                                  -(-nbytes // 4) * 4))
             self._maybe_flush()
         return dst
 
     def read(self, buf: Buffer) -> np.ndarray:
         """Copy a Buffer to the host: a 1-D numpy array of its dtype (submits pending work)."""
+        dtype = DTYPES[buf.dtype]
         if buf.len == 0:
             self.flush()
-            return np.zeros(0, dtype=_DTYPES[buf.dtype])
-        nbytes = buf.nbytes
+            return np.zeros(0, dtype=dtype.host)
+        nbytes = -(-buf.nbytes // 4) * 4  # copies and maps move whole words
         size = _size_class(nbytes)
         bucket = self._staging.setdefault(size, [])
         if bucket:
@@ -279,7 +310,7 @@ class Device:
         except wgpu.GPUError as exc:
             raise GpuError(f"read failed on {self.adapter_name}: {exc}") from exc
         bucket.append(staging)
-        return np.frombuffer(data, dtype=_DTYPES[buf.dtype]).copy()
+        return to_host(np.frombuffer(data, dtype=storage_numpy(dtype))[:buf.len].copy(), dtype)
 
     # ------------------------------------------------------------------ kernels
 

@@ -1,4 +1,14 @@
-"""Reading WGSL sources from anygpu/kernels and filling their {{NAME}} placeholders."""
+"""Reading WGSL sources from anygpu/kernels: includes, element types, {{NAME}} placeholders.
+
+- A line `//! include <file>.wgsl` is replaced by that file's text (once per kernel; the
+  shared pieces live in kernels/lib/: workgroup tree reductions, erf, ...). The marker is a
+  comment, so every kernel file stays valid WGSL for a linter up to the included helpers.
+- `dtype=` (and `out_dtype=`) fill the element-type placeholders every templated kernel uses:
+  {{ENABLE}} (`enable f16;` where f16 is stored, first line of the kernel), {{T}} the stored
+  type of the inputs, {{C}} the type they are computed in (f32 for f16), {{OUT_T}} and
+  {{OUT_C}} the same for outputs.
+- Every other {{KEY}} takes str(subs[KEY]).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +16,10 @@ import functools
 import re
 from importlib import resources
 
+from .dtypes import dtype_of
+
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+_INCLUDE = re.compile(r"^//! include ([\w/.]+\.wgsl)[ \t]*$", re.M)
 
 
 @functools.lru_cache(maxsize=None)
@@ -14,9 +27,36 @@ def _read(name: str) -> str:
     return resources.files("anygpu.kernels").joinpath(name).read_text()
 
 
-def load_shader(name: str, **subs) -> str:
-    """The text of kernels/<name> with every {{KEY}} replaced by str(subs[KEY])."""
-    text = _read(name)
+@functools.lru_cache(maxsize=None)
+def _expanded(name: str) -> str:
+    """kernels/<name> with its include lines replaced (each file at most once)."""
+    seen: set[str] = set()
+
+    def expand(match):
+        lib = match.group(1)
+        if lib in seen:
+            return ""
+        seen.add(lib)
+        return _INCLUDE.sub(expand, _read(lib)).rstrip("\n")
+
+    seen.add(name)
+    return _INCLUDE.sub(expand, _read(name))
+
+
+def dtype_subs(dtype: str = "f32", out_dtype: str | None = None) -> dict[str, str]:
+    """The element-type placeholders of a kernel reading `dtype` and writing `out_dtype`."""
+    src = dtype_of(dtype, "kernel")
+    out = dtype_of(out_dtype, "kernel") if out_dtype is not None else src
+    return {"ENABLE": src.enable or out.enable, "T": src.storage, "C": src.compute,
+            "OUT_T": out.storage, "OUT_C": out.compute}
+
+
+def load_shader(name: str, dtype: str | None = None, out_dtype: str | None = None, **subs) -> str:
+    """The text of kernels/<name>: includes expanded, element types of `dtype` / `out_dtype`
+    filled in (f32 where the kernel has such placeholders and no dtype is given), and every
+    other {{KEY}} replaced by str(subs[KEY])."""
+    text = _expanded(name)
+    subs = {**dtype_subs(dtype or "f32", out_dtype), **subs}
 
     def fill(match):
         key = match.group(1)

@@ -1,0 +1,24 @@
+// Integer helpers: floor division and the remainder with the divisor's sign (torch's // and %
+// on integers), and a power by squaring (negative exponents give 1, as an empty product).
+fn int_floor_div(a: i32, b: i32) -> i32 {
+    let q = a / b;
+    return select(q, q - 1, (a % b != 0) && ((a < 0) != (b < 0)));
+}
+
+fn int_floor_mod(a: i32, b: i32) -> i32 {
+    let r = a % b;
+    return select(r, r + b, r != 0 && ((r < 0) != (b < 0)));
+}
+
+fn int_pow(a: i32, b: i32) -> i32 {
+    var result = 1;
+    var base = a;
+    var e = u32(max(b, 0));
+    loop {
+        if (e == 0u) { break; }
+        if ((e & 1u) == 1u) { result = result * base; }
+        base = base * base;
+        e = e >> 1u;
+    }
+    return result;
+}
