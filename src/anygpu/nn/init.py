@@ -25,7 +25,7 @@ def _write(tensor: Tensor, values) -> Tensor:
     if tensor.dtype != float32:
         raise ValueError(f"init: only float32 tensors can be initialised, got {tensor.dtype}")
     values = np.broadcast_to(np.asarray(values, dtype=np.float32), tensor.shape)
-    tensor.device.write(tensor._buf, values)
+    tensor._dev.write(tensor._buf, values)
     tensor._host = None  # the buffer changed under any cached host copy
     return tensor
 

@@ -66,7 +66,7 @@ def _count(value: int) -> Tensor:
 
 def _gpu_copy(t: Tensor) -> Tensor:
     """A new Tensor with a copy of t's buffer (GPU to GPU)."""
-    return Tensor(t.device.copy(t._buf), t.shape, t.dtype)
+    return Tensor(t._dev.copy(t._buf), t.shape, t.dtype)
 
 
 class IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -362,7 +362,7 @@ class Module:
                                  + "\n\t".join(errors))
         for target, value in updates:
             host = np.ascontiguousarray(value, dtype=np.float32 if target.dtype == float32 else np.int32)
-            target.device.write(target._buf, host)
+            target._dev.write(target._buf, host)
             # Integer buffers (step counters) keep a host copy: reading them costs no GPU sync.
             target._host = host.copy() if target.dtype == int32 else None
         return IncompatibleKeys(missing, unexpected)

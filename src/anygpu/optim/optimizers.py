@@ -206,7 +206,7 @@ class Optimizer:
         for p, restored in new_state.items():
             for name, value in restored.items():
                 if isinstance(value, np.ndarray):
-                    restored[name] = _gpu_state(p.device, value, p.shape)
+                    restored[name] = _gpu_state(p._dev, value, p.shape)
             self.state[p] = restored
 
     def __repr__(self) -> str:
@@ -251,7 +251,7 @@ class SGD(Optimizer):
             if p.grad is None:
                 continue
             grad = self._grad_of(p)
-            dev = p.device
+            dev = p._dev
             state = self.state.setdefault(p, {})
             buf = state.get("momentum_buffer")
             first = False
@@ -303,7 +303,7 @@ class Adam(Optimizer):
             if p.grad is None:
                 continue
             grad = self._grad_of(p)
-            dev = p.device
+            dev = p._dev
             state = self.state.setdefault(p, {})
             if "step" not in state:
                 state["step"] = 0

@@ -1,0 +1,163 @@
+"""Samplers: which dataset indices a DataLoader visits, in what order and in what batches.
+
+Random samplers draw from a `generator=` (anygpu.Generator) when given; otherwise each
+pass draws a fresh seed from the global stream, so `anygpu.manual_seed(s)` makes shuffles
+repeatable (as in torch; the orders themselves differ from torch's for the same seed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+import numpy as np
+
+__all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler",
+           "BatchSampler"]
+
+
+def numpy_rng(generator, op: str) -> np.random.Generator:
+    """The NumPy stream behind `generator` (an anygpu.Generator or numpy Generator); for None,
+    a new stream seeded from the global one."""
+    if generator is None:
+        from ...tensor import default_generator
+        return np.random.default_rng(int(default_generator().integers(0, 2**63)))
+    rng = getattr(generator, "numpy_rng", generator)
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"{op}: generator must be an anygpu.Generator, got {type(generator).__name__}")
+    return rng
+
+
+def _positive_int(op: str, name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise ValueError(f"{op}: {name} should be a positive integer value, but got {name}={value!r}")
+    return int(value)
+
+
+class Sampler:
+    """Base class: an iterable of dataset indices (or of index lists, for batch samplers)."""
+
+    def __init__(self, data_source=None):
+        pass
+
+    def __iter__(self) -> Iterator:
+        raise NotImplementedError(f"{type(self).__name__} must define __iter__")
+
+
+class SequentialSampler(Sampler):
+    """0, 1, ..., len(data_source) - 1."""
+
+    def __init__(self, data_source):
+        self.data_source = data_source
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(len(self.data_source)))
+
+    def __len__(self) -> int:
+        return len(self.data_source)
+
+
+class RandomSampler(Sampler):
+    """A random permutation of the indices each pass; with `replacement=True`, `num_samples`
+    independent draws. Without replacement and num_samples > len, whole permutations follow
+    each other and the last is cut short (torch's rule)."""
+
+    def __init__(self, data_source, replacement: bool = False, num_samples: int | None = None, generator=None):
+        if not isinstance(replacement, bool):
+            raise ValueError(f"RandomSampler: replacement should be a boolean value, but got "
+                             f"replacement={replacement!r}")
+        self.data_source = data_source
+        self.replacement = replacement
+        self._num_samples = num_samples
+        self.generator = generator
+        if num_samples is not None:
+            _positive_int("RandomSampler", "num_samples", num_samples)
+
+    @property
+    def num_samples(self) -> int:
+        return len(self.data_source) if self._num_samples is None else int(self._num_samples)
+
+    def __iter__(self) -> Iterator[int]:
+        n = len(self.data_source)
+        rng = numpy_rng(self.generator, "RandomSampler")
+        if self.replacement:
+            yield from (int(i) for i in rng.integers(0, n, size=self.num_samples))
+            return
+        for _ in range(self.num_samples // n):
+            yield from (int(i) for i in rng.permutation(n))
+        yield from (int(i) for i in rng.permutation(n)[: self.num_samples % n])
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+class SubsetRandomSampler(Sampler):
+    """The given indices in a random order, a new one each pass."""
+
+    def __init__(self, indices: Sequence[int], generator=None):
+        self.indices = indices
+        self.generator = generator
+
+    def __iter__(self) -> Iterator[int]:
+        rng = numpy_rng(self.generator, "SubsetRandomSampler")
+        for i in rng.permutation(len(self.indices)):
+            yield self.indices[int(i)]
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+class WeightedRandomSampler(Sampler):
+    """`num_samples` indices drawn with probability proportional to `weights`."""
+
+    def __init__(self, weights, num_samples: int, replacement: bool = True, generator=None):
+        self.num_samples = _positive_int("WeightedRandomSampler", "num_samples", num_samples)
+        if not isinstance(replacement, bool):
+            raise ValueError(f"WeightedRandomSampler: replacement should be a boolean value, but got "
+                             f"replacement={replacement!r}")
+        values = weights.numpy() if hasattr(weights, "numpy") else weights
+        self.weights = np.asarray(values, dtype=np.float64).reshape(-1)
+        if self.weights.size == 0 or (self.weights < 0).any() or not np.isfinite(self.weights).all() \
+                or self.weights.sum() <= 0:
+            raise ValueError(f"WeightedRandomSampler: weights must be finite, non-negative and not all zero, "
+                             f"got {self.weights.size} values")
+        if not replacement and self.num_samples > np.count_nonzero(self.weights):
+            raise ValueError(f"WeightedRandomSampler: {self.num_samples} samples without replacement, but only "
+                             f"{np.count_nonzero(self.weights)} weights are non-zero")
+        self.replacement = replacement
+        self.generator = generator
+
+    def __iter__(self) -> Iterator[int]:
+        rng = numpy_rng(self.generator, "WeightedRandomSampler")
+        picks = rng.choice(self.weights.size, size=self.num_samples, replace=self.replacement,
+                           p=self.weights / self.weights.sum())
+        return iter(int(i) for i in picks)
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+class BatchSampler(Sampler):
+    """Groups the indices of `sampler` into lists of `batch_size`; the last, shorter one is
+    dropped when `drop_last`."""
+
+    def __init__(self, sampler: Iterable[int], batch_size: int, drop_last: bool):
+        self.batch_size = _positive_int("BatchSampler", "batch_size", batch_size)
+        if not isinstance(drop_last, bool):
+            raise ValueError(f"BatchSampler: drop_last should be a boolean value, but got drop_last={drop_last!r}")
+        self.sampler = sampler
+        self.drop_last = drop_last
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batch: list[int] = []
+        for index in self.sampler:
+            batch.append(index)
+            if len(batch) == self.batch_size:
+                yield batch
+                batch = []
+        if batch and not self.drop_last:
+            yield batch
+
+    def __len__(self) -> int:
+        if self.drop_last:
+            return len(self.sampler) // self.batch_size
+        return -(-len(self.sampler) // self.batch_size)
