@@ -132,6 +132,31 @@ def test_collate_of_tensor_samples_and_errors():
         adata.default_collate([ag.zeros(2), ag.zeros(3)])
 
 
+@pytest.mark.parametrize("seed", [0, 1234, 2**40 + 5])
+def test_shuffle_with_a_seeded_generator_gives_torch_batches(arrays, seed):
+    ours, theirs = both_tensor_datasets(arrays)
+    a = DataLoader(ours, batch_size=4, shuffle=True, drop_last=True, generator=ag.Generator().manual_seed(seed))
+    t = tdata.DataLoader(theirs, batch_size=4, shuffle=True, drop_last=True,
+                         generator=torch.Generator().manual_seed(seed))
+    for epoch in range(3):  # the generator's stream carries over from epoch to epoch
+        assert_same(batches(a), batches(t), f"epoch {epoch}")
+
+
+def test_seeded_samplers_and_split_visit_torch_indices():
+    for seed in (3, 77):
+        def both(make):
+            return make(adata, ag.Generator().manual_seed(seed)), make(tdata, torch.Generator().manual_seed(seed))
+
+        for ours, theirs in [
+            both(lambda lib, g: list(lib.RandomSampler(range(19), generator=g))),
+            both(lambda lib, g: list(lib.RandomSampler(range(19), num_samples=45, generator=g))),
+            both(lambda lib, g: list(lib.RandomSampler(range(19), replacement=True, num_samples=70, generator=g))),
+            both(lambda lib, g: list(lib.SubsetRandomSampler([4, 8, 15, 16, 23, 42], generator=g))),
+            both(lambda lib, g: [list(s) for s in lib.random_split(range(31), [0.2, 0.5, 0.3], generator=g)]),
+        ]:
+            assert ours == theirs
+
+
 def test_shuffle_with_generator_is_repeatable_and_a_permutation(arrays):
     ours, _ = both_tensor_datasets(arrays)
 
@@ -249,3 +274,6 @@ def test_generator_state_round_trip():
     assert ag.Generator().manual_seed(11).get_state().tolist() == state.tolist()
     with pytest.raises(ValueError, match="set_state"):
         g.set_state(ag.tensor([1, 2, 3]))
+    # The raw stream is torch's Mersenne Twister: the same seed, the same randperm.
+    assert ag.generator.randperm(40, ag.Generator().manual_seed(-5)) == \
+        torch.randperm(40, generator=torch.Generator().manual_seed(-5)).tolist()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import generator as streams
 from .collate import default_collate, default_convert
 from .dataset import IterableDataset, Subset, TensorDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
@@ -39,6 +40,10 @@ class _LoaderIter:
     """The iterator `iter(loader)` returns: `next()` gives a batch; `len()` the batch count."""
 
     def __init__(self, loader: "DataLoader"):
+        if loader.generator is not None:
+            # torch's iterator takes a base seed (for workers) from the generator every epoch;
+            # drawing it too keeps the sampler's orders equal to torch's, epoch after epoch.
+            streams.seed_from(loader.generator, "DataLoader")
         self._length = None
         try:
             self._length = len(loader)

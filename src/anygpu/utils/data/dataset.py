@@ -7,7 +7,7 @@ import math
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 
-from .sampler import numpy_rng
+from ... import generator as streams
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "ChainDataset",
            "random_split"]
@@ -138,7 +138,7 @@ def random_split(dataset, lengths: Sequence[int | float], generator=None) -> lis
     if sum(lengths) != n:
         raise ValueError(f"random_split: sum of input lengths ({sum(lengths)}) does not equal the length of "
                          f"the input dataset ({n})")
-    order = numpy_rng(generator, "random_split").permutation(n).tolist()
+    order = streams.randperm(n, generator, "random_split")
     splits, offset = [], 0
     for length in lengths:
         splits.append(Subset(dataset, order[offset: offset + length]))

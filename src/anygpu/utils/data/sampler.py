@@ -1,8 +1,9 @@
 """Samplers: which dataset indices a DataLoader visits, in what order and in what batches.
 
-Random samplers draw from a `generator=` (anygpu.Generator) when given; otherwise each
-pass draws a fresh seed from the global stream, so `anygpu.manual_seed(s)` makes shuffles
-repeatable (as in torch; the orders themselves differ from torch's for the same seed).
+Random samplers draw from a `generator=` (anygpu.Generator) when given: the same indices
+as torch's samplers with a torch.Generator of the same seed (see anygpu/generator.py).
+Otherwise each pass seeds a fresh generator from the global stream, so
+`anygpu.manual_seed(s)` makes shuffles repeatable (those orders differ from torch's).
 """
 
 from __future__ import annotations
@@ -11,20 +12,10 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from ... import generator as streams
+
 __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler",
            "BatchSampler"]
-
-
-def numpy_rng(generator, op: str) -> np.random.Generator:
-    """The NumPy stream behind `generator` (an anygpu.Generator or numpy Generator); for None,
-    a new stream seeded from the global one."""
-    if generator is None:
-        from ...tensor import default_generator
-        return np.random.default_rng(int(default_generator().integers(0, 2**63)))
-    rng = getattr(generator, "numpy_rng", generator)
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError(f"{op}: generator must be an anygpu.Generator, got {type(generator).__name__}")
-    return rng
 
 
 def _positive_int(op: str, name: str, value) -> int:
@@ -78,13 +69,15 @@ class RandomSampler(Sampler):
 
     def __iter__(self) -> Iterator[int]:
         n = len(self.data_source)
-        rng = numpy_rng(self.generator, "RandomSampler")
+        # One stream for the whole pass (torch seeds one generator per pass when none is given).
+        generator = self.generator if self.generator is not None else \
+            streams.Generator().manual_seed(streams.seed_from(None, "RandomSampler"))
         if self.replacement:
-            yield from (int(i) for i in rng.integers(0, n, size=self.num_samples))
+            yield from streams.randint_below(n, self.num_samples, generator, "RandomSampler")
             return
         for _ in range(self.num_samples // n):
-            yield from (int(i) for i in rng.permutation(n))
-        yield from (int(i) for i in rng.permutation(n)[: self.num_samples % n])
+            yield from streams.randperm(n, generator, "RandomSampler")
+        yield from streams.randperm(n, generator, "RandomSampler")[: self.num_samples % n]
 
     def __len__(self) -> int:
         return self.num_samples
@@ -98,9 +91,8 @@ class SubsetRandomSampler(Sampler):
         self.generator = generator
 
     def __iter__(self) -> Iterator[int]:
-        rng = numpy_rng(self.generator, "SubsetRandomSampler")
-        for i in rng.permutation(len(self.indices)):
-            yield self.indices[int(i)]
+        for i in streams.randperm(len(self.indices), self.generator, "SubsetRandomSampler"):
+            yield self.indices[i]
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -127,7 +119,7 @@ class WeightedRandomSampler(Sampler):
         self.generator = generator
 
     def __iter__(self) -> Iterator[int]:
-        rng = numpy_rng(self.generator, "WeightedRandomSampler")
+        rng = streams._stream(self.generator, "WeightedRandomSampler")
         picks = rng.choice(self.weights.size, size=self.num_samples, replace=self.replacement,
                            p=self.weights / self.weights.sum())
         return iter(int(i) for i in picks)
