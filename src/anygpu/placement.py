@@ -7,6 +7,8 @@ wgpu enumerates (`anygpu info` prints it):
 - ``"cuda"``, ``"mps"``, ``"gpu"``, ``"xpu"`` without an index: the process's adapter;
   ``"cuda:N"`` (or ``mps:N``, ``gpu:N``): adapter N, which must be the process's adapter
   (choose it before the first tensor with `anygpu.cuda.set_device(N)` or ANYGPU_ADAPTER).
+  Under `anygpu.distributed`, ``cuda:<local rank>`` names the rank's own adapter, as DDP
+  scripts write it.
 - ``"cpu"``: anygpu keeps no tensors in host memory; ``"cpu"`` tensors live on the
   process's adapter too, and `.numpy()`, `.tolist()`, `.item()` read them back. So
   ``.cpu()`` and ``.to("cpu")`` return the tensor itself, as torch does for a tensor that
@@ -17,6 +19,7 @@ wgpu enumerates (`anygpu info` prints it):
 
 from __future__ import annotations
 
+import sys
 import threading
 
 from . import ops
@@ -147,9 +150,22 @@ def current_index() -> int:
     return device_of(ops.gpu()).index
 
 
+def _is_local_rank(index: int) -> bool:
+    """Under anygpu.distributed, `cuda:<local rank>` (how DDP scripts name their GPU, e.g.
+    `torch.cuda.set_device(local_rank)`) means the rank's own adapter, the one
+    init_process_group dealt to it, whatever its place in wgpu's list."""
+    dist = sys.modules.get("anygpu.distributed")
+    try:
+        return bool(dist is not None and dist.is_initialized() and index == dist.get_local_rank())
+    except (AttributeError, RuntimeError, ValueError):
+        return False
+
+
 def select_adapter(index: int, op: str = "set_device") -> None:
     """Make adapter `index` the process's adapter. Allowed before the first tensor exists
     (the adapter is then opened); afterwards only the adapter in use may be named."""
+    if _is_local_rank(index):
+        return
     count = adapter_count()
     if not 0 <= index < count:
         names = ", ".join(f"[{i}] {info.get('device') or info.get('description')} ({info.get('backend_type')})"

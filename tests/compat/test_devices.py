@@ -153,3 +153,18 @@ def test_torch_package_shape_resolves():
     from anygpu.optim.lr_scheduler import StepLR  # noqa: F401
     from anygpu.cuda.amp import GradScaler, autocast  # noqa: F401
     assert ag.autocast is ag.amp.autocast and ag.Generator is ag.generator.Generator
+
+
+def test_local_rank_names_the_ranks_adapter_under_distributed(monkeypatch):
+    """DDP scripts write cuda:<local_rank>; under anygpu.distributed that is the rank's adapter."""
+    import anygpu.distributed as dist
+    far = ag.cuda.device_count() + 4
+    with pytest.raises(ValueError, match="does not exist"):
+        ag.zeros(2, device=f"cuda:{far}")
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_local_rank", lambda: far)
+    x = ag.zeros(2, device=f"cuda:{far}")
+    ag.cuda.set_device(far)
+    assert x.to(f"cuda:{far}") is x and x.device.index == ag.cuda.current_device()
+    with pytest.raises(ValueError, match="does not exist"):
+        ag.zeros(2, device=f"cuda:{far + 1}")

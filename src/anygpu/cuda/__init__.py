@@ -68,8 +68,13 @@ def current_device() -> int:
 
 def set_device(dev) -> None:
     """Choose the process's adapter by index (before the first tensor; see the module docstring)."""
-    index = _index("set_device", dev)
-    placement.select_adapter(index, "set_device")
+    if isinstance(dev, int) and not isinstance(dev, bool) and dev < 0:
+        return  # torch: a negative index is a no-op
+    parsed = dev if isinstance(dev, placement.device) else placement.device(dev)
+    if parsed.type == "cpu":
+        raise ValueError(f"set_device: expected a GPU device (an index, 'cuda:N'), got {parsed}")
+    if parsed.index is not None:
+        placement.select_adapter(parsed.index, "set_device")
 
 
 def get_device_properties(dev=None) -> DeviceProperties:

@@ -7,10 +7,25 @@ from .modules import (
     GroupNorm, Identity, IncompatibleKeys, LayerNorm, Linear, MaxPool2d, Module, ModuleList, MSELoss,
     MultiheadAttention, Parameter, ReLU, Sequential, Sigmoid, SiLU, Softmax, StateDictError, Tanh, Upsample,
 )
+from . import utils
+from .activation import (
+    ELU, Dropout1d, Dropout2d, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish, ReLU6, Softplus, Unflatten,
+)
+from .containers import ModuleDict, ParameterDict, ParameterList
+from .loss import BCELoss, BCEWithLogitsLoss, HuberLoss, KLDivLoss, L1Loss, NLLLoss, SmoothL1Loss
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
+from .transformer import (
+    Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer,
+)
 
 __all__ = [
     "functional", "init", "Module", "Parameter", "IncompatibleKeys", "StateDictError", "Identity", "Linear",
     "Conv2d", "ConvTranspose2d", "GroupNorm", "LayerNorm", "BatchNorm2d", "Embedding", "Sequential",
     "ModuleList", "ReLU", "SiLU", "GELU", "Sigmoid", "Tanh", "Softmax", "Flatten", "Dropout", "MaxPool2d",
     "AvgPool2d", "Upsample", "MultiheadAttention", "MSELoss", "CrossEntropyLoss",
+    "utils", "ModuleDict", "ParameterList", "ParameterDict", "LeakyReLU", "ELU", "Softplus", "Hardtanh", "ReLU6",
+    "LogSigmoid", "Mish", "LogSoftmax", "Unflatten", "Dropout1d", "Dropout2d", "NLLLoss", "BCELoss",
+    "BCEWithLogitsLoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "RNNBase", "RNN", "LSTM", "GRU",
+    "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell", "Transformer", "TransformerEncoder", "TransformerDecoder",
+    "TransformerEncoderLayer", "TransformerDecoderLayer",
 ]

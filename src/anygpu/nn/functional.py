@@ -29,6 +29,8 @@ from ..tensor import softmax as _softmax
 __all__ = [
     "linear", "conv2d", "conv_transpose2d", "group_norm", "layer_norm", "batch_norm", "softmax",
     "log_softmax", "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy_with_logits",
+    "binary_cross_entropy", "smooth_l1_loss", "huber_loss", "kl_div",
+    "hardtanh", "relu6", "logsigmoid", "mish", "dropout1d", "dropout2d",
     "scaled_dot_product_attention", "interpolate", "relu", "silu", "gelu", "sigmoid", "tanh", "leaky_relu",
     "elu", "softplus", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "dropout", "embedding", "pad",
     "one_hot", "normalize",
@@ -509,12 +511,19 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
     return _reduce(diff * diff, reduction)
 
 
-def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
-    """Mean absolute error; input and target broadcast together."""
+def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+            weight: Tensor | None = None) -> Tensor:
+    """Mean absolute error; input and target broadcast together. With a `weight` of the
+    input's shape, 'mean' is sum(w |x - t|) / sum(w), as torch."""
     _tensor("l1_loss", "input", input)
     _tensor("l1_loss", "target", target)
     reduction = _reduction("l1_loss", reduction, size_average, reduce)
-    return _reduce((input - target).abs(), reduction)
+    loss = (input - target).abs()
+    if weight is None:
+        return _reduce(loss, reduction)
+    _optional("l1_loss", "weight", weight, input.shape)
+    loss = loss * weight
+    return loss.sum() / weight.sum() if reduction == "mean" else _reduce(loss, reduction)
 
 
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
@@ -533,6 +542,105 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, reduction)
+
+
+def _same_shape(op: str, input: Tensor, target: Tensor) -> None:
+    _tensor(op, "input", input)
+    _tensor(op, "target", target)
+    if target.shape != input.shape:
+        raise ValueError(f"{op}: target has shape {target.shape}, expected the input's shape {input.shape}")
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
+                         reduce=None, reduction: str = "mean") -> Tensor:
+    """Binary cross-entropy of probabilities input (any shape, values in [0, 1]) against
+    target of the same shape: -w (t log x + (1 - t) log(1 - x)), each log clamped at
+    -100 as torch does (so x = 0 or 1 gives a finite loss). The input gradient is torch's
+    w (x - t) / max(x (1 - x), 1e-12), finite at 0 and 1 too."""
+    op = "binary_cross_entropy"
+    _same_shape(op, input, target)
+    reduction = _reduction(op, reduction, size_average, reduce)
+    with no_grad():
+        log_x = input.log().clamp(min=-100.0)
+        log_1mx = (1.0 - input).log().clamp(min=-100.0)
+        loss = -(target * log_x + (1.0 - target) * log_1mx)
+
+    def backward(g):
+        grad = Tensor(g, input.shape)
+        with no_grad():
+            grad_input = grad * (input - target) / (input * (1.0 - input)).clamp(min=1e-12) \
+                if input.requires_grad else None
+            # torch's target gradient uses the unclamped logs (infinite at x = 0 and 1).
+            grad_target = grad * ((1.0 - input).log() - input.log()) if target.requires_grad else None
+        return tuple(None if t is None else t._buf for t in (grad_input, grad_target))
+
+    loss = _record(op, loss, (input, target), backward)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+                   beta: float = 1.0) -> Tensor:
+    """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target, broadcast
+    together); beta = 0 is the L1 loss."""
+    op = "smooth_l1_loss"
+    _tensor(op, "input", input)
+    _tensor(op, "target", target)
+    reduction = _reduction(op, reduction, size_average, reduce)
+    if beta < 0:
+        raise ValueError(f"{op}: beta must be >= 0, got {beta}")
+    diff = input - target
+    size = diff.abs()
+    if beta == 0.0:
+        return _reduce(size, reduction)
+    return _reduce(where(size < beta, diff * diff * (0.5 / beta), size - 0.5 * beta), reduction)
+
+
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
+               weight: Tensor | None = None) -> Tensor:
+    """0.5 d^2 where |d| <= delta, else delta (|d| - 0.5 delta) (d = input - target,
+    broadcast together); `weight` (the input's shape) multiplies each term before the reduction."""
+    op = "huber_loss"
+    _tensor(op, "input", input)
+    _tensor(op, "target", target)
+    reduction = _reduction(op, reduction)
+    if delta <= 0:
+        raise ValueError(f"{op}: delta must be > 0, got {delta}")
+    diff = input - target
+    size = diff.abs()
+    loss = where(size <= delta, diff * diff * 0.5, (size - 0.5 * delta) * delta)
+    if weight is not None:
+        _optional(op, "weight", weight, input.shape)
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+           log_target: bool = False) -> Tensor:
+    """Kullback-Leibler divergence of log-probabilities input from target (probabilities,
+    or log-probabilities with log_target=True), broadcast together:
+    t (log t - x), 0 where t = 0; or exp(t) (t - x). reduction='batchmean' divides the
+    sum by the batch size (input.size(0)), the mathematically proper KL; 'mean' divides
+    by the number of elements, as torch."""
+    op = "kl_div"
+    _tensor(op, "input", input)
+    _tensor(op, "target", target)
+    if reduction == "batchmean":
+        reduction, batchmean = "sum", True
+    else:
+        batchmean = False
+    reduction = _reduction(op, reduction, size_average, reduce)
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        positive = target > 0
+        # t log t with 0 at t = 0: the log reads 1 there, so no inf or NaN reaches the gradient.
+        loss = target * where(positive, target, 1.0).log() - target * input
+    loss = _reduce(loss, reduction)
+    if batchmean and input.ndim > 0:
+        loss = loss * (1.0 / input.shape[0])
+    return loss
 
 
 # ===================================================================== attention
@@ -842,6 +950,28 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
     return unary_op("softplus", _tensor("softplus", "input", input), float(beta), float(threshold))
 
 
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
+    """input clamped to [min_val, max_val]."""
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val ({min_val}) must not be greater than max_val ({max_val})")
+    return _tensor("hardtanh", "input", input).clamp(min_val, max_val)
+
+
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    """min(max(x, 0), 6)."""
+    return hardtanh(input, 0.0, 6.0)
+
+
+def logsigmoid(input: Tensor) -> Tensor:
+    """log(sigmoid(x)) = -softplus(-x), stable for large |x|."""
+    return -softplus(-_tensor("logsigmoid", "input", input))
+
+
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    """x * tanh(softplus(x))."""
+    return input * tanh(softplus(_tensor("mish", "input", input)))
+
+
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
     """input / max(||input||_p over dim, eps)."""
     _tensor("normalize", "input", input)
@@ -871,6 +1001,33 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     seed = int(default_generator().integers(0, 2**63))
     out = Tensor(dev.dropout(input._buf, p, seed), input.shape)
     return _record("dropout", out, (input,), lambda g: (dev.dropout(g, p, seed),))
+
+
+def _channel_dropout(op: str, input: Tensor, p: float, training: bool, spatial_dims: int) -> Tensor:
+    """Zero whole channels: one draw per (N, C) (or per C without a batch dim), the
+    survivors scaled by 1/(1-p); the mask comes from anygpu's generator."""
+    _tensor(op, "input", input)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{op}: p must be in [0, 1], got {p}")
+    if input.ndim not in (spatial_dims + 1, spatial_dims + 2):
+        raise ValueError(f"{op}: expected a {spatial_dims + 1}-D or {spatial_dims + 2}-D input, got shape "
+                         f"{input.shape}")
+    if not training or p == 0.0:
+        return input
+    channels = input.shape[:input.ndim - spatial_dims]
+    keep = default_generator().random(channels) >= p
+    scale = np.where(keep, 1.0 / (1.0 - p) if p < 1.0 else 0.0, 0.0).astype(np.float32)
+    return input * tensor(scale.reshape(channels + (1,) * spatial_dims))
+
+
+def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Channel dropout of (N, C, L) or (C, L): each channel zeroed with probability p."""
+    return _channel_dropout("dropout1d", input, p, training, 1)
+
+
+def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Channel dropout of (N, C, H, W) or (C, H, W): each channel zeroed with probability p."""
+    return _channel_dropout("dropout2d", input, p, training, 2)
 
 
 def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max_norm=None,
