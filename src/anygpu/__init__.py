@@ -16,6 +16,15 @@ from .tensor import (  # noqa: E402  (Layer 2 sits on the device above)
 from . import nn, optim  # noqa: E402
 from .io import TamperedError, nanosign  # noqa: E402
 from .io import checkpoint as _checkpoint  # noqa: E402
+from .runtime import AdapterInfo  # noqa: E402
+
+
+def devices() -> list[AdapterInfo]:
+    """Every adapter wgpu sees: index, name, backend, type, driver. Pick one with
+    ANYGPU_ADAPTER=<index> (or a name substring); cards of the same name differ by index."""
+    from .runtime import adapter_infos
+    return adapter_infos()
+
 
 
 def save(state_dict, path, metadata=None) -> str:

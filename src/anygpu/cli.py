@@ -16,6 +16,7 @@ from typing import Sequence
 
 import anygpu as ag
 from anygpu import nanosign_cli, train
+from anygpu.distributed import DistributedError
 from anygpu.io.datasets import DataError
 from anygpu.io.nanosign import TamperedError
 from anygpu.runtime import list_adapters
@@ -65,9 +66,10 @@ def _cmd_info(args: argparse.Namespace) -> int:
     dev = ag.gpu()  # raises GpuError, naming the driver to install, when there is none
     chosen_info = None
     print(f"adapters wgpu sees ({len(adapters)}):")
-    for adapter in adapters:
+    wanted = os.environ.get("ANYGPU_ADAPTER", "").strip()
+    for index, adapter in enumerate(adapters):
         info = adapter.info
-        chosen = (
+        chosen = index == int(wanted) if wanted.isdigit() else (
             chosen_info is None
             and info.get("device") == dev.adapter_name
             and info.get("backend_type") == dev.backend
@@ -77,14 +79,14 @@ def _cmd_info(args: argparse.Namespace) -> int:
             chosen_info = adapter
         mark = "*" if chosen else " "
         print(
-            f"  {mark} {info.get('device') or info.get('description') or 'unknown'}"
+            f"  {mark} [{index}] {info.get('device') or info.get('description') or 'unknown'}"
             f"  backend {info.get('backend_type', '?')}, type {info.get('adapter_type', '?')},"
             f" driver {info.get('description') or '?'}"
         )
     selection = [
         f"{name}={os.environ[name]}" for name in ("ANYGPU_ADAPTER", "ANYGPU_BACKEND") if os.environ.get(name)
     ]
-    how = ", ".join(selection) if selection else "wgpu's high-performance choice; set ANYGPU_ADAPTER / ANYGPU_BACKEND to pick"
+    how = ", ".join(selection) if selection else "wgpu's high-performance choice; set ANYGPU_ADAPTER=<index or name> / ANYGPU_BACKEND to pick"
     print(f"chosen (*): {dev.adapter_name} ({dev.backend}, {dev.adapter_type}) — {how}")
 
     print("key limits:")
@@ -146,6 +148,14 @@ def _one_line(error: BaseException) -> str:
     return " ".join(text.split())
 
 
+def _stop_other_ranks(message: str, code: int) -> None:
+    """Under mpiexec, one rank's error ends the whole job (MPI_Abort) instead of leaving the others waiting."""
+    distributed = sys.modules.get("anygpu.distributed")
+    if distributed is not None and distributed.is_initialized() and distributed.get_world_size() > 1:
+        distributed.abort(f"{message} (rank {distributed.get_rank()} of {distributed.get_world_size()}; "
+                          f"stopping every rank)", code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``anygpu`` command with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
     parser = build_parser()
@@ -155,8 +165,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return stop.code if isinstance(stop.code, int) else EXIT_ERROR
     try:
         return int(args.func(args))
-    except (DataError, TamperedError, ValueError, OSError, ag.GpuError) as error:
+    except (DataError, TamperedError, ValueError, OSError, ag.GpuError, DistributedError) as error:
         # bad data or arguments, a tampered file, an unwritable --out, no usable adapter
+        _stop_other_ranks(f"anygpu: error: {_one_line(error)}", EXIT_ERROR)
         print(f"anygpu: error: {_one_line(error)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:

@@ -33,6 +33,9 @@ _NP_DTYPE = {float32: np.float32, int32: np.int32}
 
 _state = threading.local()
 _rng = [np.random.default_rng()]
+# Called as hook(leaves) after every backward has written the leaves' .grad (DistributedDataParallel
+# averages the gradients across processes there).
+post_backward_hooks: list = []
 
 MaxResult = namedtuple("MaxResult", ["values", "indices"])
 
@@ -281,6 +284,8 @@ class Tensor:
         for t in order:  # free the graph, as torch does without retain_graph
             t._entry = None
             t._parents = ()
+        for hook in tuple(post_backward_hooks):
+            hook(list(leaves.values()))
 
     # ------------------------------------------------------------- operators
     def __add__(self, other):

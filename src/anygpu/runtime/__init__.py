@@ -21,10 +21,10 @@ def _private_runtime_dir() -> str:
 if not _os.environ.get("XDG_RUNTIME_DIR"):
     _os.environ["XDG_RUNTIME_DIR"] = _private_runtime_dir()
 
-from .device import NO_ADAPTER_HELP, Buffer, Device, Kernel, list_adapters
+from .device import NO_ADAPTER_HELP, AdapterInfo, Buffer, Device, Kernel, adapter_infos, list_adapters
 from .errors import GpuError, LimitError
 from .params import Params
 from .shaders import load_shader
 
 __all__ = ["Buffer", "Device", "Kernel", "GpuError", "LimitError", "list_adapters",
-           "load_shader", "Params", "NO_ADAPTER_HELP"]
+           "load_shader", "Params", "NO_ADAPTER_HELP", "AdapterInfo", "adapter_infos"]

@@ -112,6 +112,8 @@ class Device:
         backend = backend if backend is not None else os.environ.get("ANYGPU_BACKEND") or None
         self._adapter = choose_adapter(adapter, backend, power_preference)
         info = self._adapter.info
+        # Known when chosen by index: tells apart cards of the same name (None: look it up by info).
+        self.adapter_index = int(adapter) if adapter and str(adapter).strip().isdigit() else None
         self.adapter_name: str = info.get("device") or info.get("description") or "unknown"
         self.backend: str = info.get("backend_type", "unknown")
         self.adapter_type: str = info.get("adapter_type", "unknown")
@@ -561,9 +563,44 @@ NO_ADAPTER_HELP = ("no GPU adapter found. Install a Vulkan driver; on Debian/Ubu
                    "one is: apt-get install -y mesa-vulkan-drivers")
 
 
+@dataclass(frozen=True)
+class AdapterInfo:
+    """One adapter as `anygpu.devices()` lists it. `index` is its place in wgpu's enumeration
+    (stable on one machine), which tells apart cards of the same name: ANYGPU_ADAPTER=<index>."""
+
+    index: int
+    name: str
+    backend: str
+    type: str
+    driver: str
+    vendor_id: int = 0
+    device_id: int = 0
+
+
+def adapter_infos() -> list[AdapterInfo]:
+    """Every adapter wgpu sees, with its index (see AdapterInfo)."""
+    return [AdapterInfo(i, a.info.get("device") or a.info.get("description") or "unknown",
+                        a.info.get("backend_type", "unknown"), a.info.get("adapter_type", "unknown"),
+                        a.info.get("description", ""), int(a.info.get("vendor_id") or 0),
+                        int(a.info.get("device_id") or 0))
+            for i, a in enumerate(list_adapters())]
+
+
 def choose_adapter(name: str | None, backend: str | None, power_preference: str):
-    """Pick an adapter: by name substring and/or backend when asked, otherwise the
-    one wgpu prefers for `power_preference`."""
+    """Pick an adapter: by index (a whole number, as `anygpu info` numbers them), by name
+    substring and/or backend when asked, otherwise the one wgpu prefers for `power_preference`.
+    "fastest": the adapter (of `backend`, if given) with the best cached measurement (measure.py)."""
+    if name and name.strip().lower() == "fastest":
+        from .measure import fastest  # measures, once per adapter and driver, those not in the cache
+
+        name, backend = str(fastest(backend)[0].index), None
+    if name and name.strip().isdigit():
+        adapters = list_adapters()
+        index = int(name)
+        if index >= len(adapters):
+            raise GpuError(f"ANYGPU_ADAPTER={name}: expected an adapter index in [0, {len(adapters)}), "
+                           f"wgpu sees {len(adapters)} adapters (see 'anygpu info')")
+        return adapters[index]
     if name or backend:
         found = []
         for a in list_adapters():

@@ -1,0 +1,435 @@
+"""The process group: MPI's world through mpi4py, collectives on Tensors and host arrays.
+
+There is one process group per process (torch's default group); ``group=`` arguments are
+accepted for torch compatibility and must be None. Collectives are started as MPI
+non-blocking operations and waited for with a deadline (see ``_wait``), so a dead or hung
+peer becomes a ``DistributedError`` instead of a hang.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+import threading
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = [
+    "DistributedError", "ReduceOp", "abort", "all_gather", "all_gather_numbers", "all_gather_strings",
+    "all_reduce", "all_reduce_array", "barrier", "broadcast", "destroy_process_group", "get_local_rank",
+    "get_local_world_size", "get_rank", "get_world_size", "init_process_group", "is_available", "is_initialized",
+    "launched_by_mpi", "reduce_scatter",
+]
+
+INSTALL_HINT = ("anygpu.distributed needs mpi4py and an MPI library: pip install 'anygpu[dist]' "
+                "(mpi4py and the mpich wheel, which also provides mpiexec)")
+DEFAULT_TIMEOUT = 300.0  # seconds a collective may wait for the other ranks
+_STRING_BYTES = 256  # all_gather_strings: longest string, in UTF-8 bytes
+
+
+class DistributedError(RuntimeError):
+    """A collective could not complete: a peer died, hung or left, or MPI failed."""
+
+
+class ReduceOp:
+    """The reductions of ``all_reduce`` / ``reduce_scatter`` (torch.distributed.ReduceOp's names)."""
+
+    SUM = "sum"
+    AVG = "avg"
+    PRODUCT = "product"
+    MAX = "max"
+    MIN = "min"
+
+
+_OPS = (ReduceOp.SUM, ReduceOp.AVG, ReduceOp.PRODUCT, ReduceOp.MAX, ReduceOp.MIN)
+
+
+@dataclass
+class _Group:
+    mpi: object  # the mpi4py.MPI module
+    comm: object
+    rank: int
+    size: int
+    local_rank: int
+    local_size: int
+    timeout: float
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    executor: ThreadPoolExecutor | None = None
+
+
+_group: _Group | None = None
+
+
+# --------------------------------------------------------------------------- set-up
+
+
+def _import_mpi():
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        raise ImportError(INSTALL_HINT) from exc
+    except RuntimeError as exc:  # mpi4py present, but no MPI library to load
+        raise ImportError(f"{INSTALL_HINT}; mpi4py could not load MPI: {exc}") from exc
+    return MPI
+
+
+def is_available() -> bool:
+    """Whether mpi4py and an MPI library can be imported (does not initialize MPI)."""
+    import importlib.util
+    return importlib.util.find_spec("mpi4py") is not None
+
+
+def launched_by_mpi() -> int:
+    """The world size an MPI launcher announced in the environment (mpiexec of MPICH or
+    Open MPI, Intel MPI, MVAPICH, Slurm's srun with PMI), or 0 when not launched by one."""
+    for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "PMIX_SIZE"):
+        value = os.environ.get(name, "").strip()
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
+def _seconds(timeout) -> float:
+    if timeout is None:
+        text = os.environ.get("ANYGPU_DIST_TIMEOUT", "").strip()
+        if not text:
+            return DEFAULT_TIMEOUT
+        try:
+            timeout = float(text)
+        except ValueError:
+            raise ValueError(f"ANYGPU_DIST_TIMEOUT: expected a number of seconds, got {text!r}") from None
+    if isinstance(timeout, datetime.timedelta):
+        timeout = timeout.total_seconds()
+    timeout = float(timeout)
+    if not timeout > 0:
+        raise ValueError(f"init_process_group: timeout must be a positive number of seconds, got {timeout}")
+    return timeout
+
+
+def init_process_group(backend: str | None = "mpi", init_method: str | None = None, timeout=None,
+                       world_size: int = -1, rank: int = -1, **_ignored) -> None:
+    """Join the MPI world: one rank per process, as the launcher started them.
+
+    backend: "mpi" (the only transport; None means the same). world_size / rank, when
+    given, must agree with the launcher's. timeout: seconds (or a timedelta) that any
+    collective may wait for the other ranks; default ANYGPU_DIST_TIMEOUT or 300.
+
+    Call it before any tensor exists: with several ranks on one host and ANYGPU_ADAPTER
+    unset, each rank opens the adapter of its local rank (the best GPUs wgpu lists, in
+    index order, dealt round-robin). ANYGPU_ADAPTER may list one adapter per local rank,
+    comma-separated ("0,1").
+    """
+    global _group
+    if backend not in (None, "mpi"):
+        raise ValueError(f"init_process_group: backend must be 'mpi' (anygpu's transport is MPI), got {backend!r}")
+    if init_method not in (None, "env://"):
+        raise ValueError(f"init_process_group: init_method is set by the MPI launcher; expected None, "
+                         f"got {init_method!r}")
+    if _group is not None:
+        raise RuntimeError("init_process_group: the default process group is already initialized")
+    seconds = _seconds(timeout)
+    MPI = _import_mpi()
+    if not MPI.Is_initialized():
+        MPI.Init_thread(MPI.THREAD_MULTIPLE)
+    comm = MPI.COMM_WORLD.Dup()  # our own communicator: user MPI traffic cannot mix with ours
+    size, my_rank = comm.Get_size(), comm.Get_rank()
+    if world_size not in (-1, None) and world_size != size:
+        raise ValueError(f"init_process_group: world_size {world_size} differs from the launcher's {size}")
+    if rank not in (-1, None) and rank != my_rank:
+        raise ValueError(f"init_process_group: rank {rank} differs from the launcher's {my_rank}")
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=my_rank)
+    local_rank, local_size = local.Get_rank(), local.Get_size()
+    local.Free()
+    group = _Group(MPI, comm, my_rank, size, local_rank, local_size, seconds)
+    if MPI.Query_thread() >= MPI.THREAD_SERIALIZED:
+        # DistributedDataParallel's reductions run here while the main thread reads the next bucket back.
+        group.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="anygpu-mpi")
+    _group = group
+    _choose_local_adapter(local_rank, local_size)
+    if size > 1:
+        _abort_on_uncaught_exceptions(MPI)
+
+
+def _choose_local_adapter(local_rank: int, local_size: int) -> None:
+    from anygpu import ops
+
+    wanted = os.environ.get("ANYGPU_ADAPTER", "").strip()
+    if "," in wanted:  # one adapter per local rank
+        parts = [part.strip() for part in wanted.split(",") if part.strip()]
+        os.environ["ANYGPU_ADAPTER"] = parts[local_rank % len(parts)]
+        wanted = os.environ["ANYGPU_ADAPTER"]
+    if wanted or local_size == 1:
+        return
+    if ops._default is not None:  # the device is open already; too late to choose
+        warnings.warn(f"init_process_group: rank {local_rank} already opened {ops._default.adapter_name}; "
+                      f"call init_process_group before creating tensors so each rank opens its own GPU",
+                      stacklevel=3)
+        return
+    from anygpu.runtime import adapter_infos
+
+    backend = os.environ.get("ANYGPU_BACKEND", "").strip().lower()
+    kinds = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "CPU": 3}
+    infos = [info for info in adapter_infos()
+             if not backend or backend in (info.backend.lower(), {"opengl": "gl", "d3d12": "dx12"}.get(info.backend.lower()))]
+    if not infos:
+        return  # Device() will report that no adapter matches
+
+    def preference(info):
+        return (kinds.get(info.type, 4), info.backend == "OpenGL")
+
+    best = min(preference(info) for info in infos)
+    candidates = [info for info in infos if preference(info) == best]
+    os.environ["ANYGPU_ADAPTER"] = str(candidates[local_rank % len(candidates)].index)
+
+
+def _abort_on_uncaught_exceptions(MPI) -> None:
+    """An uncaught exception on one rank aborts the job, so the others do not wait forever."""
+    previous = sys.excepthook
+
+    def hook(kind, value, traceback):
+        previous(kind, value, traceback)
+        if _group is not None and _group.size > 1:
+            sys.stderr.write(f"anygpu.distributed: rank {_group.rank} of {_group.size} failed; aborting the job\n")
+            sys.stderr.flush()
+            MPI.COMM_WORLD.Abort(1)
+
+    sys.excepthook = hook
+
+
+def _need_group(op: str) -> _Group:
+    if _group is None:
+        raise RuntimeError(f"{op}: the default process group is not initialized; call "
+                           f"anygpu.distributed.init_process_group() first")
+    return _group
+
+
+def is_initialized() -> bool:
+    return _group is not None
+
+
+def get_rank(group=None) -> int:
+    return _need_group("get_rank").rank
+
+
+def get_world_size(group=None) -> int:
+    return _need_group("get_world_size").size
+
+
+def get_local_rank() -> int:
+    """This rank's index among the ranks of its host (which GPU of the host it opens)."""
+    return _need_group("get_local_rank").local_rank
+
+
+def get_local_world_size() -> int:
+    return _need_group("get_local_world_size").local_size
+
+
+def destroy_process_group(group=None) -> None:
+    """Leave the process group (MPI itself is finalized at interpreter exit)."""
+    global _group
+    group_state, _group = _group, None
+    if group_state is None:
+        return
+    if group_state.executor is not None:
+        group_state.executor.shutdown(wait=True)
+    try:
+        group_state.comm.Free()
+    except Exception:  # MPI already finalized
+        pass
+
+
+def abort(message: str, code: int = 1) -> None:
+    """Print `message` on stderr and end every rank of the job (MPI_Abort)."""
+    sys.stderr.write(message.rstrip("\n") + "\n")
+    sys.stderr.flush()
+    group = _group
+    if group is not None and group.size > 1:
+        group.mpi.COMM_WORLD.Abort(code)
+    raise SystemExit(code)
+
+
+# --------------------------------------------------------------------------- waiting
+
+
+def _wait(group: _Group, request, what: str) -> None:
+    """Wait for an MPI request, polling, at most group.timeout seconds."""
+    if request.Test():
+        return
+    deadline = time.monotonic() + group.timeout
+    pause = 1e-5
+    while not request.Test():
+        if time.monotonic() > deadline:
+            raise DistributedError(
+                f"{what}: the other ranks did not answer within {group.timeout:g} s (rank {group.rank} of "
+                f"{group.size}); a rank died, hung or stopped early. Raise the limit with "
+                f"ANYGPU_DIST_TIMEOUT=<seconds> or init_process_group(timeout=...)")
+        time.sleep(pause)
+        pause = min(pause * 2, 2e-3)  # quick answers stay quick; long waits cost little CPU
+
+
+def _mpi_op(group: _Group, op: str, what: str):
+    MPI = group.mpi
+    table = {ReduceOp.SUM: MPI.SUM, ReduceOp.AVG: MPI.SUM, ReduceOp.PRODUCT: MPI.PROD,
+             ReduceOp.MAX: MPI.MAX, ReduceOp.MIN: MPI.MIN}
+    if op not in table:
+        raise ValueError(f"{what}: op must be one of ReduceOp.{', ReduceOp.'.join(o.upper() for o in _OPS)}, "
+                         f"got {op!r}")
+    return table[op]
+
+
+def all_reduce_array(array: np.ndarray, op: str = ReduceOp.SUM, what: str = "all_reduce") -> np.ndarray:
+    """Reduce a contiguous host array across ranks, in place; returns it.
+
+    AVG divides the sum by the world size (float arrays only)."""
+    group = _need_group(what)
+    mpi_op = _mpi_op(group, op, what)
+    if not (isinstance(array, np.ndarray) and array.flags.c_contiguous):
+        raise ValueError(f"{what}: expected a C-contiguous numpy array, got {type(array).__name__}")
+    if op == ReduceOp.AVG and array.dtype.kind != "f":
+        raise ValueError(f"{what}: ReduceOp.AVG needs a float tensor, got {array.dtype}")
+    if group.size > 1 and array.size:
+        with group.lock:
+            _wait(group, group.comm.Iallreduce(group.mpi.IN_PLACE, array, op=mpi_op), what)
+    if op == ReduceOp.AVG:
+        array /= group.size
+    return array
+
+
+# --------------------------------------------------------------------------- tensors
+
+_WIRE = {np.dtype(np.float16): np.float32, np.dtype(np.bool_): np.int32}  # types MPI may lack
+
+
+def _check_tensor(what: str, tensor) -> None:
+    from anygpu.tensor import Tensor
+    if not isinstance(tensor, Tensor):
+        raise ValueError(f"{what}: expected an anygpu Tensor, got {type(tensor).__name__}")
+
+
+def _to_host(tensor) -> np.ndarray:
+    host = np.ascontiguousarray(tensor.numpy()).reshape(-1)
+    wire = _WIRE.get(host.dtype)
+    return host.astype(wire) if wire is not None else host
+
+
+def _write_back(tensor, host: np.ndarray) -> None:
+    """Overwrite the tensor's GPU buffer in place (its identity and graph stay)."""
+    tensor._buf._dev.write(tensor._buf, host.reshape(-1))  # converts back to the buffer's type
+    if getattr(tensor, "_host", None) is not None:
+        tensor._host = None  # index checks must not read a stale host copy
+
+
+class _Work:
+    """What ``async_op=True`` returns: the operation has already completed."""
+
+    def wait(self, timeout=None) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+
+def all_reduce(tensor, op: str = ReduceOp.SUM, group=None, async_op: bool = False):
+    """Reduce `tensor` across ranks in place: every rank ends with the same values."""
+    _check_tensor("all_reduce", tensor)
+    host = _to_host(tensor)
+    all_reduce_array(host, op, "all_reduce")
+    _write_back(tensor, host)
+    return _Work() if async_op else None
+
+
+def broadcast(tensor, src: int = 0, group=None, async_op: bool = False):
+    """Copy rank `src`'s `tensor` into every rank's `tensor` (same shape everywhere), in place."""
+    _check_tensor("broadcast", tensor)
+    state = _need_group("broadcast")
+    if not 0 <= src < state.size:
+        raise ValueError(f"broadcast: src must be a rank in [0, {state.size}), got {src}")
+    if state.size > 1:
+        host = _to_host(tensor)
+        with state.lock:
+            _wait(state, state.comm.Ibcast(host, root=src), "broadcast")
+        if state.rank != src:
+            _write_back(tensor, host)
+    return _Work() if async_op else None
+
+
+def all_gather(tensor_list: list, tensor, group=None, async_op: bool = False):
+    """tensor_list[r] <- rank r's `tensor`, on every rank (tensor_list: world_size tensors of its shape)."""
+    _check_tensor("all_gather", tensor)
+    state = _need_group("all_gather")
+    if len(tensor_list) != state.size:
+        raise ValueError(f"all_gather: tensor_list must hold world_size = {state.size} tensors, "
+                         f"got {len(tensor_list)}")
+    for item in tensor_list:
+        _check_tensor("all_gather", item)
+        if tuple(item.shape) != tuple(tensor.shape):
+            raise ValueError(f"all_gather: every tensor of tensor_list must have shape {tuple(tensor.shape)}, "
+                             f"got {tuple(item.shape)}")
+    host = _to_host(tensor)
+    gathered = np.empty((state.size, host.size), dtype=host.dtype)
+    with state.lock:
+        _wait(state, state.comm.Iallgather(host, gathered), "all_gather")
+    for item, row in zip(tensor_list, gathered):
+        _write_back(item, row)
+    return _Work() if async_op else None
+
+
+def reduce_scatter(output, input_list: list, op: str = ReduceOp.SUM, group=None, async_op: bool = False):
+    """output <- the reduction over ranks of input_list[my rank] (input_list: world_size tensors of output's shape)."""
+    _check_tensor("reduce_scatter", output)
+    state = _need_group("reduce_scatter")
+    mpi_op = _mpi_op(state, op, "reduce_scatter")
+    if len(input_list) != state.size:
+        raise ValueError(f"reduce_scatter: input_list must hold world_size = {state.size} tensors, "
+                         f"got {len(input_list)}")
+    for item in input_list:
+        _check_tensor("reduce_scatter", item)
+        if tuple(item.shape) != tuple(output.shape):
+            raise ValueError(f"reduce_scatter: every input must have the output's shape {tuple(output.shape)}, "
+                             f"got {tuple(item.shape)}")
+    send = np.concatenate([_to_host(item) for item in input_list])
+    if op == ReduceOp.AVG and send.dtype.kind != "f":
+        raise ValueError(f"reduce_scatter: ReduceOp.AVG needs float tensors, got {send.dtype}")
+    received = np.empty(send.size // state.size, dtype=send.dtype)
+    with state.lock:
+        _wait(state, state.comm.Ireduce_scatter_block(send, received, op=mpi_op), "reduce_scatter")
+    if op == ReduceOp.AVG:
+        received /= state.size
+    _write_back(output, received)
+    return _Work() if async_op else None
+
+
+def barrier(group=None, async_op: bool = False):
+    """Wait until every rank reaches this point (bounded by the group's timeout)."""
+    state = _need_group("barrier")
+    if state.size > 1:
+        with state.lock:
+            _wait(state, state.comm.Ibarrier(), "barrier")
+    return _Work() if async_op else None
+
+
+def all_gather_numbers(values) -> np.ndarray:
+    """Every rank's `values` (a sequence of k numbers): float64 array (world_size, k)."""
+    state = _need_group("all_gather_numbers")
+    local = np.ascontiguousarray(np.asarray(values, dtype=np.float64).reshape(-1))
+    gathered = np.empty((state.size, local.size), dtype=np.float64)
+    with state.lock:
+        _wait(state, state.comm.Iallgather(local, gathered), "all_gather_numbers")
+    return gathered
+
+
+def all_gather_strings(text: str) -> list[str]:
+    """Every rank's `text` (at most 256 UTF-8 bytes kept), in rank order. No pickling."""
+    state = _need_group("all_gather_strings")
+    local = np.zeros(_STRING_BYTES, dtype=np.uint8)
+    data = text.encode()[:_STRING_BYTES]
+    local[:len(data)] = np.frombuffer(data, dtype=np.uint8)
+    gathered = np.empty((state.size, _STRING_BYTES), dtype=np.uint8)
+    with state.lock:
+        _wait(state, state.comm.Iallgather(local, gathered), "all_gather_strings")
+    return [bytes(row).rstrip(b"\0").decode(errors="replace") for row in gathered]

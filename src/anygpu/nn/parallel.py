@@ -1,0 +1,289 @@
+"""anygpu.nn.parallel.DistributedDataParallel: one model replica per process, gradients averaged.
+
+How a step runs on N ranks (see anygpu.distributed for the process group):
+
+1. At construction rank 0's parameters and buffers are broadcast, so every replica starts equal.
+2. Each rank runs forward and backward on its own batch.
+3. When backward ends (a hook in ``Tensor.backward``), the gradients are averaged across
+   ranks. They are packed into flat buckets (about ``bucket_cap_mb`` each, last layers
+   first) on the GPU, each bucket is read back once, and the MPI all-reduce of bucket k
+   runs on a helper thread while the GPU copy of bucket k+1 comes back; the averaged
+   buckets are uploaded and cut into the parameters' ``.grad``.
+4. The optimizer steps on identical gradients, so the replicas stay identical.
+
+With the mean loss of a batch of b samples on each rank, the result equals one process
+training on the N*b samples. ``weight_by_samples=True`` weights each rank's gradient by its
+batch size instead of 1/N, which keeps that equality when ranks get different batch sizes
+(uneven last batches, or ``balance="throughput"``).
+
+The all-reduce cannot overlap backward itself here: WebGPU work is recorded by Python and
+run later by the GPU, so reading a bucket back before backward has been recorded would
+stall the queue. It overlaps read-back with the transport instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import weakref
+
+import numpy as np
+
+from anygpu.tensor import Tensor, float32, is_grad_enabled, post_backward_hooks
+
+from .modules import Module
+
+__all__ = ["DistributedDataParallel"]
+
+_live: "weakref.WeakSet[DistributedDataParallel]" = weakref.WeakSet()
+
+
+def _after_backward(leaves) -> None:
+    """Tensor.backward's hook: every armed DDP whose parameters got gradients syncs them."""
+    if not _live:
+        return
+    ids = {id(leaf) for leaf in leaves}
+    for ddp in list(_live):
+        if ddp._armed and any(id(p) in ids for p in ddp._params):
+            ddp._armed = False
+            ddp.sync_gradients()
+
+
+if _after_backward not in post_backward_hooks:
+    post_backward_hooks.append(_after_backward)
+
+
+def _batch_size(args, kwargs) -> int:
+    for value in (*args, *kwargs.values()):
+        shape = getattr(value, "shape", None)
+        if shape:
+            return int(shape[0])
+    return 0
+
+
+class DistributedDataParallel(Module):
+    """Data-parallel wrapper with torch's name and arguments.
+
+    module: the model (its state dict appears under ``module.``, as in torch).
+    bucket_cap_mb: size of one flat gradient bucket, in MiB.
+    broadcast_buffers: broadcast rank 0's buffers (BatchNorm statistics) at every forward.
+    weight_by_samples: average gradients weighted by each rank's batch size (the first
+        dimension of forward's first tensor argument, summed over forwards since the last
+        sync, or ``sync_gradients(samples=...)``) instead of plainly.
+    balance: None, or "throughput": time each rank's steps (forward to gradients ready,
+        waiting for other ranks excluded) over ``balance_steps`` steps after one warm-up step,
+        then split ``global_batch_size`` in proportion to measured speed. Read this rank's
+        share from ``local_batch_size`` / ``batch_offset`` before each step. Implies
+        weight_by_samples.
+    device_ids, output_device, find_unused_parameters: accepted for torch compatibility; each
+        process uses its own adapter, and a parameter that got no gradient on a rank counts
+        as zero there.
+    """
+
+    def __init__(self, module: Module, device_ids=None, output_device=None, broadcast_buffers: bool = True,
+                 bucket_cap_mb: float = 25.0, find_unused_parameters: bool = False,
+                 weight_by_samples: bool = False, balance: str | None = None,
+                 global_batch_size: int | None = None, balance_steps: int = 4):
+        super().__init__()
+        from anygpu import distributed as dist
+
+        if not isinstance(module, Module):
+            raise ValueError(f"DistributedDataParallel: expected an nn.Module, got {type(module).__name__}")
+        if not dist.is_initialized():
+            raise RuntimeError("DistributedDataParallel: the default process group is not initialized; call "
+                               "anygpu.distributed.init_process_group() first")
+        if not bucket_cap_mb > 0:
+            raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be positive, got {bucket_cap_mb}")
+        if balance not in (None, "throughput"):
+            raise ValueError(f"DistributedDataParallel: balance must be None or 'throughput', got {balance!r}")
+        self.module = module
+        self.broadcast_buffers = broadcast_buffers
+        self.require_backward_grad_sync = True
+        self.rank = dist.get_rank()
+        self.world_size = dist.get_world_size()
+        self.weight_by_samples = bool(weight_by_samples or balance)
+        self.balance = balance
+        if balance is not None:
+            if global_batch_size is None or int(global_batch_size) < self.world_size:
+                raise ValueError(f"DistributedDataParallel: balance='throughput' needs global_batch_size of at "
+                                 f"least world_size = {self.world_size}, got {global_batch_size}")
+            if int(balance_steps) < 1:
+                raise ValueError(f"DistributedDataParallel: balance_steps must be >= 1, got {balance_steps}")
+        self.global_batch_size = None if global_batch_size is None else int(global_batch_size)
+        self.balance_steps = int(balance_steps)
+        self.batch_sizes = (dist.split_batch(self.global_batch_size, world_size=self.world_size)
+                            if self.global_batch_size is not None else None)
+        self.rank_speeds: list[float] | None = None  # samples/s per rank, once measured
+        self.last_compute_seconds = 0.0
+        self._per_sample_seconds: list[float] = []
+        self._syncs = 0
+        self._samples = 0
+        self._armed = False
+        self._step_started: float | None = None
+        self._last_sync_end = time.perf_counter()
+        self._params = [p for p in module.parameters() if p.requires_grad]
+        self._buckets = self._make_buckets(float(bucket_cap_mb) * (1 << 20))
+        self._broadcast_state(include_parameters=True)
+        _live.add(self)
+
+    # ------------------------------------------------------------------ torch's surface
+
+    def forward(self, *args, **kwargs):
+        if self._step_started is None:
+            self._step_started = time.perf_counter()
+        if self.broadcast_buffers and self.world_size > 1 and self.module.training:
+            self._broadcast_state(include_parameters=False)
+        if is_grad_enabled():
+            self._samples += _batch_size(args, kwargs)
+            if self.require_backward_grad_sync:
+                self._armed = True
+        return self.module(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Backward passes inside accumulate local gradients only; the first backward after
+        it averages everything accumulated."""
+        previous = self.require_backward_grad_sync
+        self.require_backward_grad_sync = False
+        try:
+            yield
+        finally:
+            self.require_backward_grad_sync = previous
+
+    # ------------------------------------------------------------------ balancing
+
+    @property
+    def local_batch_size(self) -> int:
+        """This rank's share of global_batch_size (needs global_batch_size)."""
+        if self.batch_sizes is None:
+            raise ValueError("DistributedDataParallel: local_batch_size needs global_batch_size")
+        return self.batch_sizes[self.rank]
+
+    @property
+    def batch_offset(self) -> int:
+        """Where this rank's share starts within a global batch."""
+        if self.batch_sizes is None:
+            raise ValueError("DistributedDataParallel: batch_offset needs global_batch_size")
+        return sum(self.batch_sizes[: self.rank])
+
+    def _measure(self, samples: int) -> None:
+        from anygpu import distributed as dist
+
+        self._syncs += 1
+        if self.balance is None or self.rank_speeds is not None or self._syncs == 1:  # step 1: compiling
+            return
+        self._per_sample_seconds.append(self.last_compute_seconds / max(samples, 1))
+        if len(self._per_sample_seconds) < self.balance_steps:
+            return
+        mine = float(np.median(self._per_sample_seconds))
+        seconds = dist.all_gather_numbers([mine])[:, 0]
+        self.rank_speeds = [1.0 / max(s, 1e-9) for s in seconds]
+        self.batch_sizes = dist.split_batch(self.global_batch_size, self.rank_speeds)
+
+    # ------------------------------------------------------------------ gradients
+
+    def _make_buckets(self, cap_bytes: float) -> list[list[tuple[Tensor, int]]]:
+        """Parameters in reverse order (backward makes the last layers' gradients first),
+        cut into buckets of about cap_bytes: lists of (parameter, offset in the bucket)."""
+        buckets: list[list[tuple[Tensor, int]]] = []
+        current: list[tuple[Tensor, int]] = []
+        filled = 0
+        for p in reversed(self._params):
+            if current and (filled + p.numel()) * 4 > cap_bytes:
+                buckets.append(current)
+                current, filled = [], 0
+            current.append((p, filled))
+            filled += p.numel()
+        if current:
+            buckets.append(current)
+        return buckets
+
+    def sync_gradients(self, samples: int | None = None) -> None:
+        """Average the parameters' gradients across ranks now (backward does it by itself
+        after a forward through this wrapper; call it when the forward bypassed the wrapper).
+
+        samples: this rank's batch size for weight_by_samples (default: counted by forward)."""
+        from anygpu import distributed as dist
+        from anygpu.distributed.process_group import _need_group
+        from anygpu.ops import gpu
+
+        self._armed = False
+        count = int(samples) if samples is not None else self._samples
+        self._samples = 0
+        started = self._step_started if self._step_started is not None else self._last_sync_end
+        self._step_started = None
+        if self.weight_by_samples and count <= 0:
+            raise ValueError("DistributedDataParallel: weight_by_samples needs this rank's batch size; "
+                             "call the wrapper's forward or pass sync_gradients(samples=...)")
+        dev = gpu()
+        # Each bucket travels with one extra element: this rank's sample count (1 when not
+        # weighting), so the sum of counts arrives with the sum of gradients and no other
+        # collective or wait is needed. Gradients are multiplied by the count before the sum
+        # and divided by the summed count after it.
+        weight = float(count) if self.weight_by_samples else 1.0
+        weight_buf = dev.upload(np.array([weight], np.float32))
+        flats = []
+        for bucket in self._buckets:
+            size = bucket[-1][1] + bucket[-1][0].numel()
+            missing = any(p.grad is None for p, _ in bucket)
+            flat = dev.alloc(size + 1) if missing else dev.empty(size + 1)
+            for p, offset in bucket:
+                if p.grad is not None:
+                    dev.copy(p.grad._buf, flat, p.numel(), dst_offset=offset)
+            if weight != 1.0:
+                flat = (Tensor(flat, (size + 1,)) * weight)._buf
+            dev.copy(weight_buf, flat, 1, dst_offset=size)
+            flats.append(flat)
+        executor = _need_group("DistributedDataParallel").executor
+        what = "DistributedDataParallel gradient all-reduce"
+        pending = []
+        for index, flat in enumerate(flats):
+            host = dev.read(flat)  # the next bucket's read overlaps this bucket's all-reduce
+            if index == 0:  # the GPU has finished this rank's backward: its own work ends here
+                self.last_compute_seconds = time.perf_counter() - started
+            if self.world_size == 1:
+                pending.append(host)
+            elif executor is not None:
+                pending.append(executor.submit(dist.all_reduce_array, host, dist.ReduceOp.SUM, what))
+            else:
+                pending.append(dist.all_reduce_array(host, dist.ReduceOp.SUM, what))
+        for bucket, flat, result in zip(self._buckets, flats, pending):
+            host = result if isinstance(result, np.ndarray) else result.result()
+            dev.write(flat, host)
+            averaged = Tensor(flat, (host.size,)) * (1.0 / float(host[-1]))
+            for p, offset in bucket:
+                # A fresh buffer: a gradient buffer may be shared with other tensors of the graph.
+                p.grad = Tensor(dev.copy(averaged._buf, None, p.numel(), src_offset=offset), p.shape)
+        self._measure(count)
+        self._last_sync_end = time.perf_counter()
+
+    # ------------------------------------------------------------------ start-up
+
+    def _broadcast_state(self, include_parameters: bool) -> None:
+        """Overwrite this replica's parameters (optionally) and buffers with rank 0's, in place."""
+        from anygpu import distributed as dist
+        from anygpu.ops import gpu
+
+        if self.world_size == 1:
+            return
+        tensors = list(self.module.parameters()) if include_parameters else []
+        tensors += [b for b in self.module.buffers() if b is not None]
+        floats = [t for t in tensors if t.dtype == float32]
+        for t in tensors:
+            if t.dtype != float32:
+                dist.broadcast(t, src=0)
+        if not floats:
+            return
+        dev = gpu()
+        offsets, total = [], 0
+        for t in floats:
+            offsets.append(total)
+            total += t.numel()
+        flat = dev.empty(total)
+        for t, offset in zip(floats, offsets):
+            dev.copy(t._buf, flat, t.numel(), dst_offset=offset)
+        flat_tensor = Tensor(flat, (total,))
+        dist.broadcast(flat_tensor, src=0)
+        if self.rank != 0:
+            for t, offset in zip(floats, offsets):
+                dev.copy(flat, t._buf, t.numel(), src_offset=offset)

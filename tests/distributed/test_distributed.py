@@ -1,0 +1,275 @@
+"""anygpu.distributed, DistributedDataParallel, DistributedSampler and `mpiexec -n 2 anygpu train`.
+
+Each test starts an `mpiexec -n 2` job (tests/distributed/mpi.py bounds its time) whose workers
+write their results as JSON; expected values come from numpy or from torch on one process.
+"""
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from anygpu.io import checkpoint
+from anygpu.utils.data import DistributedSampler
+
+from . import mpi
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def data(rank, salt, shape=(3, 5)):  # as workers/collectives.py draws it
+    return np.random.default_rng([salt, rank]).standard_normal(shape).astype(np.float32)
+
+
+# --------------------------------------------------------------------------- collectives
+
+
+def test_collectives_on_tensors(tmp_path):
+    job = mpi.run_worker("collectives.py", str(tmp_path / "out"), timeout=120)
+    assert job.returncode == 0, job.stderr
+    ranks = mpi.results(tmp_path / "out")
+    inputs = [data(r, 1) for r in range(2)]
+    expected = {"SUM": inputs[0] + inputs[1], "AVG": (inputs[0] + inputs[1]) / 2,
+                "MAX": np.maximum(*inputs), "MIN": np.minimum(*inputs)}
+    for rank, got in enumerate(ranks):
+        assert (got["rank"], got["world"], got["local_rank"], got["local_world"]) == (rank, 2, rank, 2)
+        assert got["initialized"] is True
+        # Several ranks on one host: each opens an adapter chosen by local rank (one card here).
+        assert got["adapter_env"] is not None and got["adapter_index"] == int(got["adapter_env"])
+        for op, value in expected.items():
+            np.testing.assert_allclose(got[f"all_reduce_{op}"], value, rtol=1e-6, atol=1e-6)
+            assert got[f"all_reduce_{op}_in_place"]
+        assert got["all_reduce_int"] == (np.arange(7) * 2 + np.arange(7) * 3).tolist()
+        assert "AVG" in got["avg_int_error"] and "int32" in got["avg_int_error"]
+        np.testing.assert_array_equal(got["broadcast"], data(1, 2, (4, 3)))
+        for r in range(2):
+            np.testing.assert_array_equal(got["all_gather"][r], data(r, 3, (2, 3)))
+        np.testing.assert_allclose(got["reduce_scatter"], data(0, 4 + rank, (5,)) + data(1, 4 + rank, (5,)),
+                                   rtol=1e-6, atol=1e-6)
+        assert got["strings"][0].startswith("rank 0 on ") and got["strings"][1].startswith("rank 1 on ")
+    # DistributedSampler with the group's world size and rank: disjoint shards covering everything
+    shards = [set(got["sampler"]) for got in ranks]
+    assert len(ranks[0]["sampler"]) == len(ranks[1]["sampler"]) == 12
+    assert shards[0] | shards[1] == set(range(23))
+
+
+def test_without_a_process_group():
+    import anygpu.distributed as dist
+
+    assert not dist.is_initialized()
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        dist.get_rank()
+    with pytest.raises(ValueError, match="backend must be 'mpi'"):
+        dist.init_process_group("nccl")
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        DistributedSampler(range(5))
+
+
+# --------------------------------------------------------------------------- DistributedSampler
+
+
+@pytest.mark.parametrize("n, replicas, drop_last", [(23, 2, False), (23, 3, False), (23, 3, True), (4, 3, False),
+                                                    (24, 4, True)])
+def test_distributed_sampler_shards(n, replicas, drop_last):
+    samplers = [DistributedSampler(range(n), num_replicas=replicas, rank=r, seed=7, drop_last=drop_last)
+                for r in range(replicas)]
+    shards = [list(s) for s in samplers]
+    per_rank = (n // replicas) if drop_last else -(-n // replicas)
+    assert all(len(shard) == per_rank == len(s) for shard, s in zip(shards, samplers))
+    flat = [i for shard in shards for i in shard]
+    if drop_last:
+        assert len(set(flat)) == len(flat)  # disjoint
+    else:
+        assert set(flat) == set(range(n))  # everything, padded with repeats only up to a multiple
+        assert len(flat) - len(set(flat)) == per_rank * replicas - n
+    for s in samplers:
+        s.set_epoch(1)
+    again = [list(s) for s in samplers]
+    flat_again = [i for shard in again for i in shard]
+    assert len(flat_again) == len(flat) and (drop_last or set(flat_again) == set(range(n)))
+    if n > 5:
+        assert again != shards  # another permutation, the same on every rank
+    ordered = [list(DistributedSampler(range(n), replicas, r, shuffle=False, drop_last=drop_last))
+               for r in range(replicas)]
+    assert ordered[0][:2] == [0, replicas]
+
+
+def test_distributed_sampler_bad_arguments():
+    with pytest.raises(ValueError, match=r"rank must be in \[0, 2\), got 2"):
+        DistributedSampler(range(5), num_replicas=2, rank=2)
+    with pytest.raises(ValueError, match="num_replicas must be a positive integer"):
+        DistributedSampler(range(5), num_replicas=0, rank=0)
+
+
+# --------------------------------------------------------------------------- DDP
+
+
+@pytest.fixture(scope="module")
+def ddp_runs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ddp") / "out"
+    job = mpi.run_worker("ddp_equivalence.py", str(out), timeout=240)
+    assert job.returncode == 0, job.stderr
+    return mpi.results(out)
+
+
+@pytest.mark.parametrize("variant", ["sgd-even-plain-sync", "adamw-even-plain-sync", "sgd-uneven-weighted-sync",
+                                     "adamw-uneven-weighted-nosync"])
+def test_ddp_equals_one_process_with_the_whole_batch(ddp_runs, variant):
+    rank0, rank1 = ddp_runs[0][variant], ddp_runs[1][variant]
+    # rank 0's initial parameters were broadcast (the ranks were seeded differently)
+    assert rank0["initial"] == rank1["initial"]
+    for name, reference in rank0["torch"].items():
+        assert rank0["final"][name] == rank1["final"][name]  # replicas stay identical, bit for bit
+        np.testing.assert_allclose(rank0["final"][name], reference, rtol=1e-5, atol=1e-6, err_msg=name)
+        assert np.abs(np.asarray(reference) - np.asarray(rank0["initial"][name])).max() > 1e-3  # it trained
+
+
+def test_uneven_split_needs_weighting(ddp_runs):
+    """Plain averaging of a 3-sample and a 9-sample gradient is not the 12-sample gradient."""
+    plain = ddp_runs[0]["sgd-uneven-plain-sync"]
+    worst = max(np.abs(np.asarray(plain["final"][k]) - np.asarray(plain["torch"][k])).max() for k in plain["torch"])
+    assert worst > 1e-3
+
+
+def test_ddp_state_dict_keys_are_torchs(ddp_runs):
+    run = ddp_runs[0]["sgd-even-plain-sync"]
+    assert run["keys"] == ["module." + key for key in run["module_keys"]]
+    assert run["module_keys"] == ["0.weight", "0.bias", "2.weight", "2.bias"]
+
+
+def test_throughput_balance_gives_the_slow_rank_less(tmp_path):
+    job = mpi.run_worker("balance.py", str(tmp_path / "out"), timeout=180)
+    assert job.returncode == 0, job.stderr
+    ranks = mpi.results(tmp_path / "out")
+    splits = ranks[0]["splits"]
+    assert splits == ranks[1]["splits"]
+    assert splits[0] == [8, 8]  # equal until measured
+    assert all(sum(split) == 16 for split in splits)
+    assert splits[-1][0] > splits[-1][1], splits  # rank 1 sleeps per sample: it gets fewer
+    assert ranks[0]["speeds"][0] > ranks[0]["speeds"][1]
+    for name, reference in ranks[0]["torch"].items():
+        assert ranks[0]["final"][name] == ranks[1]["final"][name]
+        np.testing.assert_allclose(ranks[0]["final"][name], reference, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+# --------------------------------------------------------------------------- faults
+
+
+def test_a_killed_rank_ends_the_job():
+    started = time.monotonic()
+    job = mpi.run_worker("faults.py", "killed", timeout=90)
+    assert job.returncode != 0
+    assert "finished" not in job.stdout
+    assert "Killed" in job.stdout + job.stderr  # the launcher names the rank's end
+    assert time.monotonic() - started < 90
+
+
+def test_a_rank_that_leaves_makes_the_others_fail_within_the_timeout():
+    job = mpi.run_worker("faults.py", "leaves", timeout=90, env={"ANYGPU_DIST_TIMEOUT": "2"})
+    assert job.returncode != 0
+    assert "finished" not in job.stdout
+    assert "DistributedError" in job.stderr and "did not answer within 2 s (rank 0 of 2)" in job.stderr
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _train(out: Path, *extra: str, n: int = 2, timeout: float = 240.0):
+    argv = [sys.executable, "-m", "anygpu", "train", "digits", "--limit", "48", "--batch-size", "8",
+            "--out", str(out), "--no-progress", *extra]
+    return mpi.run(argv, n=n, timeout=timeout)
+
+
+def _weights(path: Path) -> dict:
+    return checkpoint.load(path)
+
+
+def test_cli_trains_data_parallel_and_equals_one_process(tmp_path):
+    job = _train(tmp_path / "two", "--epochs", "2")
+    assert job.returncode == 0, job.stderr
+    assert job.stdout.count("data-parallel on 2 ranks (MPI): rank 0 ") == 1  # rank 0 alone prints
+    assert "global batch 16" in job.stdout
+    metrics = json.loads((tmp_path / "two" / "metrics.json").read_text())
+    assert metrics["world_size"] == 2 and metrics["global_batch_size"] == 16
+    assert metrics["samples_per_second"] > 0 and metrics["rank_batch_sizes"] == "8,8"
+    assert sorted(p.name for p in (tmp_path / "two").iterdir()) == [
+        "checkpoint.safetensors", "loss.png", "metrics.json", "model.safetensors"]
+    # One process with the global batch of 16 walks the same batches: the same weights.
+    from anygpu.cli import main
+    assert main(["train", "digits", "--limit", "48", "--batch-size", "16", "--epochs", "2",
+                 "--out", str(tmp_path / "one"), "--no-progress"]) == 0
+    two, one = _weights(tmp_path / "two" / "model.safetensors"), _weights(tmp_path / "one" / "model.safetensors")
+    assert two.keys() == one.keys()
+    for name in one:
+        np.testing.assert_allclose(two[name], one[name], rtol=1e-4, atol=1e-5, err_msg=name)
+    history = json.loads((tmp_path / "one" / "metrics.json").read_text())["history"]
+    assert metrics["train_loss"] == pytest.approx(history[-1]["train_loss"], rel=1e-4)
+
+
+def _pids_of_rank(launcher: int, rank: int) -> list[int]:
+    """Descendants of the mpiexec we started that MPI made rank `rank` (found through /proc)."""
+    parents, environs = {}, {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                environs[int(entry.name)] = (entry / "environ").read_bytes().split(b"\0")
+            except (OSError, ValueError, IndexError):
+                continue
+
+    def descends(pid: int) -> bool:
+        while pid > 1:
+            pid = parents.get(pid, 0)
+            if pid == launcher:
+                return True
+        return False
+
+    return [pid for pid, environ in environs.items()
+            if f"PMI_RANK={rank}".encode() in environ and descends(pid)]
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the rank's process through /proc")
+def test_cli_killed_rank_stops_the_job_and_resume_continues(tmp_path):
+    import subprocess
+
+    out = tmp_path / "run"
+    argv = [mpi.mpiexec(), "-n", "2", sys.executable, "-m", "anygpu", "train", "digits", "--limit", "48",
+            "--batch-size", "8", "--epochs", "40", "--out", str(out), "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": str(mpi.ROOT / "src")}
+    job = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                           start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not (out / "metrics.json").exists() and time.monotonic() < deadline and job.poll() is None:
+            time.sleep(0.2)
+        if not (out / "metrics.json").exists():
+            job.kill()
+            pytest.fail(f"no epoch finished (exit {job.poll()}):\n{job.communicate()[1]}")
+        victims = _pids_of_rank(job.pid, 1)
+        assert len(victims) == 1
+        os.kill(victims[0], signal.SIGKILL)
+        stdout, stderr = job.communicate(timeout=60)  # the others must stop, not hang
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.communicate()
+    assert job.returncode != 0
+    assert "Killed" in stdout + stderr
+    saved = checkpoint.load_with_metadata(out / "checkpoint.safetensors")[1]  # still valid (signature checked)
+    epoch = int(saved["epoch"])
+    resumed = _train(out, "--resume", "--epochs", str(epoch + 1))
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming at epoch {epoch + 1}" in resumed.stdout
+    assert json.loads((out / "metrics.json").read_text())["epoch"] == epoch + 1
+
+
+def test_balance_needs_several_ranks(capsys, tmp_path):
+    from anygpu.cli import main
+    code = main(["train", "digits", "--limit", "8", "--epochs", "1", "--out", str(tmp_path), "--balance", "throughput"])
+    assert code == 2
+    assert "--balance: needs several ranks" in capsys.readouterr().err

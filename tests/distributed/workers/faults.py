@@ -1,0 +1,38 @@
+"""mpiexec worker for fault tests. argv: MODE (killed | leaves).
+
+killed: rank 1 is SIGKILLed at step 3 of a DDP training loop.
+leaves: rank 1 returns early, without a word, while rank 0 keeps training: rank 0's next
+        collective must fail within ANYGPU_DIST_TIMEOUT with DistributedError.
+Rank 0 prints "finished" only if it got through every step (it must not).
+"""
+
+import os
+import signal
+import sys
+
+import numpy as np
+
+import anygpu as ag
+import anygpu.distributed as dist
+from anygpu import nn, optim
+from anygpu.nn import functional as F
+from anygpu.nn.parallel import DistributedDataParallel
+
+mode = sys.argv[1]
+dist.init_process_group("mpi")
+rank = dist.get_rank()
+model = nn.Linear(5, 3)
+ddp = DistributedDataParallel(model)
+opt = optim.SGD(model.parameters(), lr=0.1)
+for step in range(40):
+    if rank == 1 and step == 3:
+        if mode == "killed":
+            os.kill(os.getpid(), signal.SIGKILL)
+        else:
+            sys.exit(0)  # a clean early exit (MPI_Finalize at interpreter exit), no word to the others
+    x = np.random.default_rng([step, rank]).standard_normal((4, 5)).astype(np.float32)
+    opt.zero_grad()
+    F.mse_loss(ddp(ag.tensor(x)), ag.zeros(4, 3)).backward()
+    opt.step()
+    print(f"rank {rank} step {step}", flush=True)
+print(f"rank {rank} finished", flush=True)
