@@ -171,3 +171,14 @@ def test_clipping_in_a_training_step_matches_torch():
         topt.step()
         aopt.step()
     np.testing.assert_allclose(ours.weight.numpy(), theirs.weight.detach().numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_module_list_extras_like_torch():
+    ours = nn.ModuleList([nn.ReLU(), nn.Tanh()])
+    theirs = torch.nn.ModuleList([torch.nn.ReLU(), torch.nn.Tanh()])
+    ours += [nn.Identity()]
+    theirs += [torch.nn.Identity()]
+    assert isinstance(ours.pop(1), nn.Tanh) and isinstance(theirs.pop(1), torch.nn.Tanh)
+    joined, tjoined = ours + nn.ModuleList([nn.Sigmoid()]), theirs + torch.nn.ModuleList([torch.nn.Sigmoid()])
+    assert [type(m).__name__ for m in joined] == [type(m).__name__ for m in tjoined] == ["ReLU", "Identity", "Sigmoid"]
+    assert list(joined._modules) == list(tjoined._modules) == ["0", "1", "2"]

@@ -227,3 +227,24 @@ def test_channel_dropout_zeroes_whole_channels(name, shape):
     np.testing.assert_allclose(x.grad.numpy(), values, rtol=1e-6)
     module.eval()
     np.testing.assert_array_equal(module(x).numpy(), x.numpy())
+
+
+@pytest.mark.parametrize("options", [dict(), dict(label_smoothing=0.15), dict(ignore_index=3),
+                                     dict(weight=True, label_smoothing=0.2, ignore_index=1)])
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_cross_entropy_module_extras(options, reduction):
+    weight = rng.uniform(0.5, 2.0, size=(5,)).astype(np.float32)
+    theirs = torch.nn.CrossEntropyLoss(**{**options, "weight": torch.tensor(weight) if options.get("weight") else None},
+                                       reduction=reduction)
+    ours = nn.CrossEntropyLoss(**{**options, "weight": ag.tensor(weight) if options.get("weight") else None},
+                               reduction=reduction)
+    target = np.array([3, 0, 4, 1, 3, 2, 1])
+    _module_case(theirs, ours, [rng.standard_normal((7, 5)).astype(np.float32), target], target_int=True)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+
+
+def test_loss_signatures_take_torch_positional_order():
+    assert nn.CrossEntropyLoss(None, None, 3).ignore_index == 3
+    assert nn.MSELoss(None, None, "sum").reduction == "sum"
+    assert nn.MSELoss(size_average=False).reduction == "sum"
+    assert nn.NLLLoss(None, None, 5).ignore_index == 5

@@ -6,19 +6,10 @@ as in torch, so it appears in the module's state dict under the same key.
 from __future__ import annotations
 
 from . import functional as F
-from .modules import Module
+from .modules import Module, _legacy_reduction
 from ..tensor import Tensor, tensor
 
 __all__ = ["NLLLoss", "BCELoss", "BCEWithLogitsLoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss"]
-
-
-def _legacy_reduction(size_average, reduce, reduction: str) -> str:
-    """torch's deprecated size_average / reduce flags, turned into a reduction."""
-    if size_average is None and reduce is None:
-        return reduction
-    if reduce is False:
-        return "none"
-    return "sum" if size_average is False else "mean"
 
 
 def _as_tensor(value) -> Tensor | None:

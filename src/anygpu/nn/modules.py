@@ -548,6 +548,17 @@ class ModuleList(Module):
         self._modules.clear()
         self.extend(items)
 
+    def pop(self, index: int = -1) -> Module:
+        module = self[index]
+        del self[index]
+        return module
+
+    def __iadd__(self, modules: Iterable[Module]) -> "ModuleList":
+        return self.extend(modules)
+
+    def __add__(self, other: Iterable[Module]) -> "ModuleList":
+        return ModuleList(list(self) + list(other))
+
 
 # ====================================================================== layers
 
@@ -1013,10 +1024,19 @@ class Upsample(Module):
         return f"{how}, mode={self.mode!r}"
 
 
+def _legacy_reduction(size_average, reduce, reduction: str) -> str:
+    """torch's deprecated size_average / reduce flags, turned into a reduction."""
+    if size_average is None and reduce is None:
+        return reduction
+    if reduce is False:
+        return "none"
+    return "sum" if size_average is False else "mean"
+
+
 class MSELoss(Module):
-    def __init__(self, reduction: str = "mean"):
+    def __init__(self, size_average=None, reduce=None, reduction: str = "mean"):
         super().__init__()
-        self.reduction = reduction
+        self.reduction = _legacy_reduction(size_average, reduce, reduction)
 
     def forward(self, input, target):
         return F.mse_loss(input, target, reduction=self.reduction)
@@ -1025,12 +1045,13 @@ class MSELoss(Module):
 class CrossEntropyLoss(Module):
     """Cross entropy of logits (N, C) against class indices (N,)."""
 
-    def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean",
-                 label_smoothing: float = 0.0):
+    def __init__(self, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
+                 reduction: str = "mean", label_smoothing: float = 0.0):
         super().__init__()
-        self.weight = weight
+        # A buffer, as in torch: it appears in the state dict as "weight".
+        self.register_buffer("weight", weight if weight is None or isinstance(weight, Tensor) else tensor(weight))
         self.ignore_index = ignore_index
-        self.reduction = reduction
+        self.reduction = _legacy_reduction(size_average, reduce, reduction)
         self.label_smoothing = label_smoothing
 
     def forward(self, input, target):
