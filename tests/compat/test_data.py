@@ -277,3 +277,6 @@ def test_generator_state_round_trip():
     # The raw stream is torch's Mersenne Twister: the same seed, the same randperm.
     assert ag.generator.randperm(40, ag.Generator().manual_seed(-5)) == \
         torch.randperm(40, generator=torch.Generator().manual_seed(-5)).tolist()
+    ours, theirs = ag.Generator().manual_seed(9), torch.Generator().manual_seed(9)
+    for n in (1, 17, 300):  # consecutive calls continue the same stream
+        assert ag.randperm(n, generator=ours).tolist() == torch.randperm(n, generator=theirs).tolist()
