@@ -143,7 +143,7 @@ def test_backends_flags_are_accepted():
 def test_torch_package_shape_resolves():
     import importlib
     for name in ["nn", "nn.functional", "optim", "optim.lr_scheduler", "utils.data", "cuda", "cuda.amp",
-                 "backends", "backends.cudnn", "backends.cuda", "backends.mps", "amp"]:
+                 "backends", "backends.cudnn", "backends.cuda", "backends.mps", "amp", "distributed"]:
         module = importlib.import_module(f"anygpu.{name}")
         parent = ag
         for part in name.split("."):
