@@ -1,0 +1,109 @@
+"""Tensor element types with PyTorch's names (`anygpu.float32`, `anygpu.long`, `anygpu.bool`).
+
+A `dtype` is what a Tensor says it holds; `storage` is the runtime Buffer dtype its
+elements live in on the GPU. WGSL has no portable 64-bit integer, so int64 tensors are
+stored as i32 (values must fit in 32 bits; arithmetic wraps there). bool tensors are
+stored as f32 0/1 words, so masks feed `where` and float arithmetic without a conversion.
+float16/bfloat16 are named so scripts can mention them; asking for such a tensor raises
+a clear error until half-precision storage exists.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+
+class dtype:
+    """An element type: `is_floating_point`, `itemsize` (the size torch reports) and the
+    Buffer dtype it is stored in (None: not available in this build)."""
+
+    __slots__ = ("name", "is_floating_point", "is_signed", "itemsize", "storage", "host")
+
+    def __init__(self, name: str, is_floating_point: bool, is_signed: bool, itemsize: int, storage, host):
+        self.name = name
+        self.is_floating_point = is_floating_point
+        self.is_signed = is_signed
+        self.itemsize = itemsize
+        self.storage = storage
+        self.host = host
+
+    @property
+    def is_complex(self) -> bool:
+        return False
+
+    @property
+    def is_integer(self) -> bool:
+        return not self.is_floating_point and self.name != "bool"
+
+    def __repr__(self) -> str:  # torch's spelling, so printed output matches a torch run
+        return f"torch.{self.name}"
+
+
+float32 = dtype("float32", True, True, 4, "f32", np.float32)
+float16 = dtype("float16", True, True, 2, None, np.float16)
+bfloat16 = dtype("bfloat16", True, True, 2, None, None)
+float64 = dtype("float64", True, True, 8, None, np.float64)
+int32 = dtype("int32", False, True, 4, "i32", np.int32)
+int64 = dtype("int64", False, True, 8, "i32", np.int64)
+bool = dtype("bool", False, False, 1, "f32", np.bool_)  # noqa: A001 — torch.bool
+
+float = float32  # noqa: A001
+half = float16
+double = float64
+int = int32  # noqa: A001
+long = int64
+
+ALL = (float32, float16, bfloat16, float64, int32, int64, bool)
+_BY_NAME = {d.name: d for d in ALL}
+_BY_NAME.update({"float": float32, "half": float16, "double": float64, "int": int32, "long": int64,
+                 "f32": float32, "i32": int32})
+
+
+def to_dtype(value, op: str = "tensor", default=None) -> dtype:
+    """A dtype from a dtype, a name ('float32', 'long'), a numpy dtype or a Python type
+    (float, int, bool). Refuses types anygpu cannot store, naming the alternative."""
+    if value is None:
+        return default if default is not None else float32
+    if isinstance(value, dtype):
+        result = value
+    elif value is builtins.float:
+        result = float32
+    elif value is builtins.int:
+        result = int64
+    elif value is builtins.bool:
+        result = bool
+    elif isinstance(value, str) and value.removeprefix("torch.") in _BY_NAME:
+        result = _BY_NAME[value.removeprefix("torch.")]
+    else:
+        try:
+            np_dtype = np.dtype(value)
+        except TypeError:
+            raise ValueError(f"{op}: unknown dtype {value!r}") from None
+        result = {"f": float32 if np_dtype.itemsize <= 4 else float64, "b": bool}.get(np_dtype.kind)
+        if result is None and np_dtype.kind in "iu":
+            result = int64 if np_dtype.itemsize == 8 else int32
+        if result is None:
+            raise ValueError(f"{op}: unsupported dtype {value!r}")
+        if np_dtype == np.float16:
+            result = float16
+    if result.storage is None:
+        alternative = "float32" if result.is_floating_point else "int32"
+        raise ValueError(f"{op}: {result.name} tensors are not available: anygpu stores floats as float32 "
+                         f"(use dtype=torch.{alternative}; float64 data is converted to float32 by default)")
+    return result
+
+
+def promote(a: dtype, b: dtype) -> dtype:
+    """torch's result type of a binary op between two tensors of the same 'dimension class':
+    bool < integer < float, and the wider integer."""
+    if a is b:
+        return a
+    if a.is_floating_point or b.is_floating_point:
+        return a if a.is_floating_point else b
+    if a is bool:
+        return b
+    if b is bool:
+        return a
+    return int64 if int64 in (a, b) else int32

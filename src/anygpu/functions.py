@@ -1,0 +1,178 @@
+"""torch's module-level functions (`torch.exp(x)`, `torch.topk(x, 3)`, `torch.eye(4)`, ...).
+
+Most mirror a Tensor method of the same name and signature, so `torch.f(x, ...)` and
+`x.f(...)` are one op; the rest are factories and predicates torch keeps at module level.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes, placement
+from .tensor import (
+    Tensor, _generator_rng, _to_tensor, arange, argsort, cat, cumsum, diag, einsum, flip,
+    full, gather, index_select, log_softmax, logsumexp, matmul, multinomial, nonzero, randperm,
+    reshape, roll, softmax, sort, stack, tensor, topk, where, zeros,
+)
+
+__all__ = [
+    "abs", "absolute", "add", "all", "allclose", "amax", "amin", "any", "arange", "argmax", "argmin", "argsort",
+    "as_tensor", "bmm", "cat", "ceil", "chunk", "clamp", "clip", "clone", "concat", "concatenate", "cos",
+    "cumsum", "detach", "diag", "div", "divide", "dot", "einsum", "empty_like", "eq", "equal", "exp", "expm1",
+    "eye", "flatten", "flip", "floor", "floor_divide", "gather", "ge", "get_default_dtype", "gt", "index_select",
+    "is_floating_point", "is_tensor", "isclose", "isfinite", "isinf", "isnan", "le", "linspace", "log",
+    "log10", "log1p", "log2", "log_softmax", "logical_and", "logical_not", "logical_or", "logical_xor",
+    "logsumexp", "lt", "masked_fill", "matmul", "max", "maximum", "mean", "min", "minimum", "mm", "mul",
+    "multinomial", "multiply", "narrow", "ne", "neg", "negative", "nonzero", "norm", "numel", "outer",
+    "permute", "pow", "rand_like", "randint_like", "randn_like", "randperm", "reciprocal", "relu",
+    "remainder", "reshape", "roll", "round", "rsqrt", "set_default_dtype", "set_printoptions", "sigmoid",
+    "sign", "sin", "softmax", "sort", "split", "sqrt", "square", "squeeze", "stack", "std", "sub",
+    "subtract", "sum", "t", "tanh", "topk", "transpose", "tril", "triu", "true_divide", "trunc", "unbind",
+    "unsqueeze", "var", "where", "empty", "ones_like", "full_like", "zeros_like",
+]
+
+
+def _method(name: str):
+    """torch.<name>(input, *args, **kwargs) as input.<name>(*args, **kwargs)."""
+    def fn(input, *args, **kwargs):
+        if not isinstance(input, Tensor):
+            input = _to_tensor(input)
+        return getattr(input, name)(*args, **kwargs)
+    fn.__name__ = name
+    fn.__qualname__ = name
+    fn.__doc__ = f"torch.{name}(input, ...): the same as input.{name}(...)."
+    return fn
+
+
+for _name in ("abs", "exp", "log", "log2", "log10", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh",
+              "sigmoid", "relu", "neg", "square", "reciprocal", "floor", "ceil", "round", "trunc", "sign",
+              "sum", "mean", "var", "std", "amax", "amin", "argmax", "argmin", "all", "any", "norm",
+              "flatten", "squeeze", "unsqueeze", "transpose", "permute", "t", "narrow", "unbind", "chunk",
+              "split", "tril", "triu", "clamp", "clip", "masked_fill", "pow", "add", "sub", "mul", "div",
+              "remainder", "floor_divide", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
+              "isnan", "isinf", "isfinite", "logical_not", "logical_and", "logical_or", "logical_xor",
+              "mm", "bmm", "dot", "outer", "clone", "detach", "numel", "equal", "is_floating_point"):
+    globals()[_name] = _method(_name)
+
+absolute = abs  # noqa: F821 — defined by the loop above
+negative = neg  # noqa: F821
+multiply = mul  # noqa: F821
+subtract = sub  # noqa: F821
+divide = true_divide = div  # noqa: F821
+concat = concatenate = cat
+
+
+def max(input, dim=None, keepdim: bool = False):  # noqa: A001 — torch.max
+    """torch.max(x), torch.max(x, dim) -> (values, indices), torch.max(x, other) elementwise."""
+    return _to_tensor(input).max(dim, keepdim)
+
+
+def min(input, dim=None, keepdim: bool = False):  # noqa: A001 — torch.min
+    return _to_tensor(input).min(dim, keepdim)
+
+
+def is_tensor(obj) -> bool:
+    return isinstance(obj, Tensor)
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    placement.check_device("as_tensor", device)
+    if isinstance(data, Tensor) and (dtype is None or dtypes.to_dtype(dtype) is data.dtype):
+        return data
+    return data.to(dtype) if isinstance(data, Tensor) else tensor(data, dtype=dtype)
+
+
+def zeros_like(input: Tensor, dtype=None, requires_grad: bool = False, device=None, memory_format=None) -> Tensor:
+    placement.check_device("zeros_like", device)
+    return zeros(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad)
+
+
+
+def ones_like(input: Tensor, dtype=None, requires_grad: bool = False, device=None, memory_format=None) -> Tensor:
+    placement.check_device("ones_like", device)
+    return full(input.shape, 1, dtype=dtype or input.dtype, requires_grad=requires_grad)
+
+
+def full_like(input: Tensor, fill_value, dtype=None, requires_grad: bool = False, device=None,
+              memory_format=None) -> Tensor:
+    placement.check_device("full_like", device)
+    return full(input.shape, fill_value, dtype=dtype or input.dtype, requires_grad=requires_grad)
+
+
+def empty_like(input: Tensor, dtype=None, requires_grad: bool = False, device=None, memory_format=None) -> Tensor:
+    placement.check_device("empty_like", device)
+    return zeros(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad: bool = False, out=None, memory_format=None) -> Tensor:
+    """Zeros: anygpu never hands out uninitialised memory."""
+    placement.check_device("empty", device)
+    return zeros(*size, dtype=dtype, requires_grad=requires_grad)
+
+
+def _float_like(op: str, input: Tensor, dtype):
+    dtype = dtypes.to_dtype(dtype if dtype is not None else input.dtype, op)
+    if not dtype.is_floating_point:
+        raise ValueError(f"{op}: needs a float dtype, got {dtype}")
+    return input.shape
+
+
+def rand_like(input: Tensor, dtype=None, device=None, requires_grad: bool = False, generator=None) -> Tensor:
+    placement.check_device("rand_like", device)
+    shape = _float_like("rand_like", input, dtype)
+    return tensor(_generator_rng(generator).random(shape, dtype=np.float32), requires_grad=requires_grad)
+
+
+def randn_like(input: Tensor, dtype=None, device=None, requires_grad: bool = False, generator=None) -> Tensor:
+    placement.check_device("randn_like", device)
+    shape = _float_like("randn_like", input, dtype)
+    return tensor(_generator_rng(generator).standard_normal(shape, dtype=np.float32), requires_grad=requires_grad)
+
+
+def randint_like(input: Tensor, low, high=None, dtype=None, device=None, generator=None) -> Tensor:
+    placement.check_device("randint_like", device)
+    if high is None:
+        low, high = 0, low
+    values = _generator_rng(generator).integers(int(low), int(high), size=input.shape)
+    return tensor(values, dtype=dtype or input.dtype)
+
+
+def eye(n: int, m: int | None = None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    placement.check_device("eye", device)
+    m = n if m is None else m
+    return tensor(np.eye(int(n), int(m)), dtype=dtype or dtypes.float32, requires_grad=requires_grad)
+
+
+def linspace(start, end, steps: int, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    placement.check_device("linspace", device)
+    values = np.linspace(float(start), float(end), int(steps))
+    return tensor(values, dtype=dtype or dtypes.float32, requires_grad=requires_grad)
+
+
+def isclose(input: Tensor, other, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> Tensor:
+    """|input - other| <= atol + rtol * |other| (NaNs equal only with equal_nan), as torch."""
+    input, other = _to_tensor(input), _to_tensor(other)
+    a, b = input.float(), other.float()
+    close = (a - b).abs() <= (b.abs() * rtol + atol)
+    close = close | (a == b)  # equal infinities
+    if equal_nan:
+        close = close | (a.isnan() & b.isnan())
+    return close
+
+
+def allclose(input: Tensor, other, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
+    return bool(isclose(input, other, rtol, atol, equal_nan).all())
+
+
+def get_default_dtype():
+    return dtypes.float32
+
+
+def set_default_dtype(d) -> None:
+    if dtypes.to_dtype(d, "set_default_dtype") is not dtypes.float32:
+        raise ValueError(f"set_default_dtype: anygpu computes floats in float32 only, got {d}")
+
+
+def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None,
+                     sci_mode=None) -> None:
+    """Accepted for compatibility; tensors print with numpy's formatting."""
