@@ -184,3 +184,17 @@ def test_file_objects_and_bad_objects(tmp_path):
     assert ag.load(tmp_path / "list.ckpt") == [1, (2.5, "s")]
     ag.save(ag.tensor([[1.0]]), tmp_path / "one.ckpt")
     assert ag.load(tmp_path / "one.ckpt").tolist() == [[1.0]]
+
+
+@pytest.mark.parametrize("structure", [
+    "[" * 100000 + "]" * 100000,                      # deeper than Python's stack
+    '{"dict": 5}', '{"dict": [[1]]}', '{"list": 3}', '{"tensor": "missing"}', '{"what": 1}',
+    '{"dict": [[{"list": []}, 1]]}', "not json",
+])
+def test_hostile_structure_is_a_value_error(tmp_path, structure):
+    """A signed file proves its bytes are unchanged, not that its writer was friendly."""
+    path = tmp_path / "hostile.ckpt"
+    checkpoint.save({"w": np.zeros(2, np.float32)}, path,
+                    metadata={serialization.FORMAT_KEY: serialization.FORMAT, serialization.STRUCTURE_KEY: structure})
+    with pytest.raises(ValueError, match="load: "):
+        ag.load(path)

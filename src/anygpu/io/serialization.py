@@ -149,7 +149,10 @@ def _decode(node, arrays: Mapping[str, np.ndarray], where: str):
         return arrays[name]
 
     if "dict" in node:
-        return {_decode_key(key, where): _decode(value, arrays, f"{where}[{key!r}]") for key, value in node["dict"]}
+        pairs = node["dict"]
+        if not isinstance(pairs, list) or not all(isinstance(pair, list) and len(pair) == 2 for pair in pairs):
+            raise ValueError(f"load: {where}: malformed structure (a dict node needs [key, value] pairs)")
+        return {_decode_key(key, where): _decode(value, arrays, f"{where}[{key!r}]") for key, value in pairs}
     if "list" in node:
         return [_decode(item, arrays, f"{where}[{i}]") for i, item in enumerate(node["list"])]
     if "tuple" in node:
@@ -276,8 +279,14 @@ def load(f, map_location=None, pickle_module=None, *, weights_only: bool | None 
         return {name: tensor(array) for name, array in arrays.items()}
     if metadata.get(FORMAT_KEY) != FORMAT:
         raise ValueError(f"load: {f} has structure format {metadata.get(FORMAT_KEY)!r}; this anygpu reads {FORMAT!r}")
+    # The signature proves the bytes are unchanged, not who wrote them: a hostile structure
+    # (nesting deeper than Python's stack, wrong node shapes) is a ValueError, never a crash.
     try:
         structure = json.loads(metadata[STRUCTURE_KEY])
+        return _decode(structure, arrays, "obj")
     except json.JSONDecodeError as error:
         raise ValueError(f"load: {f}: the structure entry is not JSON ({error})") from None
-    return _decode(structure, arrays, "obj")
+    except RecursionError:
+        raise ValueError(f"load: {f}: the structure is nested too deeply to read") from None
+    except (TypeError, KeyError, AttributeError) as error:
+        raise ValueError(f"load: {f}: malformed structure ({type(error).__name__}: {error})") from None
