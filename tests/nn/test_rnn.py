@@ -245,3 +245,100 @@ def test_cell_without_hidden_state_starts_from_zeros():
     x = np.random.default_rng(6).standard_normal((2, 3)).astype(np.float32)
     for t, a in zip(theirs(torch.tensor(x)), ours(ag.tensor(x))):
         _assert_close(a, t, "LSTMCell without hx")
+
+
+# ---------------------------------------------------------------- packed sequences
+
+RU = torch.nn.utils.rnn
+
+
+def _same(actual, expected, what):
+    np.testing.assert_allclose(actual.numpy(), expected.detach().numpy(), rtol=RTOL, atol=ATOL, err_msg=what)
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("enforce_sorted", [True, False])
+def test_pack_and_pad_match_torch(batch_first, enforce_sorted):
+    rng = np.random.default_rng(7)
+    lengths = [5, 3, 3, 1] if enforce_sorted else [3, 5, 1, 3]
+    shape = (4, 5, 2) if batch_first else (5, 4, 2)
+    x = rng.standard_normal(shape).astype(np.float32)
+    tx, ax = torch.tensor(x, requires_grad=True), ag.tensor(x, requires_grad=True)
+    tp = RU.pack_padded_sequence(tx, lengths, batch_first=batch_first, enforce_sorted=enforce_sorted)
+    ap = nn.utils.rnn.pack_padded_sequence(ax, lengths, batch_first=batch_first, enforce_sorted=enforce_sorted)
+    _same(ap.data, tp.data, "packed data")
+    assert ap.batch_sizes.tolist() == tp.batch_sizes.tolist()
+    if enforce_sorted:
+        assert ap.sorted_indices is None and ap.unsorted_indices is None
+    else:
+        assert ap.sorted_indices.tolist() == tp.sorted_indices.tolist()
+        assert ap.unsorted_indices.tolist() == tp.unsorted_indices.tolist()
+    tpad, tlen = RU.pad_packed_sequence(tp, batch_first=batch_first, padding_value=-2.0, total_length=6)
+    apad, alen = nn.utils.rnn.pad_packed_sequence(ap, batch_first=batch_first, padding_value=-2.0, total_length=6)
+    _same(apad, tpad, "padded again")
+    assert alen.tolist() == tlen.tolist()
+    w = rng.uniform(0.5, 1.5, size=apad.shape).astype(np.float32)
+    (tpad * torch.tensor(w)).sum().backward()
+    (apad * ag.tensor(w)).sum().backward()
+    _same(ax.grad, tx.grad, "gradient through pack and pad")
+
+
+def test_pad_sequence_and_pack_sequence_match_torch():
+    rng = np.random.default_rng(8)
+    seqs = [rng.standard_normal((n, 3)).astype(np.float32) for n in (2, 5, 4)]
+    for batch_first in (False, True):
+        for side in ("right", "left"):
+            expected = RU.pad_sequence([torch.tensor(s) for s in seqs], batch_first, 0.5, side)
+            actual = nn.utils.rnn.pad_sequence([ag.tensor(s) for s in seqs], batch_first, 0.5, side)
+            _same(actual, expected, f"pad_sequence batch_first={batch_first} {side}")
+    tp = RU.pack_sequence([torch.tensor(s) for s in seqs], enforce_sorted=False)
+    ap = nn.utils.rnn.pack_sequence([ag.tensor(s) for s in seqs], enforce_sorted=False)
+    _same(ap.data, tp.data, "pack_sequence")
+    for a, t in zip(nn.utils.rnn.unpack_sequence(ap), RU.unpack_sequence(tp)):
+        _same(a, t, "unpack_sequence")
+    with pytest.raises(ValueError, match="decreasing"):
+        nn.utils.rnn.pack_sequence([ag.tensor(s) for s in seqs])
+
+
+@pytest.mark.parametrize("name,kwargs", [
+    ("LSTM", dict(input_size=3, hidden_size=4, num_layers=2, bidirectional=True)),
+    ("GRU", dict(input_size=3, hidden_size=5, batch_first=True)),
+    ("RNN", dict(input_size=3, hidden_size=4, num_layers=2)),
+])
+@pytest.mark.parametrize("with_hidden", [False, True], ids=["zero-state", "given-state"])
+def test_rnns_on_packed_sequences_match_torch(name, kwargs, with_hidden):
+    torch.manual_seed(5)
+    rng = np.random.default_rng(9)
+    theirs = getattr(torch.nn, name)(**kwargs)
+    ours = _pair(theirs, getattr(nn, name)(**kwargs))
+    lengths = [4, 6, 2]
+    batch_first = kwargs.get("batch_first", False)
+    x = rng.standard_normal((3, 6, 3) if batch_first else (6, 3, 3)).astype(np.float32)
+    tx, ax = torch.tensor(x, requires_grad=True), ag.tensor(x, requires_grad=True)
+    tp = RU.pack_padded_sequence(tx, lengths, batch_first=batch_first, enforce_sorted=False)
+    ap = nn.utils.rnn.pack_padded_sequence(ax, lengths, batch_first=batch_first, enforce_sorted=False)
+    hx = _hidden(rng, name, kwargs, 3) if with_hidden else None
+    if hx is None:
+        thx = ahx = None
+    elif isinstance(hx, tuple):
+        thx, ahx = tuple(torch.tensor(h) for h in hx), tuple(ag.tensor(h) for h in hx)
+    else:
+        thx, ahx = torch.tensor(hx), ag.tensor(hx)
+    tout, tstate = theirs(tp, thx)
+    aout, astate = ours(ap, ahx)
+    assert isinstance(aout, nn.utils.rnn.PackedSequence)
+    _same(aout.data, tout.data, "packed output")
+    tstates = list(tstate) if isinstance(tstate, tuple) else [tstate]
+    astates = list(astate) if isinstance(astate, tuple) else [astate]
+    for a, t in zip(astates, tstates):
+        _same(a, t, "final state")
+    tpad, _ = RU.pad_packed_sequence(tout, batch_first=batch_first)
+    apad, _ = nn.utils.rnn.pad_packed_sequence(aout, batch_first=batch_first)
+    w = rng.uniform(0.5, 1.5, size=apad.shape).astype(np.float32)
+    ws = rng.uniform(0.5, 1.5, size=astates[0].shape).astype(np.float32)
+    ((tpad * torch.tensor(w)).sum() + (tstates[0] * torch.tensor(ws)).sum()).backward()
+    ((apad * ag.tensor(w)).sum() + (astates[0] * ag.tensor(ws)).sum()).backward()
+    _same(ax.grad, tx.grad, "gradient of the padded input")
+    tparams = dict(theirs.named_parameters())
+    for pname, p in ours.named_parameters():
+        _same(p.grad, tparams[pname].grad, f"gradient of {pname}")

@@ -272,6 +272,14 @@ SCHEDULES = [
      lambda o: LR.OneCycleLR(o, max_lr=1.0, total_steps=23, three_phase=True), 23),
     ("onecycle-no-momentum", lambda o: optim.OneCycleLR(o, max_lr=0.1, total_steps=9, cycle_momentum=False),
      lambda o: LR.OneCycleLR(o, max_lr=0.1, total_steps=9, cycle_momentum=False), 9),
+    ("constant", lambda o: optim.ConstantLR(o, factor=0.4, total_iters=3),
+     lambda o: LR.ConstantLR(o, factor=0.4, total_iters=3), 7),
+    ("linear", lambda o: optim.LinearLR(o, start_factor=0.2, end_factor=0.7, total_iters=5),
+     lambda o: LR.LinearLR(o, start_factor=0.2, end_factor=0.7, total_iters=5), 9),
+    ("polynomial", lambda o: optim.PolynomialLR(o, total_iters=6, power=2.0),
+     lambda o: LR.PolynomialLR(o, total_iters=6, power=2.0), 9),
+    ("warm-restarts", lambda o: optim.CosineAnnealingWarmRestarts(o, T_0=3, T_mult=2, eta_min=0.001),
+     lambda o: LR.CosineAnnealingWarmRestarts(o, T_0=3, T_mult=2, eta_min=0.001), 20),
 ]
 
 
@@ -407,3 +415,16 @@ def test_reduce_lr_on_plateau_state_dict_resumes():
         sched.step(metric)
         sched2.step(metric)
     assert sched2.get_last_lr() == sched.get_last_lr() == [1.0 * 0.1 * 0.1]
+
+
+def test_warm_restarts_with_fractional_epochs_match_torch():
+    opt = optim.SGD([nn.Parameter(ag.zeros(1))], lr=0.1)
+    topt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    sched = optim.CosineAnnealingWarmRestarts(opt, T_0=4, T_mult=2)
+    tsched = LR.CosineAnnealingWarmRestarts(topt, T_0=4, T_mult=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for epoch in np.arange(0.0, 15.0, 0.7):
+            sched.step(float(epoch))
+            tsched.step(float(epoch))
+            assert sched.get_last_lr() == tsched.get_last_lr(), epoch

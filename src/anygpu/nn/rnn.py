@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from . import functional as F
 from . import init
 from .modules import Module, Parameter
-from ..tensor import Tensor, cat, stack, zeros
+from .utils.rnn import PackedSequence, _host_ints, _pack, _padded_time_major
+from ..tensor import Tensor, cat, stack, tensor, where, zeros
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -78,8 +81,8 @@ def _check_hidden(name: str, hidden: Tensor, expected: tuple[int, ...], what: st
 class RNNBase(Module):
     """Shared by RNN, LSTM and GRU: arguments, parameters, initialisation and the layer loop.
 
-    forward(input, hx=None): input (L, N, H_in), (N, L, H_in) with batch_first, or
-    unbatched (L, H_in); hx (num_layers * D, N, H_out) (unbatched: (num_layers * D, H_out)),
+    forward(input, hx=None): input (L, N, H_in), (N, L, H_in) with batch_first, unbatched
+    (L, H_in), or a PackedSequence (then the output is one too); hx (num_layers * D, N, H_out) (unbatched: (num_layers * D, H_out)),
     zeros when None, a pair (h_0, c_0) for LSTM. Returns (output, h_n) (LSTM: (output,
     (h_n, c_n))): output (L, N, D * H_out) (batch_first: (N, L, D * H_out)) holds the last
     layer's h at every step, both directions side by side when bidirectional (D = 2)."""
@@ -142,15 +145,26 @@ class RNNBase(Module):
         get = self._parameters.get
         return get("weight_ih" + suffix), get("weight_hh" + suffix), get("bias_ih" + suffix), get("bias_hh" + suffix)
 
-    def _run_direction(self, x: Tensor, state, layer: int, direction: int):
-        """One layer, one direction over time-major x (L, N, H_in): (outputs (L, N, H), final state)."""
+    def _run_direction(self, x: Tensor, state, layer: int, direction: int, running=None):
+        """One layer, one direction over time-major x (L, N, H_in): (outputs (L, N, H), final state).
+
+        running: None, or a bool (L, N, 1) mask of the steps inside each sequence (packed
+        input): outside it the state is carried unchanged and the output is 0, so a
+        sequence's final state is the one at its own last step, and the reverse direction
+        starts at it."""
         w_ih, w_hh, b_ih, b_hh = self._weights(layer, direction)
         gates_x = F.linear(x, w_ih, b_ih)  # every time step's input projection in one matmul
         steps = range(x.shape[0] - 1, -1, -1) if direction else range(x.shape[0])
         outputs = [None] * x.shape[0]
         for t in steps:
-            state = self._cell(gates_x[t], state, w_hh, b_hh)
-            outputs[t] = state[0] if isinstance(state, tuple) else state
+            new = self._cell(gates_x[t], state, w_hh, b_hh)
+            if running is not None:
+                keep = running[t]
+                new = tuple(where(keep, n, s) for n, s in zip(new, state)) if isinstance(new, tuple) \
+                    else where(keep, new, state)
+            state = new
+            h = state[0] if isinstance(state, tuple) else state
+            outputs[t] = h if running is None else where(running[t], h, 0.0)
         return stack(outputs, 0), state
 
     def _cell(self, gates_x, state, w_hh, b_hh):
@@ -179,14 +193,8 @@ class RNNBase(Module):
         hx = hx if batched else hx.unsqueeze(1)
         return [hx[i] for i in range(count)]
 
-    def forward(self, input, hx=None):
-        name = type(self).__name__
-        batched = _check_input(name, input, self.input_size, 3)
-        if not batched:
-            x = input.unsqueeze(1)
-        else:
-            x = input.transpose(0, 1) if self.batch_first else input
-        states = self._initial_states(hx, x.shape[1], batched)
+    def _layers(self, x: Tensor, states, running=None):
+        """Every layer over time-major x (L, N, H_in): (last layer's outputs, final states)."""
         directions = 2 if self.bidirectional else 1
         finals = []
         for layer in range(self.num_layers):
@@ -194,16 +202,46 @@ class RNNBase(Module):
                 x = F.dropout(x, self.dropout, True)
             outputs = []
             for direction in range(directions):
-                out, final = self._run_direction(x, states[layer * directions + direction], layer, direction)
+                out, final = self._run_direction(x, states[layer * directions + direction], layer, direction,
+                                                 running)
                 outputs.append(out)
                 finals.append(final)
             x = outputs[0] if directions == 1 else cat(outputs, 2)
-        output = x.squeeze(1) if not batched else (x.transpose(0, 1) if self.batch_first else x)
+        return x, finals
+
+    def _final_states(self, finals, batched: bool = True):
         if self.mode == "LSTM":
             h_n, c_n = stack([f[0] for f in finals], 0), stack([f[1] for f in finals], 0)
-            return output, ((h_n, c_n) if batched else (h_n.squeeze(1), c_n.squeeze(1)))
+            return (h_n, c_n) if batched else (h_n.squeeze(1), c_n.squeeze(1))
         h_n = stack(finals, 0)
-        return output, (h_n if batched else h_n.squeeze(1))
+        return h_n if batched else h_n.squeeze(1)
+
+    def _forward_packed(self, input: PackedSequence, hx):
+        """A PackedSequence in, a PackedSequence out (same sort); hx and the final states are
+        in the batch's original order, as torch's."""
+        if not isinstance(input.data, Tensor) or input.data.ndim != 2 or input.data.shape[1] != self.input_size:
+            raise ValueError(f"{type(self).__name__}: packed input data must be (sum(lengths), {self.input_size}), "
+                             f"got {getattr(input.data, 'shape', None)}")
+        x, lengths = _padded_time_major(input, 0.0, None)
+        running = np.arange(x.shape[0])[:, None, None] < lengths[None, :, None]
+        states = self._initial_states(hx, x.shape[1], True)
+        x, finals = self._layers(x, states, tensor(running))
+        sorted_indices = None if input.sorted_indices is None else _host_ints(input.sorted_indices)
+        return _pack(x, lengths, sorted_indices), self._final_states(finals)
+
+    def forward(self, input, hx=None):
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
+        name = type(self).__name__
+        batched = _check_input(name, input, self.input_size, 3)
+        if not batched:
+            x = input.unsqueeze(1)
+        else:
+            x = input.transpose(0, 1) if self.batch_first else input
+        states = self._initial_states(hx, x.shape[1], batched)
+        x, finals = self._layers(x, states)
+        output = x.squeeze(1) if not batched else (x.transpose(0, 1) if self.batch_first else x)
+        return output, self._final_states(finals, batched)
 
     def extra_repr(self) -> str:
         text = f"{self.input_size}, {self.hidden_size}"

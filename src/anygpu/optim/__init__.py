@@ -12,10 +12,11 @@ _sys.modules[__name__ + ".lr_scheduler"] = schedulers
 from .adaptive import Adadelta, Adagrad, NAdam, RAdam, RMSprop
 from .optimizers import SGD, Adam, AdamW, Optimizer, flatten_state_dict, unflatten_state_dict
 from .schedulers import (
-    CosineAnnealingLR, ExponentialLR, LambdaLR, LinearWarmup, LRScheduler, MultiStepLR, OneCycleLR, ReduceLROnPlateau,
-    StepLR,
+    ConstantLR, CosineAnnealingLR, CosineAnnealingWarmRestarts, ExponentialLR, LambdaLR, LinearLR, LinearWarmup,
+    LRScheduler, MultiStepLR, OneCycleLR, PolynomialLR, ReduceLROnPlateau, StepLR,
 )
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adadelta", "Adagrad", "RMSprop", "NAdam", "RAdam",
            "flatten_state_dict", "unflatten_state_dict", "LRScheduler", "StepLR", "CosineAnnealingLR", "LinearWarmup",
-           "LambdaLR", "MultiStepLR", "ExponentialLR", "OneCycleLR", "ReduceLROnPlateau", "schedulers", "lr_scheduler"]
+           "LambdaLR", "MultiStepLR", "ExponentialLR", "OneCycleLR", "ReduceLROnPlateau", "ConstantLR", "LinearLR",
+           "PolynomialLR", "CosineAnnealingWarmRestarts", "schedulers", "lr_scheduler"]

@@ -16,7 +16,7 @@ from typing import Any
 from .optimizers import Optimizer
 
 __all__ = ["LRScheduler", "StepLR", "CosineAnnealingLR", "LinearWarmup", "LambdaLR", "MultiStepLR", "ExponentialLR",
-           "OneCycleLR", "ReduceLROnPlateau"]
+           "OneCycleLR", "ReduceLROnPlateau", "ConstantLR", "LinearLR", "PolynomialLR", "CosineAnnealingWarmRestarts"]
 
 
 class LRScheduler:
@@ -372,3 +372,112 @@ class ReduceLROnPlateau(LRScheduler):
             new_lr = max(old_lr * self.factor, min_lr)
             if old_lr - new_lr > self.eps:
                 group["lr"] = new_lr
+
+
+class ConstantLR(LRScheduler):
+    """Multiplies each group's lr by `factor` until epoch `total_iters`, then restores it."""
+
+    def __init__(self, optimizer: Optimizer, factor: float = 1.0 / 3, total_iters: int = 5, last_epoch: int = -1):
+        if not 0.0 <= factor <= 1.0:
+            raise ValueError("Constant multiplicative factor expected to be between 0 and 1.")
+        self.factor = factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        if self.last_epoch == 0:
+            return [lr * self.factor for lr in self._current_lrs()]
+        if self.last_epoch != self.total_iters:
+            return self._current_lrs()
+        return [lr * (1.0 / self.factor) for lr in self._current_lrs()]
+
+
+class LinearLR(LRScheduler):
+    """Multiplies each group's lr by a factor going linearly from `start_factor` to
+    `end_factor` over `total_iters` epochs (torch's recursive form)."""
+
+    def __init__(self, optimizer: Optimizer, start_factor: float = 1.0 / 3, end_factor: float = 1.0,
+                 total_iters: int = 5, last_epoch: int = -1):
+        if not 0.0 < start_factor <= 1.0:
+            raise ValueError("Starting multiplicative factor expected to be greater than 0 and less or equal to 1.")
+        if not 0.0 <= end_factor <= 1.0:
+            raise ValueError("Ending multiplicative factor expected to be between 0 and 1.")
+        self.start_factor = start_factor
+        self.end_factor = end_factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        t, start, end = self.last_epoch, self.start_factor, self.end_factor
+        if t == 0:
+            return [lr * start for lr in self._current_lrs()]
+        if self._is_initial or t > self.total_iters:
+            return self._current_lrs()
+        return [lr * (1.0 + (end - start) / (self.total_iters * start + (t - 1) * (end - start)))
+                for lr in self._current_lrs()]
+
+
+class PolynomialLR(LRScheduler):
+    """Decays each group's lr as (1 - t / total_iters)^power, reaching 0 at total_iters."""
+
+    def __init__(self, optimizer: Optimizer, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1):
+        self.total_iters = total_iters
+        self.power = power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        t = self.last_epoch
+        if self._is_initial or t > self.total_iters:
+            return self._current_lrs()
+        decay = ((1.0 - t / self.total_iters) / (1.0 - (t - 1) / self.total_iters)) ** self.power
+        return [lr * decay for lr in self._current_lrs()]
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """Cosine annealing from base_lr to eta_min over T_i epochs, then a restart; the period
+    starts at T_0 and is multiplied by T_mult at each restart. step(epoch) accepts a
+    fractional epoch, as torch."""
+
+    def __init__(self, optimizer: Optimizer, T_0: int, T_mult: int = 1, eta_min: float = 0.0, last_epoch: int = -1):
+        if not isinstance(T_0, int) or T_0 <= 0:
+            raise ValueError(f"Expected positive integer T_0, but got {T_0}")
+        if not isinstance(T_mult, int) or T_mult < 1:
+            raise ValueError(f"Expected integer T_mult >= 1, but got {T_mult}")
+        self.T_0 = T_0
+        self.T_i = T_0
+        self.T_mult = T_mult
+        self.eta_min = eta_min
+        self.T_cur = last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        return [self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+                for base in self.base_lrs]
+
+    def step(self, epoch=None) -> None:
+        self._step_count += 1
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur += 1
+            if self.T_cur >= self.T_i:
+                self.T_cur %= self.T_i
+                self.T_i *= self.T_mult
+        else:
+            if epoch < 0:
+                raise ValueError(f"Expected non-negative epoch, but got {epoch}")
+            if epoch >= self.T_0:
+                if self.T_mult == 1:
+                    self.T_cur = epoch % self.T_0
+                else:
+                    n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+                    self.T_cur = epoch - self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1)
+                    self.T_i = self.T_0 * self.T_mult ** n
+            else:
+                self.T_i = self.T_0
+                self.T_cur = epoch
+        self.last_epoch = math.floor(epoch)
+        for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
+            group["lr"] = lr
+        self._last_lr = self._current_lrs()
