@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from .autograd.engine import Entry, reverse_walk
+from .autograd.rules import backward as rule
 from .ops import gpu
 from .ops.nd import broadcast_shapes, contiguous_strides, numel
 
@@ -218,7 +219,7 @@ class Tensor:
     def clone(self) -> "Tensor":
         dev = self.device
         return _record("clone", Tensor(dev.copy(self._buf), self.shape, self.dtype), (self,),
-                       lambda g: (g,))
+                       rule("clone", dev))
 
     def contiguous(self) -> "Tensor":
         return self
@@ -718,39 +719,13 @@ def _check_float(op: str, *tensors: Tensor) -> None:
 
 
 def sum_dims(buf, shape, dims):
-    """Sum a contiguous buffer of `shape` over `dims` (kept as size 1).
-
-    Neighbouring reduced dims are merged into one axis, so e.g. a sum over (H, W)
-    is one reduction over H*W rather than two; a sum over everything uses the
-    tree reduction of `sum_all`."""
-    dev = gpu()
-    shape = list(shape)
-    dims = sorted(d for d in set(dims) if shape[d] != 1)
-    if not dims:
-        return buf
-    if all(shape[d] == 1 for d in range(len(shape)) if d not in dims):
-        return dev.sum_all(buf)
-    runs, start = [], dims[0]
-    for prev, d in zip(dims, dims[1:] + [None]):
-        if d != prev + 1:
-            runs.append((start, prev))
-            start = d
-    for first, last in reversed(runs):
-        buf = dev.reduce_axis(buf, numel(shape[:first]), numel(shape[first:last + 1]), numel(shape[last + 1:]), "sum")
-        for d in range(first, last + 1):
-            shape[d] = 1
-    return buf
+    """Sum a contiguous buffer of `shape` over `dims` (kept as size 1); see ops.nd.sum_dims."""
+    return gpu().sum_dims(buf, shape, dims)
 
 
 def sum_to_shape(grad_buf, grad_shape, shape):
     """Sum a broadcast gradient back down to `shape` (the inverse of broadcasting)."""
-    grad_shape, shape = tuple(grad_shape), tuple(shape)
-    if grad_shape == shape:
-        return grad_buf
-    lead = len(grad_shape) - len(shape)
-    padded = (1,) * lead + shape
-    dims = [d for d, (g, s) in enumerate(zip(grad_shape, padded)) if s == 1 and g != 1]
-    return sum_dims(grad_buf, grad_shape, dims)
+    return gpu().sum_to_shape(grad_buf, grad_shape, shape)
 
 
 def _float_operand(t: Tensor):
@@ -773,40 +748,8 @@ def _binary(name: str, a, b) -> Tensor:
     buf, shape = dev.broadcast_binary(name, a_buf, a.shape, b_buf, b.shape)
     out = Tensor(buf, shape)
 
-    def backward(g):
-        ga = gb = None
-        if name == "add":
-            ga, gb = g, g
-        elif name == "sub":
-            ga, gb = g, dev.scale(g, -1.0) if b.requires_grad else None
-        elif name == "mul":
-            ga = dev.broadcast_binary("mul", g, shape, b_buf, b.shape)[0] if a.requires_grad else None
-            gb = dev.broadcast_binary("mul", g, shape, a_buf, a.shape)[0] if b.requires_grad else None
-        elif name == "div":
-            if a.requires_grad:
-                ga = dev.broadcast_binary("div", g, shape, b_buf, b.shape)[0]
-            if b.requires_grad:  # d(a/b)/db = -out / b
-                q = dev.broadcast_binary("div", buf, shape, b_buf, b.shape)[0]
-                gb = dev.scale(dev.mul(g, q), -1.0)
-        elif name == "pow":
-            if a.requires_grad:  # b * a^(b-1) = b * out / a, written without dividing by zero
-                bm1 = dev.unary("add_scalar", b_buf, -1.0)
-                p, _ = dev.broadcast_binary("pow", a_buf, a.shape, bm1, b.shape)
-                d, _ = dev.broadcast_binary("mul", p, shape, b_buf, b.shape)
-                ga = dev.mul(g, d)
-            if b.requires_grad:  # out * log(a)
-                la = dev.unary("log", a_buf)
-                d, _ = dev.broadcast_binary("mul", buf, shape, la, a.shape)
-                gb = dev.mul(g, d)
-        elif name in ("maximum", "minimum"):
-            mask, _ = dev.broadcast_binary(name + "_share", a_buf, a.shape, b_buf, b.shape)
-            ga = dev.mul(g, mask)
-            gb = dev.sub(g, ga)
-        else:
-            raise RuntimeError(f"{name} has no gradient")
-        return (sum_to_shape(ga, shape, a.shape) if ga is not None else None,
-                sum_to_shape(gb, shape, b.shape) if gb is not None else None)
-
+    needs = (a.requires_grad, b.requires_grad)
+    backward = rule(name, dev, a_buf, b_buf, buf, shapes=(a.shape, b.shape, shape), needs=needs)
     return _record(name, out, (a, b), backward)
 
 
@@ -825,20 +768,7 @@ def _scalar_binary(name: str, x: Tensor, s: float, reverse: bool) -> Tensor:
     alpha = -s if (name, reverse) == ("sub", False) else s
     out = Tensor(dev.unary(op, xb, alpha), x.shape)
 
-    def backward(g):
-        if op == "add_scalar":
-            return (g,)
-        if op == "rsub_scalar":
-            return (dev.scale(g, -1.0),)
-        if op == "scale":
-            return (dev.scale(g, s),)
-        if op == "div_scalar":
-            return (dev.unary("div_scalar", g, s),)
-        if op == "rdiv_scalar":  # d(s/x)/dx = -out / x
-            return (dev.scale(dev.mul(g, dev.binary("div", out._buf, xb)), -1.0),)
-        # pow_scalar: s * x^(s-1)
-        return (dev.mul(g, dev.scale(dev.unary("pow_scalar", xb, s - 1.0), s)),)
-
+    backward = rule(op, dev, xb, out._buf, alpha)
     return _record(name, out, (x,), backward)
 
 
@@ -849,38 +779,13 @@ def _compare(name: str, a, b) -> Tensor:
     return Tensor(buf, shape)  # a 0/1 float mask; never differentiable
 
 
-# Backward of each unary op from (grad, x, y): name -> function(dev, g, x, y, alpha, beta)
-_UNARY_GRAD = {
-    "neg": lambda dev, g, x, y, a, b: dev.scale(g, -1.0),
-    "exp": lambda dev, g, x, y, a, b: dev.mul(g, y),
-    "log": lambda dev, g, x, y, a, b: dev.binary("div", g, x),
-    "sqrt": lambda dev, g, x, y, a, b: dev.scale(dev.binary("div", g, y), 0.5),
-    "abs": lambda dev, g, x, y, a, b: dev.mul(g, dev.unary("sign", x)),
-    "square": lambda dev, g, x, y, a, b: dev.mul(g, dev.scale(x, 2.0)),
-    "relu": lambda dev, g, x, y, a, b: dev.relu_backward(g, x),
-    "sigmoid": lambda dev, g, x, y, a, b: dev.sigmoid_backward(g, y),
-    "tanh_act": lambda dev, g, x, y, a, b: dev.tanh_backward(g, y),
-    "swish": lambda dev, g, x, y, a, b: dev.swish_backward(g, x),
-    "gelu": lambda dev, g, x, y, a, b: dev.binary("gelu_backward", g, x),
-    "scale": lambda dev, g, x, y, a, b: dev.scale(g, a),
-    "add_scalar": lambda dev, g, x, y, a, b: g,
-    "clamp": lambda dev, g, x, y, a, b: dev.mul(g, dev.unary("inside", x, a, b)),
-    "gelu_tanh": lambda dev, g, x, y, a, b: dev.binary("gelu_tanh_backward", g, x),
-    "sin": lambda dev, g, x, y, a, b: dev.mul(g, dev.unary("cos", x)),
-    "cos": lambda dev, g, x, y, a, b: dev.scale(dev.mul(g, dev.unary("sin", x)), -1.0),
-    "reciprocal": lambda dev, g, x, y, a, b: dev.scale(dev.mul(g, dev.mul(y, y)), -1.0),
-    "leaky_relu": lambda dev, g, x, y, a, b: dev.binary("leaky_relu_backward", g, x, a),
-    "elu": lambda dev, g, x, y, a, b: dev.binary("elu_backward", g, x, a),
-    "softplus": lambda dev, g, x, y, a, b: dev.mul(g, dev.unary("softplus_grad", x, a, b)),
-}
 
 
 def _unary(name: str, x: Tensor, alpha: float = 0.0, beta: float = 0.0) -> Tensor:
     dev = gpu()
     xb = _float_operand(x)
     out = Tensor(dev.unary(name, xb, alpha, beta), x.shape)
-    grad_rule = _UNARY_GRAD[name]
-    return _record(name, out, (x,), lambda g: (grad_rule(dev, g, xb, out._buf, alpha, beta),))
+    return _record(name, out, (x,), rule(name, dev, xb, out._buf, alpha, beta))
 
 
 def unary_op(name: str, x: Tensor, alpha: float = 0.0, beta: float = 0.0) -> Tensor:
@@ -909,11 +814,7 @@ def _reduce_sum(x: Tensor, dim, keepdim: bool) -> Tensor:
         out_shape = ()
     out = Tensor(buf if buf is not x._buf else dev.copy(buf), out_shape)
 
-    def backward(g):
-        expanded, _ = dev.broadcast_binary("add", dev.alloc(x.numel()), x.shape, g, kept)
-        return (expanded,)
-
-    return _record("sum", out, (x,), backward)
+    return _record("sum", out, (x,), rule("sum", dev, x.shape, kept))
 
 
 def _reduce_extreme(op: str, x: Tensor, dim, keepdim: bool):
@@ -925,12 +826,7 @@ def _reduce_extreme(op: str, x: Tensor, dim, keepdim: bool):
         xb = _float_operand(x)
         value = Tensor(dev.reduce_axis(xb, 1, x.numel(), 1, op), ())
 
-        def backward_all(g):
-            hits, _ = dev.broadcast_binary("eq", xb, x.shape, value._buf, ())
-            share = dev.binary("div", g, dev.reduce_axis(hits, 1, x.numel(), 1, "sum"))
-            return (dev.broadcast_binary("mul", hits, x.shape, share, ())[0],)
-
-        return _record(op, value, (x,), backward_all)
+        return _record(op, value, (x,), rule(op + "_all", dev, xb, value._buf, x.shape))
     d = _dim(op, dim, x.ndim)
     outer, mid, inner = numel(x.shape[:d]), x.shape[d], numel(x.shape[d + 1:])
     if mid == 0:
@@ -943,15 +839,7 @@ def _reduce_extreme(op: str, x: Tensor, dim, keepdim: bool):
     values = Tensor(vals, out_shape)
     indices = Tensor(idx, out_shape, int32)
 
-    def backward(g):
-        # Route the gradient to the arg position: one-hot(index) * g, built on the GPU.
-        positions = arange(mid, dtype=float32)._buf
-        fidx = dev.cast(idx, "f32")
-        onehot, _ = dev.broadcast_binary("eq", positions, (1, mid, 1), fidx, (outer, 1, inner))
-        grad, _ = dev.broadcast_binary("mul", onehot, (outer, mid, inner), g, (outer, 1, inner))
-        return (grad,)
-
-    _record(op, values, (x,), backward)
+    _record(op, values, (x,), rule(op + "_dim", dev, idx, outer, mid, inner))
     return MaxResult(values, indices)
 
 
@@ -980,7 +868,7 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
     cols = x.shape[-1]
     rows = x.numel() // cols
     out = Tensor(dev.softmax(_float_operand(x), rows, cols), x.shape)
-    return _record("softmax", out, (x,), lambda g: (dev.softmax_backward(g, out._buf, rows, cols),))
+    return _record("softmax", out, (x,), rule("softmax", dev, out._buf, rows, cols))
 
 
 def _max_detached(x: Tensor, d: int) -> Tensor:
@@ -1023,7 +911,7 @@ def reshape(x: Tensor, shape) -> Tensor:
         raise ValueError(f"reshape: shape {shape} is invalid for input of size {x.numel()} (shape {x.shape})")
     out = Tensor(x._buf, shape, x.dtype)
     out._host = _view_host(x, None if x._host is None else x._host.reshape(shape))
-    return _record("reshape", out, (x,), lambda g: (g,))
+    return _record("reshape", out, (x,), rule("reshape", None))
 
 
 def permute(x: Tensor, dims) -> Tensor:
@@ -1038,13 +926,7 @@ def permute(x: Tensor, dims) -> Tensor:
     strides = contiguous_strides(x.shape)
     shape = tuple(x.shape[d] for d in dims)
     out = Tensor(dev.strided_gather(x._buf, shape, tuple(strides[d] for d in dims)), shape, x.dtype)
-    inverse = tuple(dims.index(i) for i in range(x.ndim))
-    out_strides = contiguous_strides(shape)
-
-    def backward(g):
-        return (dev.strided_gather(g, x.shape, tuple(out_strides[d] for d in inverse)),)
-
-    return _record("permute", out, (x,), backward)
+    return _record("permute", out, (x,), rule("permute", dev, x.shape, dims))
 
 
 def expand(x: Tensor, shape) -> Tensor:
@@ -1058,7 +940,7 @@ def expand(x: Tensor, shape) -> Tensor:
     dev = gpu()
     strides = [0] * pad + [0 if s == 1 else st for s, st in zip(x.shape, contiguous_strides(x.shape))]
     out = Tensor(dev.strided_gather(x._buf, shape, strides), shape, x.dtype)
-    return _record("expand", out, (x,), lambda g: (sum_to_shape(g, shape, x.shape),))
+    return _record("expand", out, (x,), rule("expand", dev, x.shape, shape))
 
 
 def getitem(x: Tensor, index) -> Tensor:
@@ -1105,12 +987,7 @@ def getitem(x: Tensor, index) -> Tensor:
     dev = gpu()
     out = Tensor(dev.strided_gather(x._buf, shape, strides, offset), shape, x.dtype)
 
-    def backward(g):
-        full_grad = dev.alloc(x.numel())
-        dev.strided_scatter(g, full_grad, shape, strides, offset)
-        return (full_grad,)
-
-    return _record("getitem", out, (x,), backward)
+    return _record("getitem", out, (x,), rule("getitem", dev, x.numel(), shape, strides, offset))
 
 
 def _index_tensor(op: str, index) -> Tensor:
@@ -1156,10 +1033,8 @@ def gather(x: Tensor, dim: int, index) -> Tensor:
     out = Tensor(dev.gather_axis(x._buf, index._buf, outer, size, n_index, inner, per_element=True),
                  index.shape, x.dtype)
 
-    def backward(g):
-        return (dev.scatter_add_axis(g, index._buf, outer, size, n_index, inner, per_element=True),)
-
-    return _record("gather", out, (x,), backward)
+    return _record("gather", out, (x,),
+                   rule("gather", dev, index._buf, outer, size, n_index, inner, per_element=True))
 
 
 def index_select(x: Tensor, dim: int, index) -> Tensor:
@@ -1176,10 +1051,7 @@ def index_select(x: Tensor, dim: int, index) -> Tensor:
     shape = x.shape[:d] + (n_index,) + x.shape[d + 1:] if x.ndim else (n_index,)
     out = Tensor(dev.gather_axis(x._buf, index._buf, outer, size, n_index, inner), shape, x.dtype)
 
-    def backward(g):
-        return (dev.scatter_add_axis(g, index._buf, outer, size, n_index, inner),)
-
-    return _record("index_select", out, (x,), backward)
+    return _record("index_select", out, (x,), rule("index_select", dev, index._buf, outer, size, n_index, inner))
 
 
 def _triangle(x: Tensor, diagonal: int, lower: bool) -> Tensor:
@@ -1215,10 +1087,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         start += t.shape[d]
     out = Tensor(out_buf, shape, first.dtype)
 
-    def backward(g):
-        return tuple(dev.strided_gather(g, t.shape, out_strides, off) for t, off in zip(tensors, offsets))
-
-    return _record("cat", out, tuple(tensors), backward)
+    return _record("cat", out, tuple(tensors), rule("cat", dev, [t.shape for t in tensors], out_strides, offsets))
 
 
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
@@ -1242,13 +1111,8 @@ def where(condition, a, b) -> Tensor:
     b_full = expand(b.detach(), shape)._buf if b.shape != shape else _float_operand(b)
     out = Tensor(dev.where(cond_full, a_full, b_full), shape)
 
-    def backward(g):
-        zero = dev.alloc(g.len)
-        ga = sum_to_shape(dev.where(cond_full, g, zero), shape, a.shape) if a.requires_grad else None
-        gb = sum_to_shape(dev.where(cond_full, zero, g), shape, b.shape) if b.requires_grad else None
-        return ga, gb
-
-    return _record("where", out, (a, b), backward)
+    return _record("where", out, (a, b),
+                   rule("where", dev, cond_full, a.shape, b.shape, shape, needs=(a.requires_grad, b.requires_grad)))
 
 
 def _as_float(t: Tensor) -> Tensor:
@@ -1281,21 +1145,13 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         rows = numel(batch_shape) * m
         out = Tensor(dev.matmul_strided(a._buf, b._buf, 1, rows, n, k), batch_shape + (m, n))
 
-        def backward(g):
-            ga = dev.matmul_strided(g, b._buf, 1, rows, k, n, trans_b=True) if a.requires_grad else None
-            gb = dev.matmul_strided(a._buf, g, 1, k, n, rows, trans_a=True) if b.requires_grad else None
-            return ga, gb
-
-        return _record("matmul", out, (a, b), backward)
+        return _record("matmul", out, (a, b),
+                       rule("matmul", dev, a._buf, b._buf, rows, n, k, (a.requires_grad, b.requires_grad)))
     batch_shape = broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2])
     a_full = a if a.shape[:-2] == batch_shape else expand(a, batch_shape + (m, k))
     b_full = b if b.shape[:-2] == batch_shape else expand(b, batch_shape + (k, n))
     batch = numel(batch_shape)
     out = Tensor(dev.matmul_strided(a_full._buf, b_full._buf, batch, m, n, k), batch_shape + (m, n))
 
-    def backward(g):
-        ga = dev.matmul_strided(g, b_full._buf, batch, m, k, n, trans_b=True) if a_full.requires_grad else None
-        gb = dev.matmul_strided(a_full._buf, g, batch, k, n, m, trans_a=True) if b_full.requires_grad else None
-        return ga, gb
-
-    return _record("bmm", out, (a_full, b_full), backward)
+    return _record("bmm", out, (a_full, b_full), rule("bmm", dev, a_full._buf, b_full._buf, batch, m, n, k,
+                                                       (a_full.requires_grad, b_full.requires_grad)))

@@ -287,14 +287,15 @@ def test_rules_skip_gradients_nobody_needs(dev, rng):
     a = dev.upload(randn(rng, 4, 3))
     b = dev.upload(randn(rng, 3, 2))
     grad_out = dev.upload(randn(rng, 4, 2))
-    grad_a, grad_b = rules.matmul_backward(dev, grad_out, a, b, 4, 2, 3, needs=(False, True))
+    grad_a, grad_b = rules.RULES["matmul"](dev, grad_out, a, b, 4, 2, 3, needs=(False, True))
     assert grad_a is None
     np.testing.assert_allclose(dev.read(grad_b).reshape(3, 2),
                                dev.read(a).reshape(4, 3).T @ dev.read(grad_out).reshape(4, 2), rtol=1e-5)
     x = dev.upload(randn(rng, 1 * 2 * 5 * 5))
     w = dev.upload(randn(rng, 3 * 2 * 3 * 3))
     g = dev.upload(randn(rng, 1 * 3 * 3 * 3))
-    grads = rules.conv2d_backward(dev, g, x, w, 1, 2, 5, 5, 3, 3, 3, 2, 1, 1, 1, needs=(True, False, False))
+    grads = rules.RULES["conv2d"](dev, g, x, w, 1, 2, 5, 5, 3, 3, 3, (2, 2), (1, 1), (1, 1), 1,
+                                  needs=(True, False, False))
     assert grads[0].len == 50 and grads[1] is None and grads[2] is None
 
 

@@ -3,7 +3,7 @@
 The tape owns every value it records: a leaf's uploaded data and each op's output
 Buffer, addressed by `TensorId`. Each recorded method checks its ids, launches the
 Layer-0 forward op and, right beside it, records the `Entry` whose backward closure
-routes the output's gradient to the inputs (multi-kernel rules live in `rules.py`).
+routes the output's gradient to the inputs through the op's rule in `rules.RULES`.
 `backward(loss)` seeds d loss / d loss = 1 and runs the engine's one `reverse_walk`;
 gradients of a value used by several ops are summed there.
 
@@ -22,8 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ops import gpu
+from ..ops._common import pair
 from ..runtime import Buffer
-from . import rules
+from .rules import RULES
 from .engine import Entry, reverse_walk
 
 __all__ = ["Tape", "TensorId"]
@@ -155,14 +156,14 @@ class Tape:
         a_buf, b_buf = self._buffers("add", a=a, b=b)
         dev = self.dev
         out = dev.add(a_buf, b_buf)
-        return self._record("add", (a, b), out, lambda g, needs: rules.add_backward(dev, g, needs))
+        return self._record("add", (a, b), out, lambda g, needs: RULES["add"](dev, g, needs=needs))
 
     def sub(self, a: TensorId, b: TensorId) -> TensorId:
         """a - b elementwise."""
         a_buf, b_buf = self._buffers("sub", a=a, b=b)
         dev = self.dev
         out = dev.sub(a_buf, b_buf)
-        return self._record("sub", (a, b), out, lambda g, needs: rules.sub_backward(dev, g, needs))
+        return self._record("sub", (a, b), out, lambda g, needs: RULES["sub"](dev, g, needs=needs))
 
     def mul(self, a: TensorId, b: TensorId) -> TensorId:
         """a * b elementwise."""
@@ -170,7 +171,7 @@ class Tape:
         dev = self.dev
         out = dev.mul(a_buf, b_buf)
         return self._record("mul", (a, b), out,
-                            lambda g, needs: rules.mul_backward(dev, g, a_buf, b_buf, needs))
+                            lambda g, needs: RULES["mul"](dev, g, a_buf, b_buf, needs=needs))
 
     def scale(self, a: TensorId, s: float) -> TensorId:
         """a * s for a number s."""
@@ -178,35 +179,35 @@ class Tape:
         dev = self.dev
         s = float(s)
         out = dev.scale(a_buf, s)
-        return self._record("scale", (a,), out, lambda g, needs: rules.scale_backward(dev, g, s))
+        return self._record("scale", (a,), out, lambda g, needs: RULES["scale"](dev, g, a_buf, out, s))
 
     def relu(self, a: TensorId) -> TensorId:
         """max(a, 0); gradient grad * (a > 0)."""
         (x,) = self._buffers("relu", a=a)
         dev = self.dev
         out = dev.relu(x)
-        return self._record("relu", (a,), out, lambda g, needs: (dev.relu_backward(g, x),))
+        return self._record("relu", (a,), out, lambda g, needs: RULES["relu"](dev, g, x, out))
 
     def sigmoid(self, a: TensorId) -> TensorId:
         """1 / (1 + exp(-a)); gradient from the output y: grad * y (1 - y)."""
         (x,) = self._buffers("sigmoid", a=a)
         dev = self.dev
         y = dev.sigmoid(x)
-        return self._record("sigmoid", (a,), y, lambda g, needs: (dev.sigmoid_backward(g, y),))
+        return self._record("sigmoid", (a,), y, lambda g, needs: RULES["sigmoid"](dev, g, x, y))
 
     def swish(self, a: TensorId) -> TensorId:
         """a * sigmoid(a) (SiLU); gradient from the input."""
         (x,) = self._buffers("swish", a=a)
         dev = self.dev
         out = dev.swish(x)
-        return self._record("swish", (a,), out, lambda g, needs: (dev.swish_backward(g, x),))
+        return self._record("swish", (a,), out, lambda g, needs: RULES["swish"](dev, g, x, out))
 
     def tanh_act(self, a: TensorId) -> TensorId:
         """tanh(a); gradient from the output y: grad * (1 - y^2)."""
         (x,) = self._buffers("tanh_act", a=a)
         dev = self.dev
         y = dev.tanh_act(x)
-        return self._record("tanh_act", (a,), y, lambda g, needs: (dev.tanh_backward(g, y),))
+        return self._record("tanh_act", (a,), y, lambda g, needs: RULES["tanh_act"](dev, g, x, y))
 
     # ------------------------------------------------------------ products and shapes
 
@@ -216,7 +217,7 @@ class Tape:
         dev = self.dev
         out = dev.matmul(a_buf, b_buf, m, n, k)
         return self._record("matmul", (a, b), out,
-                            lambda g, needs: rules.matmul_backward(dev, g, a_buf, b_buf, m, n, k, needs))
+                            lambda g, needs: RULES["matmul"](dev, g, a_buf, b_buf, m, n, k, needs))
 
     def batch_matmul(self, a: TensorId, b: TensorId, batch: int, m: int, n: int, k: int) -> TensorId:
         """A [batch, m, k] @ B [batch, k, n] -> [batch, m, n]."""
@@ -224,7 +225,7 @@ class Tape:
         dev = self.dev
         out = dev.batch_matmul(a_buf, b_buf, batch, m, n, k)
         return self._record("batch_matmul", (a, b), out,
-                            lambda g, needs: rules.batch_matmul_backward(dev, g, a_buf, b_buf,
+                            lambda g, needs: RULES["batch_matmul"](dev, g, a_buf, b_buf,
                                                                          batch, m, n, k, needs))
 
     def transpose(self, a: TensorId, outer: int, d0: int, d1: int, inner: int) -> TensorId:
@@ -233,7 +234,7 @@ class Tape:
         dev = self.dev
         out = dev.transpose(a_buf, outer, d0, d1, inner)
         return self._record("transpose", (a,), out,
-                            lambda g, needs: rules.transpose_backward(dev, g, outer, d0, d1, inner))
+                            lambda g, needs: RULES["transpose"](dev, g, outer, d0, d1, inner))
 
     def concat(self, a: TensorId, b: TensorId, outer: int, a_inner: int, b_inner: int) -> TensorId:
         """a [outer, a_inner], b [outer, b_inner] -> [outer, a_inner + b_inner]."""
@@ -241,7 +242,7 @@ class Tape:
         dev = self.dev
         out = dev.concat(a_buf, b_buf, outer, a_inner, b_inner)
         return self._record("concat", (a, b), out,
-                            lambda g, needs: rules.concat_backward(dev, g, outer, a_inner, b_inner, needs))
+                            lambda g, needs: RULES["concat"](dev, g, outer, a_inner, b_inner, needs))
 
     def add_broadcast(self, a: TensorId, b: TensorId, outer: int, inner: int) -> TensorId:
         """a [outer, inner] + b [outer] along inner (a per-channel bias)."""
@@ -249,7 +250,7 @@ class Tape:
         dev = self.dev
         out = dev.add_broadcast(a_buf, b_buf, outer, inner)
         return self._record("add_broadcast", (a, b), out,
-                            lambda g, needs: rules.add_broadcast_backward(dev, g, outer, inner, needs))
+                            lambda g, needs: RULES["add_broadcast"](dev, g, outer, inner, needs))
 
     def add_per_col(self, a: TensorId, b: TensorId, rows: int, cols: int) -> TensorId:
         """a [rows, cols] + b [cols] on every row (a linear layer's bias)."""
@@ -257,7 +258,7 @@ class Tape:
         dev = self.dev
         out = dev.add_per_col(a_buf, b_buf, rows, cols)
         return self._record("add_per_col", (a, b), out,
-                            lambda g, needs: rules.add_per_col_backward(dev, g, rows, cols, needs))
+                            lambda g, needs: RULES["add_per_col"](dev, g, rows, cols, needs))
 
     # ------------------------------------------------------------ losses, softmax, attention
 
@@ -267,7 +268,7 @@ class Tape:
         dev = self.dev
         out = dev.mse_loss(pred_buf, target_buf)
         return self._record("mse_loss", (pred, target), out,
-                            lambda g, needs: rules.mse_loss_backward(dev, g, pred_buf, target_buf, needs))
+                            lambda g, needs: RULES["mse_loss"](dev, g, pred_buf, target_buf, needs))
 
     def softmax(self, x: TensorId, rows: int, cols: int) -> TensorId:
         """Row-wise softmax of x [rows, cols]; gradient from the output."""
@@ -275,7 +276,7 @@ class Tape:
         dev = self.dev
         y = dev.softmax(x_buf, rows, cols)
         return self._record("softmax", (x,), y,
-                            lambda g, needs: (dev.softmax_backward(g, y, rows, cols),))
+                            lambda g, needs: RULES["softmax"](dev, g, y, rows, cols))
 
     def scaled_dot_product_attention(self, q: TensorId, k: TensorId, v: TensorId,
                                      batch_heads: int, seq_len: int, d_k: int) -> TensorId:
@@ -285,8 +286,8 @@ class Tape:
         dev = self.dev
         out = dev.scaled_dot_product_attention(q_buf, k_buf, v_buf, batch_heads, seq_len, d_k)
         return self._record("scaled_dot_product_attention", (q, k, v), out,
-                            lambda g, needs: dev.attention_backward(g, q_buf, k_buf, v_buf,
-                                                                    batch_heads, seq_len, d_k))
+                            lambda g, needs: RULES["scaled_dot_product_attention"](
+                                dev, g, q_buf, k_buf, v_buf, batch_heads, seq_len, d_k))
 
     # ------------------------------------------------------------ images
 
@@ -302,10 +303,11 @@ class Tape:
         bias_buf = bufs[2] if bias is not None else None
         out = dev.conv2d(input_buf, weight_buf, bias_buf, batch, in_c, in_h, in_w, out_c, kh, kw,
                          stride, padding, dilation, groups)
+        pairs = [pair(v) for v in (stride, padding, dilation)]  # conv2d checked them
 
         def backward(g, needs):
-            return rules.conv2d_backward(dev, g, input_buf, weight_buf, batch, in_c, in_h, in_w, out_c,
-                                         kh, kw, stride, padding, dilation, groups, needs)[:len(needs)]
+            return RULES["conv2d"](dev, g, input_buf, weight_buf, batch, in_c, in_h, in_w, out_c, kh, kw,
+                                   pairs[0], pairs[1], pairs[2], groups, needs)[:len(needs)]
         return self._record("conv2d", tuple(named.values()), out, backward)
 
     def conv_transpose2d(self, input: TensorId, weight: TensorId, bias: TensorId | None, batch: int,
@@ -320,11 +322,11 @@ class Tape:
         bias_buf = bufs[2] if bias is not None else None
         out = dev.conv_transpose2d(input_buf, weight_buf, bias_buf, batch, in_c, in_h, in_w, out_c,
                                    kh, kw, stride, padding, output_padding, dilation, groups)
+        pairs = [pair(v) for v in (stride, padding, output_padding, dilation)]
 
         def backward(g, needs):
-            return rules.conv_transpose2d_backward(dev, g, input_buf, weight_buf, batch, in_c, in_h, in_w,
-                                                   out_c, kh, kw, stride, padding, output_padding, dilation,
-                                                   groups, needs)[:len(needs)]
+            return RULES["conv_transpose2d"](dev, g, input_buf, weight_buf, batch, in_c, in_h, in_w, out_c,
+                                             kh, kw, *pairs, groups, needs)[:len(needs)]
         return self._record("conv_transpose2d", tuple(named.values()), out, backward)
 
     def group_norm(self, x: TensorId, gamma: TensorId, beta: TensorId, batch: int, channels: int,
@@ -335,8 +337,8 @@ class Tape:
         dev = self.dev
         out = dev.group_norm(x_buf, gamma_buf, beta_buf, batch, channels, spatial, groups, eps)
         return self._record("group_norm", (x, gamma, beta), out,
-                            lambda g, needs: rules.group_norm_backward(dev, g, x_buf, gamma_buf, batch,
-                                                                       channels, spatial, groups, eps, needs))
+                            lambda g, needs: RULES["group_norm"](dev, g, x_buf, gamma_buf, batch,
+                                                                 channels, spatial, groups, eps, needs))
 
     def upsample_nearest2d(self, x: TensorId, batch: int, channels: int, in_h: int, in_w: int,
                            scale_h: int, scale_w: int) -> TensorId:
@@ -345,5 +347,5 @@ class Tape:
         dev = self.dev
         out = dev.upsample_nearest2d(x_buf, batch, channels, in_h, in_w, scale_h, scale_w)
         return self._record("upsample_nearest2d", (x,), out,
-                            lambda g, needs: (dev.upsample_nearest2d_backward(g, batch, channels, in_h, in_w,
-                                                                              scale_h, scale_w),))
+                            lambda g, needs: RULES["upsample_nearest2d"](dev, g, batch, channels, in_h, in_w,
+                                                                         scale_h, scale_w))

@@ -1,21 +1,24 @@
 """Checkpoints: safetensors files signed with NanoSign, written atomically. Never pickle.
 
-``save`` serializes a state dict with safetensors, appends a NanoSign trailer and writes
-the file atomically. ``load`` reads the file, verifies the trailer, strips it (safetensors
-parsers reject trailing bytes) and parses the rest into NumPy arrays.
+``save`` serializes a state dict in the safetensors format (byte-deterministic: sorted
+header keys, fixed tensor order), appends a NanoSign trailer and writes the file
+atomically. ``load`` opens regular files only, checks that the header's declared sizes add
+up to the file's size, reads exactly that many bytes, verifies the trailer over them and
+returns NumPy arrays. Files are written and read by this module; ``safetensors`` (the
+package) only checks them in the tests.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 from collections.abc import Mapping
 from typing import Any, Union
 
 import numpy as np
-import safetensors
-import safetensors.numpy
+from blake3 import blake3
 
 from anygpu.io import nanosign
 
@@ -87,16 +90,112 @@ def save(state_dict: Mapping[str, Any], path: PathLike, metadata: Mapping[str, s
             raise ValueError(f"save: state_dict key {key!r} is reserved by safetensors")
         arrays[key] = _to_array(key, value)
 
-    payload = safetensors.numpy.save(arrays, metadata=_check_metadata(metadata))
+    payload = _serialize(arrays, _check_metadata(metadata))
     nanosign.atomic_write_bytes(path, nanosign.sign_bytes(payload))
     return nanosign.hash_bytes(payload)
 
 
-def _read_header_metadata(payload: bytes) -> dict[str, str]:
-    """The ``__metadata__`` entry of a safetensors header that has already parsed."""
-    (header_len,) = struct.unpack("<Q", payload[:8])
-    header = json.loads(payload[8 : 8 + header_len])
-    return dict(header.get(_METADATA_KEY) or {})
+# safetensors' names of the dtypes we write and read, and NumPy's.
+_DTYPE_NAMES = {
+    "bool": "BOOL", "uint8": "U8", "int8": "I8", "uint16": "U16", "int16": "I16", "uint32": "U32",
+    "int32": "I32", "uint64": "U64", "int64": "I64", "float16": "F16", "float32": "F32",
+    "float64": "F64", "complex64": "C64",
+}
+_NUMPY_DTYPES = {tag: np.dtype(name).newbyteorder("<") for name, tag in _DTYPE_NAMES.items()}
+# Tags safetensors defines that NumPy has no type for (loading them is a clear error).
+_FOREIGN_DTYPES = ("BF16", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "C128")
+# As safetensors itself: a header above 100 MB is refused before it is read.
+_MAX_HEADER_SIZE = 100_000_000
+
+
+def _serialize(arrays: Mapping[str, np.ndarray], metadata: Mapping[str, str] | None) -> bytes:
+    """The safetensors bytes of ``arrays``, the same bytes for the same input on every run.
+
+    safetensors' own writer emits the metadata keys in hash order, which changes between
+    processes; here the header is JSON with sorted keys and no spaces, and the tensors are
+    laid out by descending item size, then name (so every tensor stays aligned).
+    """
+    order = sorted(arrays, key=lambda name: (-arrays[name].dtype.itemsize, name))
+    header: dict[str, Any] = {}
+    if metadata:
+        header[_METADATA_KEY] = dict(sorted(metadata.items()))
+    offset = 0
+    for name in order:
+        array = arrays[name]
+        header[name] = {"dtype": _DTYPE_NAMES[array.dtype.name], "shape": list(array.shape),
+                        "data_offsets": [offset, offset + array.nbytes]}
+        offset += array.nbytes
+    text = json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    text += b" " * (-len(text) % 8)
+    parts = [struct.pack("<Q", len(text)), text]
+    parts.extend(arrays[name].tobytes(order="C") for name in order)
+    return b"".join(parts)
+
+
+class _Entry:
+    """One tensor as the header declares it: dtype, shape, byte range in the data section."""
+
+    __slots__ = ("name", "dtype", "shape", "begin", "end")
+
+    def __init__(self, name: str, dtype: np.dtype, shape: tuple[int, ...], begin: int, end: int):
+        self.name, self.dtype, self.shape, self.begin, self.end = name, dtype, shape, begin, end
+
+
+def _parse_header(text: bytes, where: str) -> tuple[dict[str, str], list[_Entry], int]:
+    """Check a safetensors header; return (metadata, tensors, data section length).
+
+    Every field is checked: a header that parses but lies (offsets that overlap, leave
+    gaps, or disagree with dtype x shape) is refused, never trusted to size a read.
+    """
+    def bad(reason: str) -> ValueError:
+        return ValueError(f"load: {where} is not a safetensors file ({reason})")
+
+    try:
+        header = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise bad(f"header is not JSON: {error}") from None
+    if not isinstance(header, dict):
+        raise bad(f"header is a JSON {type(header).__name__}, expected an object")
+    metadata = header.pop(_METADATA_KEY, None) or {}
+    if not isinstance(metadata, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+        raise bad("__metadata__ is not an object of strings")
+    entries = []
+    for name, info in header.items():
+        if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
+            raise bad(f"tensor {name!r} needs exactly dtype, shape and data_offsets")
+        tag, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+        if tag in _FOREIGN_DTYPES:
+            raise ValueError(f"load: {where} holds a tensor of dtype {tag}, which NumPy cannot represent")
+        if tag not in _NUMPY_DTYPES:
+            raise bad(f"tensor {name!r} has unknown dtype {tag!r}")
+        if not isinstance(shape, list) or not all(type(side) is int and side >= 0 for side in shape):
+            raise bad(f"tensor {name!r} has shape {shape!r}, expected a list of non-negative integers")
+        if (not isinstance(offsets, list) or len(offsets) != 2
+                or not all(type(at) is int and at >= 0 for at in offsets) or offsets[0] > offsets[1]):
+            raise bad(f"tensor {name!r} has data_offsets {offsets!r}, expected [begin, end] with 0 <= begin <= end")
+        dtype = _NUMPY_DTYPES[tag]
+        expected = math.prod(shape) * dtype.itemsize
+        if offsets[1] - offsets[0] != expected:
+            raise bad(f"tensor {name!r} of {tag} {shape} needs {expected} bytes, its offsets span {offsets[1] - offsets[0]}")
+        entries.append(_Entry(name, dtype, tuple(shape), offsets[0], offsets[1]))
+    position = 0
+    for entry in sorted(entries, key=lambda e: (e.begin, e.end)):
+        if entry.begin != position:
+            raise bad(f"tensor {entry.name!r} starts at byte {entry.begin}, expected {position} (gap or overlap)")
+        position = entry.end
+    return metadata, entries, position
+
+
+def _read_exactly(handle: Any, count: int, where: str) -> bytearray:
+    buffer = bytearray(count)
+    view = memoryview(buffer)
+    filled = 0
+    while filled < count:
+        got = handle.readinto(view[filled:])
+        if not got:
+            raise ValueError(f"load: {where} shrank while being read ({filled} of {count} bytes)")
+        filled += got
+    return buffer
 
 
 def load_with_metadata(
@@ -104,35 +203,59 @@ def load_with_metadata(
 ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Read a checkpoint written by ``save``; return (arrays by name, header metadata).
 
-    Raises ``nanosign.TamperedError`` when the signature does not match, ``ValueError``
-    when the file is unsigned (unless ``allow_unsigned=True``) or is not a safetensors
-    file, and ``FileNotFoundError`` when there is no file at ``path``.
+    Only a regular file is read (a FIFO or device is refused before any read), and only
+    as many bytes as its header declares, after checking that the header's sizes add up to
+    the file's size. Raises ``nanosign.TamperedError`` when the signature does not match,
+    ``ValueError`` when the file is unsigned (unless ``allow_unsigned=True``), is not a
+    safetensors file or not a regular file, and ``FileNotFoundError`` when there is no
+    file at ``path``.
     """
-    with open(path, "rb") as handle:
-        data = handle.read()
+    where = os.fspath(path)
+    with nanosign.open_regular(path, "load") as handle:
+        payload_len, stored = nanosign._locate_payload(handle)
+        if stored is None and not allow_unsigned:
+            raise ValueError(
+                f"load: {where} has no NanoSign signature; "
+                "pass allow_unsigned=True to load it without an integrity check"
+            )
+        try:
+            if payload_len < 8:
+                raise ValueError(f"load: {where} is not a safetensors file ({payload_len} bytes, too short)")
+            (header_len,) = struct.unpack("<Q", _read_exactly(handle, 8, where))
+            if header_len > min(payload_len - 8, _MAX_HEADER_SIZE):
+                raise ValueError(f"load: {where} is not a safetensors file (header declares {header_len} bytes, "
+                                 f"the file holds {payload_len - 8} after the length field)")
+            header_bytes = bytes(_read_exactly(handle, header_len, where))
+            metadata, entries, data_len = _parse_header(header_bytes, where)
+            if 8 + header_len + data_len != payload_len:
+                raise ValueError(f"load: {where} is not a safetensors file (header declares {data_len} bytes of "
+                                 f"tensor data, the file holds {payload_len - 8 - header_len})")
+        except ValueError:
+            if stored is not None:  # damage after signing is the likelier story: say so
+                handle.seek(0)
+                actual = nanosign._hash_stream(handle, payload_len)
+                if actual != stored:
+                    raise nanosign.TamperedError(stored.hex(), actual.hex(), path) from None
+            raise
+        data = _read_exactly(handle, data_len, where)
 
-    result = nanosign.verify_bytes(data)
-    if result.status == "failed":
-        raise nanosign.TamperedError(result.expected, result.actual, path)
-    if result.status == "unsigned" and not allow_unsigned:
-        raise ValueError(
-            f"load: {os.fspath(path)} has no NanoSign signature; "
-            "pass allow_unsigned=True to load it without an integrity check"
-        )
+    # The bytes parsed are the bytes hashed: no second read that a writer could race.
+    digest = blake3(struct.pack("<Q", header_len))
+    digest.update(header_bytes)
+    digest.update(data)
+    actual = digest.digest()
+    if stored is not None and actual != stored:
+        raise nanosign.TamperedError(stored.hex(), actual.hex(), path)
 
-    payload = nanosign.strip_bytes(data)
-    del data
-    try:
-        arrays = safetensors.numpy.load(payload)
-        metadata = _read_header_metadata(payload)
-    except safetensors.SafetensorError as error:
-        raise ValueError(f"load: {os.fspath(path)} is not a safetensors file ({error})") from None
-    except KeyError as error:
-        raise ValueError(
-            f"load: {os.fspath(path)} holds a tensor of dtype {error.args[0]}, which NumPy cannot represent"
-        ) from None
-    # Arrays may be views of an immutable buffer; callers expect to update weights in place.
-    arrays = {name: array if array.flags.writeable else array.copy() for name, array in arrays.items()}
+    # Arrays are writable views of one buffer (callers update weights in place); a tensor
+    # whose offset does not suit its item size is copied to aligned memory.
+    arrays: dict[str, np.ndarray] = {}
+    for entry in entries:
+        count = entry.end - entry.begin
+        array = np.frombuffer(data, dtype=entry.dtype, count=count // entry.dtype.itemsize, offset=entry.begin)
+        if entry.begin % entry.dtype.itemsize:
+            array = array.copy()
+        arrays[entry.name] = array.reshape(entry.shape)
     return arrays, metadata
 
 

@@ -21,8 +21,13 @@ error the temporary file is removed and the original is left untouched.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import re
 import secrets
+import socket
+import stat
+import time
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator, Literal, Union
 
@@ -33,9 +38,12 @@ __all__ = [
     "DIGEST_SIZE",
     "TRAILER_SIZE",
     "TamperedError",
+    "NotRegularFileError",
     "VerifyResult",
     "atomic_write_bytes",
     "atomic_writer",
+    "open_regular",
+    "remove_stale_temporaries",
     "hash",
     "hash_bytes",
     "sign",
@@ -58,6 +66,10 @@ PathLike = Union[str, "os.PathLike[str]"]
 BytesLike = Union[bytes, bytearray, memoryview]
 Status = Literal["verified", "failed", "unsigned"]
 _STATUSES = ("verified", "failed", "unsigned")
+
+
+class NotRegularFileError(OSError, ValueError):
+    """A path that must name a regular file names a FIFO, device or socket (see ``open_regular``)."""
 
 
 class TamperedError(ValueError):
@@ -176,9 +188,10 @@ def atomic_writer(path: PathLike) -> Iterator[BinaryIO]:
         mode: int | None = os.stat(target).st_mode & 0o7777
     except FileNotFoundError:
         mode = None
+    remove_stale_temporaries(folder, name)
 
     while True:
-        temp = os.path.join(folder, f".{name}.{secrets.token_hex(6)}.tmp")
+        temp = os.path.join(folder, f".{name}.{_TEMP_TAG}-{_host_tag()}-{os.getpid()}-{secrets.token_hex(6)}.tmp")
         try:
             # 0o666 lets the process umask decide a new file's permissions, as open() does.
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
@@ -199,6 +212,109 @@ def atomic_writer(path: PathLike) -> Iterator[BinaryIO]:
             os.unlink(temp)
         raise
     _fsync_folder(folder)
+
+
+# Temporary files are named ".<target>.anygpu-<host>-<pid>-<12 hex>.tmp", so a later write
+# can tell its own stale leftovers (a crash between open and rename) from anything else:
+# same host, and the process that made it is gone. Files of the older pattern
+# ".<target>.<12 hex>.tmp" carry no owner; they are removed once an hour old.
+_TEMP_TAG = "anygpu"
+_TEMP_PATTERN = re.compile(r"^\.(?P<name>.+)\.anygpu-(?P<host>[A-Za-z0-9-]{1,16})-(?P<pid>\d+)-[0-9a-f]{12}\.tmp$")
+_LEGACY_TEMP_PATTERN = re.compile(r"^\.(?P<name>.+)\.[0-9a-f]{12}\.tmp$")
+_LEGACY_TEMP_AGE = 3600.0
+
+
+def _host_tag() -> str:
+    tag = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:16]
+    return tag or "host"
+
+
+def _process_is_gone(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # another thread of this process may be writing right now
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError, OSError):
+        return False  # exists under another user, or cannot tell: keep the file
+    return False
+
+
+def remove_stale_temporaries(folder: PathLike, name: str | None = None) -> list[str]:
+    """Delete the temporary files ``atomic_writer`` left in ``folder`` when a process died.
+
+    Only files of this module's naming pattern are touched (for target ``name`` only, when
+    given): those of a process on this host that no longer runs, and those of the older
+    owner-less pattern once an hour old. Symlinks and anything not a regular file are left
+    alone. Returns the paths removed. Best effort: a folder that cannot be listed is skipped.
+    """
+    removed: list[str] = []
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return removed
+    host = _host_tag()
+    for entry in entries:
+        match = _TEMP_PATTERN.match(entry)
+        legacy = None if match else _LEGACY_TEMP_PATTERN.match(entry)
+        found = match or legacy
+        if found is None or (name is not None and found.group("name") != name):
+            continue
+        candidate = os.path.join(folder, entry)
+        try:
+            info = os.lstat(candidate)
+        except OSError:
+            continue
+        if not stat.S_ISREG(info.st_mode):
+            continue
+        if match is not None:
+            stale = match.group("host") == host and _process_is_gone(int(match.group("pid")))
+        else:
+            stale = time.time() - info.st_mtime > _LEGACY_TEMP_AGE
+        if stale:
+            with contextlib.suppress(OSError):
+                os.unlink(candidate)
+                removed.append(candidate)
+    return removed
+
+
+@contextlib.contextmanager
+def open_regular(path: PathLike, what: str) -> Iterator[BinaryIO]:
+    """Open ``path`` for binary reading only if it is a regular file (a symlink to one is fine).
+
+    A FIFO, socket, character or block device (``/dev/zero``) is refused with
+    ``NotRegularFileError`` (an OSError and a ValueError whose message names ``what``, the
+    operation), a folder with IsADirectoryError, before anything is read;
+    the open itself cannot block, since it is non-blocking and checked again with fstat.
+    """
+    shown = os.fspath(path)
+    kind = _file_kind(os.stat(path).st_mode)
+    if kind is None:
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path, flags)
+        kind = _file_kind(os.fstat(fd).st_mode)
+        if kind is None:
+            if hasattr(os, "set_blocking"):
+                os.set_blocking(fd, True)
+            with os.fdopen(fd, "rb") as handle:
+                yield handle
+            return
+        os.close(fd)
+    if kind == "a directory":
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), shown)
+    raise NotRegularFileError(errno.EINVAL, f"{what}: is {kind}; expected a regular file", shown)
+
+
+def _file_kind(mode: int) -> str | None:
+    """None for a regular file, else a phrase naming what it is."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, phrase in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                         (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return phrase
+    return "not a regular file"
 
 
 def _fsync_folder(folder: str) -> None:
@@ -251,14 +367,14 @@ def _hash_stream(handle: BinaryIO, length: int, copy_to: BinaryIO | None = None)
 
 def hash(path: PathLike) -> str:  # noqa: A001 - the SPEC names it nanosign.hash
     """Hex BLAKE3 hash of the payload of the file at ``path`` (trailer excluded if signed)."""
-    with open(path, "rb") as handle:
+    with open_regular(path, "hash") as handle:
         length, _ = _locate_payload(handle)
         return _hash_stream(handle, length).hex()
 
 
 def verify(path: PathLike) -> VerifyResult:
     """Check the NanoSign trailer of the file at ``path``."""
-    with open(path, "rb") as handle:
+    with open_regular(path, "verify") as handle:
         length, stored = _locate_payload(handle)
         return _result(stored, _hash_stream(handle, length))
 
@@ -267,7 +383,9 @@ def sign(path: PathLike) -> str:
     """Sign the file at ``path`` in place (replacing any trailer); return the hex hash."""
     # The source is closed before atomic_writer renames over it (Windows forbids
     # replacing a file that is still open).
-    with atomic_writer(path) as destination, open(path, "rb") as source:
+    with open_regular(path, "sign"):
+        pass  # refuse a FIFO or device before atomic_writer creates anything
+    with atomic_writer(path) as destination, open_regular(path, "sign") as source:
         length, _ = _locate_payload(source)
         digest = _hash_stream(source, length, copy_to=destination)
         destination.write(MAGIC + digest)
@@ -280,11 +398,11 @@ def strip(path: PathLike) -> VerifyResult:
     Returns the verification result of the file as it was before stripping: an unsigned
     file is left untouched; a trailer that fails to match is removed all the same.
     """
-    with open(path, "rb") as source:
+    with open_regular(path, "strip") as source:
         length, stored = _locate_payload(source)
         if stored is None:
             return _result(None, _hash_stream(source, length))
-    with atomic_writer(path) as destination, open(path, "rb") as source:
+    with atomic_writer(path) as destination, open_regular(path, "strip") as source:
         length, stored = _locate_payload(source)
         digest = _hash_stream(source, length, copy_to=destination)
     return _result(stored, digest)

@@ -15,12 +15,13 @@ from typing import Sequence
 
 import numpy as np
 
-from ..autograd import rules
+from ..autograd.rules import backward as rule
 from ..ops import gpu
+from ..ops._common import check_pair
 from ..ops.conv import conv_output_size, conv_transpose_output_size
 from ..ops.nd import broadcast_shapes, contiguous_strides, numel
 from ..tensor import (
-    Tensor, _record, default_generator, float32, full, int32, no_grad, ones, sum_to_shape, tensor, unary_op,
+    Tensor, _record, default_generator, float32, full, int32, no_grad, ones, tensor, unary_op,
     where,
 )
 from ..tensor import log_softmax as _log_softmax
@@ -67,16 +68,7 @@ def _optional(op: str, name: str, value, shape) -> Tensor | None:
     return value
 
 
-def _pair(op: str, name: str, value, minimum: int) -> tuple[int, int]:
-    if isinstance(value, (int, np.integer)):
-        value = (int(value), int(value))
-    try:
-        h, w = (int(v) for v in value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{op}: {name} must be an int or a pair of ints, got {value!r}") from None
-    if h < minimum or w < minimum:
-        raise ValueError(f"{op}: {name} must be >= {minimum}, got {(h, w)}")
-    return h, w
+_pair = check_pair  # the one pair helper (ops/_common.py)
 
 
 def _reduction(op: str, reduction: str, size_average=None, reduce=None) -> str:
@@ -143,14 +135,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if bias is not None:
         buf = dev.add_per_col(buf, bias._buf, rows, out_f)
     out = Tensor(buf, out_shape)
-    need_x, need_w, need_b = _needs(input, weight, bias)
-
-    def backward(g):
-        grad_x = dev.matmul_strided(g, weight._buf, 1, rows, in_f, out_f, op=op) if need_x else None
-        grad_w = dev.matmul_strided(g, input._buf, 1, out_f, in_f, rows, trans_a=True, op=op) if need_w else None
-        grad_b = dev.sum_rows(g, rows, out_f) if need_b else None
-        return grad_x, grad_w, grad_b
-
+    backward = rule("linear", dev, input._buf, weight._buf, rows, in_f, out_f, needs=_needs(input, weight, bias))
     return _record_with(op, out, (input, weight, bias), backward)
 
 
@@ -207,9 +192,8 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
     out = Tensor(buf, (batch, out_c, out_h, out_w))
     needs = _needs(x, weight, bias)
 
-    def backward(g):
-        return rules.conv2d_backward(dev, g, x._buf, weight._buf, batch, in_c, in_h, in_w, out_c, kh, kw,
-                                     stride, padding, dilation, groups, needs=needs)
+    backward = rule("conv2d", dev, x._buf, weight._buf, batch, in_c, in_h, in_w, out_c, kh, kw,
+                    stride, padding, dilation, groups, needs=needs)
 
     out = _record_with(op, out, (x, weight, bias), backward)
     return out.squeeze(0) if unbatched else out
@@ -247,9 +231,8 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
     out = Tensor(buf, (batch, out_c, out_h, out_w))
     needs = _needs(x, weight, bias)
 
-    def backward(g):
-        return rules.conv_transpose2d_backward(dev, g, x._buf, weight._buf, batch, in_c, in_h, in_w, out_c, kh, kw,
-                                               stride, padding, output_padding, dilation, groups, needs=needs)
+    backward = rule("conv_transpose2d", dev, x._buf, weight._buf, batch, in_c, in_h, in_w, out_c, kh, kw,
+                    stride, padding, output_padding, dilation, groups, needs=needs)
 
     out = _record_with(op, out, (x, weight, bias), backward)
     return out.squeeze(0) if unbatched else out
@@ -279,9 +262,8 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
                  input.shape)
     needs = _needs(input, weight, bias)
 
-    def backward(g):
-        return rules.group_norm_backward(dev, g, input._buf, gamma, batch, channels, spatial, num_groups,
-                                         float(eps), needs=needs)
+    backward = rule("group_norm", dev, input._buf, gamma, batch, channels, spatial, num_groups, float(eps),
+                    needs=needs)
 
     return _record_with(op, out, (input, weight, bias), backward)
 
@@ -309,10 +291,7 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
     gamma = weight._buf if weight is not None else None
     y, stats = dev.layer_norm(input._buf, gamma, None if bias is None else bias._buf, rows, cols, float(eps))
     out = Tensor(y, input.shape)
-    _, need_w, need_b = _needs(input, weight, bias)
-
-    def backward(g):
-        return dev.layer_norm_backward(g, input._buf, gamma, stats, rows, cols, want_affine=need_w or need_b)
+    backward = rule("layer_norm", dev, input._buf, gamma, stats, rows, cols, needs=_needs(input, weight, bias))
 
     return _record_with(op, out, (input, weight, bias), backward)
 
@@ -356,9 +335,8 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     out = Tensor(dev.batch_norm_apply(input._buf, mean, variance, gamma, None if bias is None else bias._buf,
                                       batch, channels, spatial, float(eps)), input.shape)
 
-    def backward(g):
-        return dev.batch_norm_backward(g, input._buf, mean, variance, gamma, batch, channels, spatial,
-                                       float(eps), training)
+    backward = rule("batch_norm", dev, input._buf, mean, variance, gamma, batch, channels, spatial, float(eps),
+                    training)
 
     return _record_with(op, out, (input, weight, bias), backward)
 
@@ -428,11 +406,8 @@ def _class_loss(op: str, input: Tensor, target: Tensor, weight, ignore_index: in
                                                           ignore_index, log_probs)
     parts = Tensor(parts_buf, (2, rows))
 
-    def backward(g):
-        return (dev.cross_entropy_rows_backward(g, logits._buf, flat_target._buf, weight_buf, stats, rows, classes,
-                                                ignore_index, log_probs),)
-
-    parts = _record(op, parts, (logits,), backward)
+    parts = _record(op, parts, (logits,), rule("cross_entropy_rows", dev, logits._buf, flat_target._buf, weight_buf,
+                                                stats, rows, classes, ignore_index, log_probs))
     nll = parts[0]
     smooth = parts[1] if label_smoothing else None
     if reduction == "none":
@@ -506,7 +481,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
         out = Tensor(dev.mse_loss(input._buf, target._buf), ())
         needs = _needs(input, target)
         return _record(op, out, (input, target),
-                       lambda g: rules.mse_loss_backward(dev, g, input._buf, target._buf, needs=needs))
+                       rule("mse_loss", dev, input._buf, target._buf, needs=needs))
     diff = input - target
     return _reduce(diff * diff, reduction)
 
@@ -565,16 +540,8 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
         log_1mx = (1.0 - input).log().clamp(min=-100.0)
         loss = -(target * log_x + (1.0 - target) * log_1mx)
 
-    def backward(g):
-        grad = Tensor(g, input.shape)
-        with no_grad():
-            grad_input = grad * (input - target) / (input * (1.0 - input)).clamp(min=1e-12) \
-                if input.requires_grad else None
-            # torch's target gradient uses the unclamped logs (infinite at x = 0 and 1).
-            grad_target = grad * ((1.0 - input).log() - input.log()) if target.requires_grad else None
-        return tuple(None if t is None else t._buf for t in (grad_input, grad_target))
-
-    loss = _record(op, loss, (input, target), backward)
+    loss = _record(op, loss, (input, target), rule("binary_cross_entropy", gpu(), input._buf, target._buf,
+                                                   needs=_needs(input, target)))
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, reduction)
@@ -710,22 +677,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         kept = dev.dropout(probs, dropout_p, seed)
     out = Tensor(dev.matmul_strided(kept, v._buf, batch, length, embed_v, source, op=op),
                  batch_shape + (length, embed_v))
-    need_q, need_k, need_v, need_mask = _needs(q, k, v, mask)
-
-    def backward(g):
-        grad_v = dev.matmul_strided(kept, g, batch, source, embed_v, length, trans_a=True, op=op) if need_v else None
-        if not (need_q or need_k or need_mask):
-            return None, None, grad_v, None
-        grad_kept = dev.matmul_strided(g, v._buf, batch, length, source, embed_v, trans_b=True, op=op)
-        grad_probs = dev.dropout(grad_kept, dropout_p, seed) if seed is not None else grad_kept
-        grad_scores = dev.softmax_backward(grad_probs, probs, batch * length, source)
-        grad_q = dev.matmul_strided(grad_scores, k._buf, batch, length, embed, source, alpha=scale,
-                                    op=op) if need_q else None
-        grad_k = dev.matmul_strided(grad_scores, q._buf, batch, source, embed, length, trans_a=True, alpha=scale,
-                                    op=op) if need_k else None
-        grad_mask = sum_to_shape(grad_scores, scores_shape, mask.shape) if need_mask else None
-        return grad_q, grad_k, grad_v, grad_mask
-
+    backward = rule("attention", dev, q._buf, k._buf, v._buf, probs, kept, batch, length, source, embed, embed_v,
+                    scale, dropout_p, seed, mask_shapes=None if mask is None else (scores_shape, mask.shape),
+                    needs=_needs(q, k, v, mask))
     return _record_with(op, out, (q, k, v, mask), backward)
 
 
@@ -798,8 +752,8 @@ def _upsample_blocks(input: Tensor, scale_h: int, scale_w: int) -> Tensor:
     dev = gpu()
     out = Tensor(dev.upsample_nearest2d(input._buf, batch, channels, in_h, in_w, scale_h, scale_w),
                  (batch, channels, in_h * scale_h, in_w * scale_w))
-    return _record("interpolate", out, (input,), lambda g: (
-        dev.upsample_nearest2d_backward(g, batch, channels, in_h, in_w, scale_h, scale_w),))
+    return _record("interpolate", out, (input,),
+                   rule("upsample_nearest2d", dev, batch, channels, in_h, in_w, scale_h, scale_w))
 
 
 def _pool_input(op: str, input: Tensor):
@@ -824,8 +778,8 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, c
     values, indices, out_h, out_w = dev.max_pool2d(x._buf, planes, in_h, in_w, kernel, stride, padding, dilation,
                                                    ceil_mode)
     out = Tensor(values, (batch, channels, out_h, out_w))
-    out = _record(op, out, (x,), lambda g: (dev.max_pool2d_backward(g, indices, planes, in_h, in_w, out_h, out_w,
-                                                                     kernel, stride, padding, dilation),))
+    out = _record(op, out, (x,), rule(op, dev, indices, planes, in_h, in_w, out_h, out_w, kernel, stride, padding,
+                                      dilation))
     index_tensor = Tensor(indices, out.shape, int32)
     if unbatched:
         out, index_tensor = out.squeeze(0), index_tensor.squeeze(0)
@@ -847,9 +801,8 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
     values, out_h, out_w = dev.avg_pool2d(x._buf, planes, in_h, in_w, kernel, stride, padding, ceil_mode,
                                           count_include_pad, divisor_override)
     out = Tensor(values, (batch, channels, out_h, out_w))
-    out = _record(op, out, (x,), lambda g: (dev.avg_pool2d_backward(g, planes, in_h, in_w, out_h, out_w, kernel,
-                                                                     stride, padding, count_include_pad,
-                                                                     divisor_override),))
+    out = _record(op, out, (x,), rule(op, dev, planes, in_h, in_w, out_h, out_w, kernel, stride, padding,
+                                      count_include_pad, divisor_override))
     return out.squeeze(0) if unbatched else out
 
 
@@ -907,7 +860,7 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
         buf = dev.upload(np.full(numel(shape), fill, np.int32))
     dev.strided_scatter(input._buf, buf, input.shape, strides, offset)
     out = Tensor(buf, shape, input.dtype)
-    return _record(op, out, (input,), lambda g: (dev.strided_gather(g, input.shape, strides, offset),))
+    return _record(op, out, (input,), rule("pad", dev, input.shape, strides, offset))
 
 
 # ===================================================================== activations
@@ -1000,7 +953,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     dev = gpu()
     seed = int(default_generator().integers(0, 2**63))
     out = Tensor(dev.dropout(input._buf, p, seed), input.shape)
-    return _record("dropout", out, (input,), lambda g: (dev.dropout(g, p, seed),))
+    return _record("dropout", out, (input,), rule("dropout", dev, p, seed))
 
 
 def _channel_dropout(op: str, input: Tensor, p: float, training: bool, spatial_dims: int) -> Tensor:
@@ -1054,7 +1007,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
     n = input.numel()
     out = Tensor(dev.gather_axis(weight._buf, input._buf, 1, rows, n, dim), input.shape + (dim,))
     skip = -1 if padding_idx is None else padding_idx
-    return _record(op, out, (weight,), lambda g: (dev.scatter_add_axis(g, input._buf, 1, rows, n, dim, skip=skip),))
+    return _record(op, out, (weight,), rule("embedding", dev, input._buf, 1, rows, n, dim, skip=skip))
 
 
 def one_hot(tensor_: Tensor, num_classes: int = -1) -> Tensor:

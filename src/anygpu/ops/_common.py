@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..runtime import Buffer
 
 WORKGROUP_1D = 256
@@ -30,12 +32,19 @@ def check_positive(op: str, **values) -> None:
             raise ValueError(f"{op}: {name} must be a positive integer, got {value!r}")
 
 
+def pair(value) -> tuple[int, int]:
+    """An int or an (h, w) pair as an (h, w) pair of ints (unchecked: see check_pair)."""
+    if isinstance(value, (int, np.integer)):
+        return int(value), int(value)
+    h, w = value
+    return int(h), int(w)
+
+
 def check_pair(op: str, name: str, value, minimum: int) -> tuple[int, int]:
-    """Normalise an int or (h, w) pair and check both parts are >= minimum."""
-    if isinstance(value, int):
-        value = (value, value)
+    """Normalise an int or (h, w) pair and check both parts are >= minimum: the one pair
+    helper of Layer 0 and nn.functional."""
     try:
-        h, w = (int(v) for v in value)
+        h, w = pair(value)
     except (TypeError, ValueError):
         raise ValueError(f"{op}: {name} must be an int or an (h, w) pair, got {value!r}") from None
     if h < minimum or w < minimum:

@@ -28,10 +28,12 @@ import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 
 import numpy as np
 
 from ..runtime import GpuError
+from ..runtime.capture import paused
 from .matmul_gen import FAMILY_VERSION, MatmulConfig, Problem, Variant, launch
 
 CACHE_FILE = "matmul_autotune.json"
@@ -204,16 +206,20 @@ def _decide(dev, problem: Problem, on: bool) -> MatmulConfig | None:
     entry = load_cache().get(cache_key(dev, problem))
     if isinstance(entry, dict):
         try:
-            config = None if entry["config"] == SIMPLE else _parse(entry["config"])
-        except (KeyError, TypeError, ValueError):
-            pass   # a damaged entry: tune again
-        else:
-            if fits(dev, config) and not (config and _state(dev).broken.get(config)):
-                return config
+            config = _cached_config(entry)
+            usable = fits(dev, config) and not (config and _state(dev).broken.get(config))
+            # A file can name a config that builds but computes wrong numbers here: check it
+            # once per variant, as tuning does, before trusting it.
+            usable = usable and (config is None or verify_small(dev, config, problem))
+        except (ValueError, TypeError, ArithmeticError, GpuError):
+            usable = False   # a damaged entry: tune again
+        if usable:
+            return config
     if problem.flops < TUNE_FROM[_kind(dev)]:
         return guess
     try:
-        result = tune(dev, problem)
+        with paused(dev):  # tuning is not part of a step being captured (runtime/capture.py)
+            result = tune(dev, problem)
     except GpuError:  # e.g. no memory for the random operands: do without tuning
         return guess
     store(dev, problem, result)
@@ -389,8 +395,33 @@ def tune(dev, problem: Problem, configs=None, rounds: int | None = None,
 _LOADED: dict = {}   # path -> ((mtime, size, inode), entries): the file is parsed again only when it changes
 
 
+_MAX_CACHE_BYTES = 16 << 20  # thousands of entries; anything larger is not ours
+
+
+def _cached_config(entry) -> MatmulConfig | None:
+    """The config a cache entry names; ValueError when the entry is damaged or names a
+    config that cannot be built (a zero or non-power-of-two field, bad divisibility)."""
+    name = entry.get("config") if isinstance(entry, dict) else None
+    if not isinstance(name, str):
+        raise ValueError(f"cache entry {entry!r:.80} has no config name")
+    if name == SIMPLE:
+        return None
+    config = _parse(name)
+    if any(getattr(config, f) < 1 for f in ("tile_m", "tile_n", "tile_k", "rows", "cols")):
+        raise ValueError(f"cache entry names {name!r}, which has a zero field")
+    if config.problems(1 << 30, 1 << 40):  # buildable at all; the device's limits are checked by fits()
+        raise ValueError(f"cache entry names {name!r}, which cannot be built: {config.problems(1 << 30, 1 << 40)}")
+    return config
+
+
 def load_cache(path: Path | None = None) -> dict:
-    """The cache file's entries (empty when missing, unreadable or of another format)."""
+    """The cache file's entries (empty when missing, unreadable or of another format).
+
+    Any content must lead to a valid kernel: the file is read only when it is a regular
+    file of sane size (a FIFO would block), and entries that do not name a buildable
+    config are dropped here (they are tuned again), so one damaged entry never fails a
+    matmul. (Note for the generic tuner, ops/tuner.py: keep this validation when the
+    cache moves there.)"""
     path = path or cache_path()
     try:
         stat = path.stat()
@@ -398,13 +429,22 @@ def load_cache(path: Path | None = None) -> dict:
         known = _LOADED.get(str(path))
         if known is not None and known[0] == stamp:
             return known[1]
+        if not S_ISREG(stat.st_mode) or stat.st_size > _MAX_CACHE_BYTES:
+            return {}
         data = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT or not isinstance(data.get("entries"), dict):
         return {}
-    _LOADED[str(path)] = (stamp, data["entries"])
-    return data["entries"]
+    entries = {}
+    for key, entry in data["entries"].items():
+        try:
+            _cached_config(entry)
+        except (ValueError, TypeError, ArithmeticError):
+            continue
+        entries[key] = entry
+    _LOADED[str(path)] = (stamp, entries)
+    return entries
 
 
 def store(dev, problem: Problem, result: TuneResult, path: Path | None = None) -> bool:

@@ -199,16 +199,17 @@ def conv2d_grad_input(dev, grad_out, weight, batch: int, in_c: int, in_h: int, i
 
 
 def conv2d_grad_weight(dev, input, grad_out, batch: int, in_c: int, in_h: int, in_w: int, out_c: int,
-                       out_h: int, out_w: int, kh: int, kw: int, stride_h: int, stride_w: int,
-                       pad_h: int, pad_w: int, dil_h: int, dil_w: int, groups: int):
-    """Gradient of conv2d with respect to its weight (the seed's argument order).
+                       out_h: int, out_w: int, kh: int, kw: int, stride=1, padding=0, dilation=1,
+                       groups: int = 1):
+    """Gradient of conv2d with respect to its weight; stride, padding, dilation: int or (h, w)
+    as in conv2d_grad_input.
 
     input [batch, in_c, in_h, in_w], grad_out [batch, out_c, out_h, out_w] ->
     [out_c, in_c/groups, kh, kw].
     """
     op = "conv2d_grad_weight"
     stride, padding, dilation = _check_conv_gradient(op, batch, in_c, in_h, in_w, out_c, out_h, out_w, kh, kw,
-                                                     (stride_h, stride_w), (pad_h, pad_w), (dil_h, dil_w), groups)
+                                                     stride, padding, dilation, groups)
     check_buffer(op, "input", input, batch * in_c * in_h * in_w, "batch*in_c*in_h*in_w")
     check_buffer(op, "grad_out", grad_out, batch * out_c * out_h * out_w, "batch*out_c*out_h*out_w")
 

@@ -16,7 +16,8 @@ from .elementwise import binary, check_same_dtype, expression, out_dtype_of, sca
 
 MAX_DIMS = 8
 
-__all__ = ["broadcast_binary", "strided_gather", "strided_scatter", "reduce_axis", "cast", "where"]
+__all__ = ["broadcast_binary", "strided_gather", "strided_scatter", "reduce_axis", "cast", "where", "sum_dims",
+           "sum_to_shape"]
 
 _REDUCE_OPS = {"sum": 0, "max": 1, "min": 2, "argmax": 3, "argmin": 4}
 
@@ -95,6 +96,41 @@ def broadcast_binary(dev, name: str, a, a_shape, b, b_shape, alpha: float = 0.0,
               + _packed(_broadcast_strides(b_shape, out_shape), 0))
     dev.launch(kernel, [a, b], [out], params, grid_1d(dev, n))
     return out, out_shape
+
+
+def sum_dims(dev, buf, shape, dims):
+    """Sum a contiguous buffer of `shape` over `dims` (kept as size 1).
+
+    Neighbouring reduced dims are merged into one axis, so e.g. a sum over (H, W)
+    is one reduction over H*W rather than two; a sum over everything uses the
+    tree reduction of `sum_all`."""
+    shape = list(shape)
+    dims = sorted(d for d in set(dims) if shape[d] != 1)
+    if not dims:
+        return buf
+    if buf.dtype == "f32" and all(shape[d] == 1 for d in range(len(shape)) if d not in dims):
+        return reduce.sum_all(dev, buf)
+    runs, start = [], dims[0]
+    for prev, d in zip(dims, dims[1:] + [None]):
+        if d != prev + 1:
+            runs.append((start, prev))
+            start = d
+    for first, last in reversed(runs):
+        buf = reduce_axis(dev, buf, numel(shape[:first]), numel(shape[first:last + 1]), numel(shape[last + 1:]),
+                          "sum")
+        for d in range(first, last + 1):
+            shape[d] = 1
+    return buf
+
+
+def sum_to_shape(dev, grad, grad_shape, shape):
+    """Sum a broadcast gradient of `grad_shape` back down to `shape` (the inverse of broadcasting)."""
+    grad_shape, shape = tuple(grad_shape), tuple(shape)
+    if grad_shape == shape:
+        return grad
+    padded = (1,) * (len(grad_shape) - len(shape)) + shape
+    dims = [d for d, (g, s) in enumerate(zip(grad_shape, padded)) if s == 1 and g != 1]
+    return sum_dims(dev, grad, grad_shape, dims)
 
 
 def strided_gather(dev, x, shape, strides, offset: int = 0):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -31,6 +32,7 @@ import anygpu as ag
 from anygpu import optim
 from anygpu.io import checkpoint, nanosign
 from anygpu.io.datasets import Dataset, batches
+from anygpu.train import data_parallel
 from anygpu.tensor import default_generator
 
 __all__ = ["Settings", "Task", "fit", "CHECKPOINT", "MODEL", "METRICS", "LOSS_PLOT"]
@@ -62,6 +64,7 @@ class Settings:
     resume: bool = False
     progress: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
+    balance: str | None = None  # under mpiexec: "throughput" splits each global batch by rank speed
 
     def to_json(self) -> str:
         values = asdict(self)
@@ -157,8 +160,11 @@ class _Resumed:
 def read_checkpoint_settings(path: Path, stratagem: str) -> tuple[dict[str, np.ndarray], dict[str, str], dict]:
     """Verify and read a checkpoint; return (arrays, metadata, the settings it was run with).
 
+    Every header field is checked here, before anything is built or written: a signed
+    file with malformed content (re-signed after an edit, or written by a buggy version)
+    is a ValueError naming the field, never a traceback later.
     Raises FileNotFoundError (no checkpoint), TamperedError (signature mismatch) or
-    ValueError (unsigned, not an anygpu checkpoint, or another stratagem's).
+    ValueError (unsigned, not an anygpu checkpoint, another stratagem's, a bad field).
     """
     if not path.is_file():
         raise FileNotFoundError(f"--resume: no {CHECKPOINT} in {path.parent} to resume from")
@@ -169,6 +175,7 @@ def read_checkpoint_settings(path: Path, stratagem: str) -> tuple[dict[str, np.n
         raise ValueError(
             f"--resume: {path} is a checkpoint of '{metadata.get('stratagem')}', not '{stratagem}'"
         )
+    _check_header(metadata, path)
     return arrays, metadata, _header_json(metadata, "settings", path)
 
 
@@ -178,26 +185,138 @@ def _header_json(metadata: Mapping[str, str], key: str, path: Path) -> Any:
         return json.loads(metadata[key])
     except KeyError:
         raise ValueError(f"--resume: {path} has no '{key}' entry; it was not written by anygpu train") from None
-    except json.JSONDecodeError as error:
+    except (json.JSONDecodeError, RecursionError) as error:
         raise ValueError(f"--resume: {path} has a damaged '{key}' entry ({error})") from None
 
 
+def _is_int(value: Any, minimum: int) -> bool:
+    return type(value) is int and value >= minimum
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+_SETTINGS_FIELDS: dict[str, Callable[[Any], bool]] = {
+    "stratagem": lambda v: isinstance(v, str),
+    "epochs": lambda v: _is_int(v, 1),
+    "batch_size": lambda v: _is_int(v, 1),
+    "lr": lambda v: _is_number(v) and v > 0,
+    "seed": lambda v: _is_int(v, 0),
+    "out": lambda v: isinstance(v, str),
+    "data": lambda v: v is None or isinstance(v, str),
+    "limit": lambda v: v is None or _is_int(v, 1),
+    "resume": lambda v: isinstance(v, bool),
+    "progress": lambda v: isinstance(v, bool),
+    "extra": lambda v: isinstance(v, dict) and all(_is_int(item, 1) for item in v.values()),
+}
+# Numbers every history record holds (what the progress lines, plot and result read).
+_RECORD_NUMBERS = ("train_loss", "samples_per_second", "epoch_seconds", "seconds")
+
+
+def _check_header(metadata: Mapping[str, str], path: Path) -> None:
+    """Validate every field ``_restore`` and ``resolve`` read; a ValueError names the first bad one."""
+    def bad(key: str, expected: str, value: Any) -> ValueError:
+        shown = repr(value)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        return ValueError(f"--resume: {path} has a bad '{key}' entry: expected {expected}, got {shown}")
+
+    epoch_text = metadata.get("epoch")
+    if not isinstance(epoch_text, str) or not epoch_text.isascii() or not epoch_text.isdigit() \
+            or len(epoch_text) > 9 or int(epoch_text) < 1:
+        raise bad("epoch", "a positive integer", epoch_text)
+    epoch = int(epoch_text)
+    settings = _header_json(metadata, "settings", path)
+    if not isinstance(settings, dict):
+        raise bad("settings", "a JSON object", settings)
+    for key, accept in _SETTINGS_FIELDS.items():
+        if key not in settings or not accept(settings[key]):
+            raise bad(f"settings.{key}", "a valid value", settings.get(key, "(missing)"))
+    if settings["stratagem"] != metadata.get("stratagem"):
+        raise bad("settings.stratagem", repr(metadata.get("stratagem")), settings["stratagem"])
+    if metadata.get("seed") != str(settings["seed"]):
+        raise bad("seed", f"'{settings['seed']}' as in settings", metadata.get("seed"))
+    history = _header_json(metadata, "history", path)
+    if not isinstance(history, list) or len(history) != epoch:
+        raise bad("history", f"a list of {epoch} records (one per epoch)", history)
+    for number, record in enumerate(history, start=1):
+        if not isinstance(record, dict) or record.get("epoch") != number or type(record.get("epoch")) is not int:
+            raise bad(f"history[{number - 1}]", f"an object with epoch {number}", record)
+        for key in _RECORD_NUMBERS:
+            if not _is_number(record.get(key)):
+                raise bad(f"history[{number - 1}].{key}", "a number", record.get(key, "(missing)"))
+        for key, value in record.items():
+            if not isinstance(key, str) or not (value is None or isinstance(value, (str, bool, int, float))):
+                raise bad(f"history[{number - 1}].{key}", "a number or string", value)
+    curve = _header_json(metadata, "curve", path)
+    if not isinstance(curve, list) or not all(
+            isinstance(point, list) and len(point) == 2 and all(_is_number(v) for v in point) for point in curve):
+        raise bad("curve", "a list of [step, loss] number pairs", curve)
+    rng = _header_json(metadata, "rng", path)
+    probe = type(default_generator().bit_generator)()
+    try:
+        probe.state = rng
+    except (ValueError, TypeError, KeyError, OverflowError, AttributeError):
+        raise bad("rng", f"a {type(probe).__name__} state", rng) from None
+    _header_json(metadata, "scheduler", path)  # checked against the scheduler in _restore
+
+
+def _same_structure(saved: Any, current: Any) -> bool:
+    """Whether ``saved`` (from a file) has the types and sizes of ``current`` (a live state)."""
+    if isinstance(current, bool) or current is None or isinstance(current, str):
+        return type(saved) is type(current)
+    if isinstance(current, int):
+        return type(saved) is int
+    if isinstance(current, float):
+        return _is_number(saved) or (isinstance(saved, float) and not math.isnan(saved))
+    if isinstance(current, (list, tuple)):
+        return isinstance(saved, list) and len(saved) == len(current) and all(
+            _same_structure(a, b) for a, b in zip(saved, current))
+    if isinstance(current, dict):
+        return isinstance(saved, dict) and saved.keys() == current.keys() and all(
+            _same_structure(saved[key], current[key]) for key in current)
+    return True  # a value of a kind JSON cannot hold was not saved as such; nothing to compare
+
+
 def _restore(task: Task, arrays: Mapping[str, np.ndarray], metadata: Mapping[str, str], path: Path) -> _Resumed:
+    _check_header(metadata, path)
+    scheduler_state = _header_json(metadata, "scheduler", path)
+    if task.scheduler is not None and scheduler_state is not None:
+        current = json.loads(json.dumps(task.scheduler.state_dict(), default=_json_default))
+        if not _same_structure(scheduler_state, current):
+            raise ValueError(f"--resume: {path} has a bad 'scheduler' entry: it does not match this run's scheduler")
     weights = {name[len("model."):]: value for name, value in arrays.items() if name.startswith("model.")}
     try:
         task.model.load_state_dict(weights)
         task.optimizer.load_state_dict(optim.unflatten_state_dict(arrays, prefix="optim."))
-    except (KeyError, RuntimeError, ValueError) as error:  # state_dict mismatch: a different model
+    except (KeyError, RuntimeError, ValueError, TypeError, IndexError) as error:  # a different model
         raise ValueError(f"--resume: {path} does not fit this model ({error})") from None
-    scheduler_state = _header_json(metadata, "scheduler", path)
     if task.scheduler is not None and scheduler_state is not None:
         task.scheduler.load_state_dict(scheduler_state)
     default_generator().bit_generator.state = _header_json(metadata, "rng", path)
-    return _Resumed(int(_header_json(metadata, "epoch", path)), _header_json(metadata, "history", path),
+    return _Resumed(int(metadata["epoch"]), _header_json(metadata, "history", path),
                     _header_json(metadata, "curve", path))
 
 
 # --------------------------------------------------------------------------- outputs
+
+
+def _write_outputs(task: Task, out: Path, stratagem: str, seed: int, settings_json: str,
+                   history: list[dict], curve: list[list[float]]) -> list[str]:
+    """model.safetensors, metrics.json and loss.png for the state after ``history[-1]``.
+
+    Written right after each checkpoint, and again on a resume that finds nothing to
+    train (a crash may have come between the checkpoint and these files): everything
+    here is a function of the checkpoint's content, so both give the same files.
+    Returns the names written.
+    """
+    record = history[-1]
+    checkpoint.save(task.model.state_dict(), out / MODEL,
+                    metadata={"stratagem": stratagem, "epoch": str(record["epoch"]), **task.model_metadata()})
+    _write_json(out / METRICS, {**record, "stratagem": stratagem, "seed": seed,
+                                "settings": json.loads(settings_json), "history": history})
+    _plot_loss(out / LOSS_PLOT, curve, history, f"anygpu train {stratagem} on {record['adapter']}")
+    return [MODEL, METRICS, LOSS_PLOT]
 
 
 def _write_json(path: Path, value: Any) -> None:
@@ -268,6 +387,23 @@ def _format_record(record: Mapping[str, Any], epochs: int) -> str:
     return ", ".join(parts)
 
 
+def _compiled_step(task: Task):
+    """The task's training step through anygpu.compile (capture and replay), when the task
+    splits its loss into `inputs(x, y, rng)` (host work, Tensors out) and `loss_of(*inputs)`
+    (GPU work only). ANYGPU_COMPILE=0 keeps every step eager."""
+    import os
+    if os.environ.get("ANYGPU_COMPILE", "1") == "0" or not hasattr(task, "inputs") or not hasattr(task, "loss_of"):
+        return None
+
+    def train_step(*inputs):
+        loss = task.loss_of(*inputs)
+        task.optimizer.zero_grad()
+        loss.backward()
+        task.optimizer.step()
+        return loss
+    return ag.compile(train_step)
+
+
 def fit(task_factory: Callable[[Settings], Task], settings: Settings,
         resume_from: tuple[Mapping[str, np.ndarray], Mapping[str, str]] | None = None,
         print_line: Callable[[str], None] = print) -> dict[str, Any]:
@@ -286,11 +422,16 @@ def fit(task_factory: Callable[[Settings], Task], settings: Settings,
     if saved is None and settings.resume:
         saved = read_checkpoint_settings(checkpoint_path, settings.stratagem)[:2]
 
+    parallel = data_parallel.start(settings.balance)  # before any tensor: picks this rank's GPU
+    writes = parallel is None or parallel.writes  # under MPI only rank 0 writes files and prints
+    if not writes:
+        print_line = lambda line: None  # noqa: E731
     ag.manual_seed(settings.seed)
     task = task_factory(settings)  # data first: a bad folder fails before any GPU work
     dev = ag.gpu()
     adapter = f"{dev.adapter_name} ({dev.backend})"
-    out.mkdir(parents=True, exist_ok=True)
+    if writes:
+        out.mkdir(parents=True, exist_ok=True)
 
     history: list[dict] = []
     curve: list[list[float]] = []
@@ -298,55 +439,93 @@ def fit(task_factory: Callable[[Settings], Task], settings: Settings,
     if saved is not None:
         resumed = _restore(task, saved[0], saved[1], checkpoint_path)
         start_epoch, history, curve = resumed.epoch + 1, resumed.history, resumed.curve
+    # Only now, with the checkpoint validated: the leftovers of a run killed mid-write.
+    if writes:
+        nanosign.remove_stale_temporaries(out)
     seconds_before = history[-1]["seconds"] if history else 0.0
+    written: list[str] = []  # only what this invocation wrote goes on the "wrote" line
 
     print_line(
         f"training {settings.stratagem} on {adapter}: {task.describe()}; "
         f"epochs {settings.epochs}, batch size {settings.batch_size}, lr {settings.lr:g}, seed {settings.seed}"
         + (f", resuming at epoch {start_epoch}" if saved is not None else "")
     )
+    if parallel is not None:
+        parallel.attach(task.model, settings.batch_size, adapter, print_line)
     if start_epoch > settings.epochs:
         print_line(f"{checkpoint_path} is already at epoch {start_epoch - 1} of {settings.epochs}; nothing to train")
+        if history and writes:
+            # A crash after the checkpoint but before the files below leaves them an epoch
+            # behind (or absent): rebuild them from the checkpoint, with its own settings.
+            written = _write_outputs(task, out, settings.stratagem, settings.seed, saved[1]["settings"],
+                                     history, curve)
 
     n_train = len(task.train_data)
     started = time.perf_counter()
+    compiled = _compiled_step(task) if parallel is None else None
     for epoch in range(start_epoch, settings.epochs + 1):
         epoch_started = time.perf_counter()
         task.model.train()
         losses: list[float] = []
-        steps = math.ceil(n_train / settings.batch_size)
+        counts: list[int] = []
+        steps = math.ceil(n_train / settings.batch_size) if parallel is None else parallel.steps(n_train)
         bar = _progress_bar(n_train, f"epoch {epoch}/{settings.epochs}", settings.progress)
         try:
-            batch_iter = batches(task.train_data, settings.batch_size, shuffle=True,
-                                 seed=settings.seed, epoch=epoch - 1)
-            for step, (x, y) in enumerate(batch_iter):
-                rng = np.random.default_rng([settings.seed, epoch, step])
-                loss = task.loss(x, y, rng)
-                task.optimizer.zero_grad()
-                loss.backward()
-                task.optimizer.step()
-                if task.scheduler is not None and task.scheduler_per_step:
-                    task.scheduler.step()
-                value = float(loss.item())
+            if parallel is None:
+                batch_iter = batches(task.train_data, settings.batch_size, shuffle=True,
+                                     seed=settings.seed, epoch=epoch - 1)
+            else:
+                batch_iter = parallel.batches(task.train_data, seed=settings.seed, epoch=epoch - 1)
+            unread = None  # (pending read of a step's loss, step, batch size)
+
+            def take(unread) -> None:
+                pending, step, size = unread
+                value = float(pending.result()[0])
                 if not math.isfinite(value):
                     raise ValueError(
                         f"train {settings.stratagem}: the loss became {value} at epoch {epoch}, step {step + 1}; "
                         f"try a smaller --lr than {settings.lr:g}"
                     )
                 losses.append(value)
+                counts.append(size)
                 curve.append([epoch - 1 + (step + 1) / steps, value])
-                bar.update(len(x))
+                bar.update(size)
                 bar.set_postfix(loss=f"{value:.4f}", refresh=False)
+
+            for step, (x, y) in enumerate(batch_iter):
+                rng = np.random.default_rng([settings.seed, epoch, step, *([parallel.rank] if parallel else [])])
+                if compiled is not None:
+                    loss = compiled(*task.inputs(x, y, rng))
+                else:
+                    loss = task.loss(x, y, rng)
+                    task.optimizer.zero_grad()
+                    loss.backward()
+                    if parallel is not None:
+                        parallel.sync(len(x))
+                    task.optimizer.step()
+                if task.scheduler is not None and task.scheduler_per_step:
+                    task.scheduler.step()
+                # The loss is read once the next step is recorded: the GPU never waits on the host.
+                reading = (loss._buf._dev.read_later(loss._buf), step, len(x))
+                if unread is not None:
+                    take(unread)
+                unread = reading
+            if unread is not None:
+                take(unread)
         finally:
             bar.close()
         train_seconds = time.perf_counter() - epoch_started
+        if parallel is not None:  # the whole global batch's loss at each step, for the curve and record
+            losses = parallel.global_losses(losses, counts)
+            for point, value in zip(curve[len(curve) - len(losses):], losses):
+                point[1] = value
         if task.scheduler is not None and not task.scheduler_per_step:
             task.scheduler.step()
 
         task.model.eval()
         with ag.no_grad():
-            evaluation = task.evaluate()
-            extra = task.end_epoch(out, epoch, last=epoch == settings.epochs)
+            evaluation = task.evaluate() if writes else {}
+            extra = task.end_epoch(out, epoch, last=epoch == settings.epochs) if writes else {}
         epoch_seconds = time.perf_counter() - epoch_started
         record: dict[str, Any] = {
             "epoch": epoch,
@@ -358,21 +537,21 @@ def fit(task_factory: Callable[[Settings], Task], settings: Settings,
             "seconds": seconds_before + (time.perf_counter() - started),
             "lr": float(task.optimizer.param_groups[0]["lr"]),
             "adapter": adapter,
+            **(parallel.record() if parallel is not None else {}),
             **extra,
         }
         history.append(record)
-        _save_checkpoint(task, settings, epoch, history, curve, checkpoint_path)
-        checkpoint.save(task.model.state_dict(), out / MODEL,
-                        metadata={"stratagem": settings.stratagem, "epoch": str(epoch), **task.model_metadata()})
-        _write_json(out / METRICS, {**record, "stratagem": settings.stratagem, "seed": settings.seed,
-                                    "settings": json.loads(settings.to_json()), "history": history})
-        _plot_loss(out / LOSS_PLOT, curve, history, f"anygpu train {settings.stratagem} on {adapter}")
+        if writes:
+            _save_checkpoint(task, settings, epoch, history, curve, checkpoint_path)
+            written = [CHECKPOINT, *_write_outputs(task, out, settings.stratagem, settings.seed, settings.to_json(),
+                                                   history, curve), *task.extra_files]
+        if parallel is not None:
+            parallel.end_epoch()
         print_line(_format_record(record, settings.epochs))
 
     if not history:
         raise ValueError(f"train {settings.stratagem}: no epoch was trained (--epochs {settings.epochs})")
     final = history[-1]
-    written = [MODEL, CHECKPOINT, METRICS, LOSS_PLOT, *task.extra_files]
     print_line("wrote " + ", ".join(str(out / name) for name in written))
     print_line(f"{task.result(final)} on {adapter} in {final['seconds']:.1f} s")
     return final
