@@ -280,6 +280,24 @@ SCHEDULES = [
      lambda o: LR.PolynomialLR(o, total_iters=6, power=2.0), 9),
     ("warm-restarts", lambda o: optim.CosineAnnealingWarmRestarts(o, T_0=3, T_mult=2, eta_min=0.001),
      lambda o: LR.CosineAnnealingWarmRestarts(o, T_0=3, T_mult=2, eta_min=0.001), 20),
+    ("sequential-warmup-cosine",
+     lambda o: optim.SequentialLR(o, [optim.LinearLR(o, start_factor=0.1, total_iters=3),
+                                      optim.CosineAnnealingLR(o, T_max=8, eta_min=0.001)], milestones=[3]),
+     lambda o: LR.SequentialLR(o, [LR.LinearLR(o, start_factor=0.1, total_iters=3),
+                                   LR.CosineAnnealingLR(o, T_max=8, eta_min=0.001)], milestones=[3]), 14),
+    ("sequential-three",
+     lambda o: optim.SequentialLR(o, [optim.ConstantLR(o, factor=0.5, total_iters=2), optim.ExponentialLR(o, 0.9),
+                                      optim.MultiStepLR(o, [1, 3], gamma=0.5)], milestones=[2, 6]),
+     lambda o: LR.SequentialLR(o, [LR.ConstantLR(o, factor=0.5, total_iters=2), LR.ExponentialLR(o, 0.9),
+                                   LR.MultiStepLR(o, [1, 3], gamma=0.5)], milestones=[2, 6]), 12),
+    ("sequential-step-poly",
+     lambda o: optim.SequentialLR(o, [optim.StepLR(o, 2, 0.5), optim.PolynomialLR(o, total_iters=4, power=2.0)],
+                                  milestones=[5]),
+     lambda o: LR.SequentialLR(o, [LR.StepLR(o, 2, 0.5), LR.PolynomialLR(o, total_iters=4, power=2.0)],
+                               milestones=[5]), 10),
+    ("chained",
+     lambda o: optim.ChainedScheduler([optim.ConstantLR(o, factor=0.5, total_iters=3), optim.ExponentialLR(o, 0.9)]),
+     lambda o: LR.ChainedScheduler([LR.ConstantLR(o, factor=0.5, total_iters=3), LR.ExponentialLR(o, 0.9)]), 8),
 ]
 
 
@@ -359,7 +377,8 @@ def test_reduce_lr_on_plateau_rejects_bad_arguments():
     lambda o: optim.ExponentialLR(o, gamma=0.9),
     lambda o: optim.OneCycleLR(o, max_lr=0.4, total_steps=12, three_phase=True),
     lambda o: optim.LambdaLR(o, lambda e: 1.0 / (1 + e)),
-], ids=["multistep", "exponential", "onecycle", "lambda"])
+    lambda o: optim.SequentialLR(o, [optim.LinearLR(o, 0.2, total_iters=3), optim.CosineAnnealingLR(o, 10)], [3]),
+], ids=["multistep", "exponential", "onecycle", "lambda", "sequential"])
 def test_scheduler_state_dict_resumes(make):
     def fresh():
         opt = optim.SGD([nn.Parameter(ag.zeros(1))], lr=0.1, momentum=0.9)

@@ -13,10 +13,11 @@ from .adaptive import Adadelta, Adagrad, NAdam, RAdam, RMSprop
 from .optimizers import SGD, Adam, AdamW, Optimizer, flatten_state_dict, unflatten_state_dict
 from .schedulers import (
     ConstantLR, CosineAnnealingLR, CosineAnnealingWarmRestarts, ExponentialLR, LambdaLR, LinearLR, LinearWarmup,
-    LRScheduler, MultiStepLR, OneCycleLR, PolynomialLR, ReduceLROnPlateau, StepLR,
+    LRScheduler, MultiStepLR, OneCycleLR, PolynomialLR, ReduceLROnPlateau, StepLR, SequentialLR, ChainedScheduler,
 )
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adadelta", "Adagrad", "RMSprop", "NAdam", "RAdam",
            "flatten_state_dict", "unflatten_state_dict", "LRScheduler", "StepLR", "CosineAnnealingLR", "LinearWarmup",
            "LambdaLR", "MultiStepLR", "ExponentialLR", "OneCycleLR", "ReduceLROnPlateau", "ConstantLR", "LinearLR",
-           "PolynomialLR", "CosineAnnealingWarmRestarts", "schedulers", "lr_scheduler"]
+           "PolynomialLR", "CosineAnnealingWarmRestarts", "SequentialLR", "ChainedScheduler", "schedulers",
+           "lr_scheduler"]

@@ -8,6 +8,7 @@ recursive ("chainable") forms, so the lr sequences equal torch's.
 
 from __future__ import annotations
 
+import bisect
 import math
 import types
 from collections import Counter
@@ -16,7 +17,8 @@ from typing import Any
 from .optimizers import Optimizer
 
 __all__ = ["LRScheduler", "StepLR", "CosineAnnealingLR", "LinearWarmup", "LambdaLR", "MultiStepLR", "ExponentialLR",
-           "OneCycleLR", "ReduceLROnPlateau", "ConstantLR", "LinearLR", "PolynomialLR", "CosineAnnealingWarmRestarts"]
+           "OneCycleLR", "ReduceLROnPlateau", "ConstantLR", "LinearLR", "PolynomialLR", "CosineAnnealingWarmRestarts",
+           "SequentialLR", "ChainedScheduler"]
 
 
 class LRScheduler:
@@ -36,6 +38,10 @@ class LRScheduler:
                                    "a scheduler with last_epoch >= 0 (load the optimizer's state first)")
         self.base_lrs: list[float] = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
+        self._initial_step()
+
+    def _initial_step(self) -> None:
+        """Step 0 (also re-run by SequentialLR when a scheduler's turn comes first)."""
         self._step_count = 0
         self._is_initial = True
         self.step()
@@ -58,6 +64,15 @@ class LRScheduler:
     def get_last_lr(self) -> list[float]:
         """The lr of each parameter group set by the last `step()`."""
         return list(self._last_lr)
+
+    def _update_lr(self, epoch: int) -> None:
+        """Jump to `epoch` (SequentialLR's hand-over): the closed form where the schedule has one."""
+        self.last_epoch = epoch
+        closed_form = getattr(self, "_closed_form_lr", None)
+        values = closed_form() if closed_form is not None else self.get_lr()
+        for group, lr in zip(self.optimizer.param_groups, values):
+            group["lr"] = lr
+        self._last_lr = self._current_lrs()
 
     def state_dict(self) -> dict[str, Any]:
         """Every attribute but the optimizer (plain numbers and lists)."""
@@ -82,6 +97,9 @@ class StepLR(LRScheduler):
             return self._current_lrs()
         return [lr * self.gamma for lr in self._current_lrs()]
 
+    def _closed_form_lr(self) -> list[float]:
+        return [base * self.gamma ** (self.last_epoch // self.step_size) for base in self.base_lrs]
+
 
 class CosineAnnealingLR(LRScheduler):
     """lr_t = eta_min + (base_lr - eta_min) * (1 + cos(pi * t / T_max)) / 2, computed
@@ -105,6 +123,10 @@ class CosineAnnealingLR(LRScheduler):
                     for base, lr in zip(self.base_lrs, self._current_lrs())]
         return [(1 + math.cos(math.pi * t / t_max)) / (1 + math.cos(math.pi * (t - 1) / t_max))
                 * (lr - eta_min) + eta_min for lr in self._current_lrs()]
+
+    def _closed_form_lr(self) -> list[float]:
+        return [self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+                for base in self.base_lrs]
 
 
 class LinearWarmup(LRScheduler):
@@ -182,6 +204,10 @@ class MultiStepLR(LRScheduler):
             return self._current_lrs()
         return [lr * self.gamma ** self.milestones[self.last_epoch] for lr in self._current_lrs()]
 
+    def _closed_form_lr(self) -> list[float]:
+        passed = sum(count for milestone, count in self.milestones.items() if milestone <= self.last_epoch)
+        return [base * self.gamma ** passed for base in self.base_lrs]
+
 
 class ExponentialLR(LRScheduler):
     """Multiplies each group's lr by `gamma` every epoch."""
@@ -194,6 +220,9 @@ class ExponentialLR(LRScheduler):
         if self._is_initial:
             return self._current_lrs()
         return [lr * self.gamma for lr in self._current_lrs()]
+
+    def _closed_form_lr(self) -> list[float]:
+        return [base * self.gamma ** self.last_epoch for base in self.base_lrs]
 
 
 def _per_group(name: str, optimizer: Optimizer, value) -> list:
@@ -391,6 +420,10 @@ class ConstantLR(LRScheduler):
             return self._current_lrs()
         return [lr * (1.0 / self.factor) for lr in self._current_lrs()]
 
+    def _closed_form_lr(self) -> list[float]:
+        done = self.last_epoch >= self.total_iters
+        return [base * (self.factor + done * (1 - self.factor)) for base in self.base_lrs]
+
 
 class LinearLR(LRScheduler):
     """Multiplies each group's lr by a factor going linearly from `start_factor` to
@@ -416,6 +449,11 @@ class LinearLR(LRScheduler):
         return [lr * (1.0 + (end - start) / (self.total_iters * start + (t - 1) * (end - start)))
                 for lr in self._current_lrs()]
 
+    def _closed_form_lr(self) -> list[float]:
+        start, end = self.start_factor, self.end_factor
+        return [base * (start + (end - start) * min(self.total_iters, self.last_epoch) / self.total_iters)
+                for base in self.base_lrs]
+
 
 class PolynomialLR(LRScheduler):
     """Decays each group's lr as (1 - t / total_iters)^power, reaching 0 at total_iters."""
@@ -431,6 +469,10 @@ class PolynomialLR(LRScheduler):
             return self._current_lrs()
         decay = ((1.0 - t / self.total_iters) / (1.0 - (t - 1) / self.total_iters)) ** self.power
         return [lr * decay for lr in self._current_lrs()]
+
+    def _closed_form_lr(self) -> list[float]:
+        return [base * (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters) ** self.power
+                for base in self.base_lrs]
 
 
 class CosineAnnealingWarmRestarts(LRScheduler):
@@ -481,3 +523,95 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
             group["lr"] = lr
         self._last_lr = self._current_lrs()
+
+
+def _check_chain(name: str, schedulers, optimizer) -> None:
+    if len(schedulers) < 1:
+        raise ValueError(f"{name} expects at least one scheduler, but got no scheduler.")
+    for index, scheduler in enumerate(schedulers):
+        if not hasattr(scheduler, "optimizer"):
+            raise TypeError(f"{name} at index {index} should have `optimizer` as its attribute.")
+        if isinstance(scheduler, ReduceLROnPlateau):
+            raise ValueError(f"{name} does not support `ReduceLROnPlateau` scheduler as it requires additional "
+                             f"kwargs to be specified when calling `step`, but got one at index {index}.")
+        if scheduler.optimizer is not optimizer:
+            raise ValueError(f"{name} expects all schedulers to belong to the same optimizer, but scheduler "
+                             f"{type(scheduler).__name__} at index {index} has another one.")
+
+
+def _chain_state(scheduler) -> dict[str, Any]:
+    state = {key: value for key, value in scheduler.__dict__.items() if key not in ("optimizer", "_schedulers")}
+    state["_schedulers"] = [s.state_dict() for s in scheduler._schedulers]
+    return state
+
+
+def _load_chain_state(scheduler, state_dict: dict[str, Any]) -> None:
+    state = dict(state_dict)
+    saved = state.pop("_schedulers")
+    scheduler.__dict__.update(state)
+    for inner, inner_state in zip(scheduler._schedulers, saved):
+        inner.load_state_dict(inner_state)
+
+
+class SequentialLR(LRScheduler):
+    """Runs `schedulers` one after another: scheduler i from epoch milestones[i-1] on (e.g. a
+    LinearLR warm-up, then CosineAnnealingLR). At a milestone the next scheduler starts
+    from its epoch 0, as torch's."""
+
+    def __init__(self, optimizer: Optimizer, schedulers, milestones, last_epoch: int = -1):
+        _check_chain("SequentialLR", schedulers, optimizer)
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError("Sequential Schedulers expects number of schedulers provided to be one more than the "
+                             f"number of milestone points, but got number of schedulers {len(schedulers)} and the "
+                             f"number of milestones to be equal to {len(milestones)}")
+        self._schedulers = list(schedulers)
+        self._milestones = list(milestones)
+        self.last_epoch = last_epoch + 1
+        self.optimizer = optimizer
+        for group in optimizer.param_groups:
+            group["lr"] = group["initial_lr"]
+        for scheduler in self._schedulers:  # undo the step each scheduler took when it was made
+            scheduler.last_epoch -= 1
+        first = self._schedulers[bisect.bisect_right(self._milestones, 0)]
+        first._initial_step()
+        self._last_lr = first.get_last_lr()
+
+    def step(self) -> None:
+        self.last_epoch += 1
+        index = bisect.bisect_right(self._milestones, self.last_epoch)
+        scheduler = self._schedulers[index]
+        if index > 0 and self._milestones[index - 1] == self.last_epoch:
+            scheduler._update_lr(0)
+        else:
+            scheduler.step()
+        self._last_lr = scheduler.get_last_lr()
+
+    def state_dict(self) -> dict[str, Any]:
+        return _chain_state(self)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        _load_chain_state(self, state_dict)
+
+
+class ChainedScheduler(LRScheduler):
+    """Steps every scheduler in `schedulers` at each step (their changes compose)."""
+
+    def __init__(self, schedulers, optimizer: Optimizer | None = None):
+        if len(schedulers) < 1:
+            raise ValueError("ChainedScheduler expects at least one scheduler to be chained, but got no scheduler.")
+        optimizer = optimizer or schedulers[0].optimizer
+        _check_chain("ChainedScheduler", schedulers, optimizer)
+        self._schedulers = list(schedulers)
+        self.optimizer = optimizer
+        self._last_lr = self._current_lrs()
+
+    def step(self) -> None:
+        for scheduler in self._schedulers:
+            scheduler.step()
+        self._last_lr = self._current_lrs()
+
+    def state_dict(self) -> dict[str, Any]:
+        return _chain_state(self)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        _load_chain_state(self, state_dict)
