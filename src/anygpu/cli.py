@@ -15,7 +15,7 @@ from importlib import metadata
 from typing import Sequence
 
 import anygpu as ag
-from anygpu import nanosign_cli, train
+from anygpu import infer, nanosign_cli, train
 from anygpu.distributed import DistributedError
 from anygpu.io.datasets import DataError
 from anygpu.io.nanosign import TamperedError
@@ -87,6 +87,10 @@ def _cmd_info(args: argparse.Namespace) -> int:
         f"{name}={os.environ[name]}" for name in ("ANYGPU_ADAPTER", "ANYGPU_BACKEND") if os.environ.get(name)
     ]
     how = ", ".join(selection) if selection else "wgpu's high-performance choice; set ANYGPU_ADAPTER=<index or name> / ANYGPU_BACKEND to pick"
+    if wanted.lower() == "fastest":
+        from anygpu.runtime import measure
+
+        how += "; " + measure.fastest(os.environ.get("ANYGPU_BACKEND") or None)[1]
     print(f"chosen (*): {dev.adapter_name} ({dev.backend}, {dev.adapter_type}) — {how}")
 
     print("key limits:")
@@ -99,6 +103,11 @@ def _cmd_info(args: argparse.Namespace) -> int:
     if chosen_info is not None:
         others = sorted(set(chosen_info.features) - set(dev.features))
         print(f"other adapter features ({len(others)}): {', '.join(others) or 'none'}")
+    if args.measure:
+        from anygpu.runtime import measure
+
+        for line in measure.table(measure.measure_all()):
+            print(line)
     return EXIT_OK
 
 
@@ -119,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
         "info", help="list the adapters wgpu sees, the one chosen, its limits and features",
         description="List every adapter wgpu sees, the one anygpu chooses, its key limits and features.",
     )
+    info.add_argument("--measure", action="store_true",
+                      help="time every adapter on a small fixed suite (matmul, bandwidth, dispatch overhead), "
+                           "print a table and cache it for ANYGPU_ADAPTER=fastest")
     info.set_defaults(func=_cmd_info)
 
     try:
@@ -130,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
         register_bench(subparsers)
 
     train.register(subparsers)
+    infer.register(subparsers)  # predict, eval, sample
     nanosign_cli.register(subparsers)
     return parser
 

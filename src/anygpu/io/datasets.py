@@ -33,11 +33,15 @@ from typing import Iterator, Sequence
 import numpy as np
 from PIL import Image
 
+from anygpu.io import nanosign
+
 __all__ = [
     "DataError",
     "Dataset",
     "IMAGE_EXTENSIONS",
     "batches",
+    "image_files",
+    "read_images",
     "load_digits",
     "load_image_folder",
     "load_mnist",
@@ -378,6 +382,21 @@ def _load_images(paths: Sequence[Path], size: int, mode: str) -> np.ndarray:
         out[i] = _read_image(path, size, mode).transpose(2, 0, 1)
     out *= 1.0 / 255.0
     return out
+
+
+def image_files(folder: str | os.PathLike) -> list[Path]:
+    """Every image file under `folder` (recursively, sorted by path, hidden entries skipped),
+    as the image-folder loaders see them; suffixes are those of `IMAGE_EXTENSIONS`."""
+    return _image_files(Path(folder))
+
+
+def read_images(paths: Sequence[str | os.PathLike], size: int, mode: str = "RGB") -> np.ndarray:
+    """Decode image files the way the image-folder loaders do (transparency onto black,
+    centre crop, resize to `size` x `size`, mode "RGB" or "L"): float32 (N, C, size, size)
+    in [0, 1]. A file Pillow cannot read raises `DataError` naming it."""
+    if mode not in ("RGB", "L"):
+        raise ValueError(f"read_images: mode must be 'RGB' or 'L', got {mode!r}")
+    return _load_images([Path(path) for path in paths], _check_size(size), mode)
 
 
 def _check_size(size: int) -> int:

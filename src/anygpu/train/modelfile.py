@@ -31,7 +31,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from anygpu.io import checkpoint
+from anygpu.io import checkpoint, nanosign
 
 __all__ = ["MODEL_FORMAT", "ARCHITECTURES", "ModelFile", "ModelFileError", "read", "classifier_metadata",
            "diffusion_metadata"]
@@ -183,7 +183,9 @@ def read(path: str | Path) -> ModelFile:
         raise ModelFileError(f"{path}: is a folder; expected a model file such as runs/digits/model.safetensors")
     try:
         arrays, metadata = checkpoint.load_with_metadata(path)
-    except ValueError as error:  # unsigned or not safetensors (TamperedError is not a ValueError)
+    except nanosign.TamperedError:
+        raise
+    except ValueError as error:  # unsigned, or not safetensors
         raise ModelFileError(" ".join(str(error).split())) from None
     if metadata.get("format") != MODEL_FORMAT:
         if "format" not in metadata:

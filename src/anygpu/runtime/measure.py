@@ -1,0 +1,248 @@
+"""Routing by measurement: time each adapter on a small fixed suite, cache the result per
+adapter and driver, and pick the fastest (``ANYGPU_ADAPTER=fastest``, ``anygpu info --measure``).
+
+The suite (kernels/measure.wgsl), each part timed by wall clock around a synchronize,
+best of ``REPEATS``:
+
+- ``matmul``: one MATMUL_SIZE^3 float32 matmul by a plain one-output-per-invocation kernel (the same on
+  every adapter, not the tuned family), checked against NumPy: an adapter that computes
+  wrong numbers is reported and never chosen.
+- ``bandwidth``: a GPU-side copy of COPY_BYTES.
+- ``dispatch``: DISPATCHES dispatches of an empty kernel, one submit.
+
+An adapter's score is the suite's time, the sum of the three parts' seconds: lower is
+faster. Results are cached in ``adapters.json`` in the cache folder (ANYGPU_CACHE_DIR,
+else $XDG_CACHE_HOME/anygpu, else ~/.cache/anygpu: the autotuner's folder), keyed by
+adapter name, backend, type, driver and PCI ids, and by SUITE_VERSION.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from .device import Device, adapter_infos, AdapterInfo
+from .errors import GpuError
+from .shaders import load_shader
+
+__all__ = ["Measurement", "measure_adapter", "measure_all", "cached", "fastest", "table", "cache_path", "adapter_key",
+           "SUITE_VERSION"]
+
+SUITE_VERSION = 1  # bump when the suite changes: older cached numbers are then ignored
+MATMUL_SIZE = 128  # small: a software driver must finish the suite in seconds
+COPY_BYTES = 32 << 20
+DISPATCHES = 200
+REPEATS = 3
+CACHE_FILE = "adapters.json"
+
+
+@dataclass
+class Measurement:
+    """One adapter's suite results. Seconds are the best of REPEATS runs of each part."""
+
+    key: str
+    name: str
+    backend: str
+    type: str
+    driver: str
+    matmul_seconds: float
+    copy_seconds: float
+    dispatch_seconds: float
+    correct: bool
+    measured_at: str
+    suite_version: int = SUITE_VERSION
+
+    @property
+    def suite_seconds(self) -> float:
+        return self.matmul_seconds + self.copy_seconds + self.dispatch_seconds
+
+    @property
+    def matmul_gflops(self) -> float:
+        return 2.0 * MATMUL_SIZE ** 3 / self.matmul_seconds / 1e9
+
+    @property
+    def bandwidth_gbs(self) -> float:
+        return 2.0 * COPY_BYTES / self.copy_seconds / 1e9  # read + write
+
+    @property
+    def dispatch_us(self) -> float:
+        return self.dispatch_seconds / DISPATCHES * 1e6
+
+
+def cache_path() -> Path:
+    """adapters.json in ANYGPU_CACHE_DIR, else $XDG_CACHE_HOME/anygpu, else ~/.cache/anygpu
+    (the same folder as the autotuner's cache, ops/autotune.py, which runtime cannot import)."""
+    folder = os.environ.get("ANYGPU_CACHE_DIR")
+    if not folder:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        folder = os.path.join(base, "anygpu")
+    return Path(folder) / CACHE_FILE
+
+
+def adapter_key(info: AdapterInfo) -> str:
+    """Adapter and driver: a new driver version is a new key, so it is measured again."""
+    return f"{info.name}|{info.backend}|{info.type}|{info.driver}|{info.vendor_id:04x}:{info.device_id:04x}"
+
+
+def _best_of(run, dev: Device) -> float:
+    run()  # warm-up: pipeline creation, first-touch allocation
+    dev.synchronize()
+    best = float("inf")
+    for _ in range(REPEATS):
+        started = time.perf_counter()
+        run()
+        dev.synchronize()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def measure_adapter(info: AdapterInfo) -> Measurement:
+    """Open the adapter (by index) and run the suite on it."""
+    dev = Device(adapter=str(info.index))
+    source = load_shader("measure.wgsl")
+    matmul = dev.kernel("measure_matmul", source, 2, 1, "IIII", entry_point="matmul")
+    touch = dev.kernel("measure_touch", source, 2, 1, "IIII", entry_point="touch")
+    size = MATMUL_SIZE
+    rng = np.random.default_rng(0)
+    a_host = rng.standard_normal((size, size), dtype=np.float32)
+    b_host = rng.standard_normal((size, size), dtype=np.float32)
+    a, b, c = dev.upload(a_host.ravel()), dev.upload(b_host.ravel()), dev.empty(size * size)
+    tiles = -(-size // 8)
+
+    matmul_seconds = _best_of(lambda: dev.launch(matmul, [a, b], [c], (size, size, size, 0), (tiles, tiles, 1)), dev)
+    expected = a_host.astype(np.float64) @ b_host.astype(np.float64)
+    got = dev.read(c).reshape(size, size)
+    correct = bool(np.allclose(got, expected, rtol=1e-3, atol=1e-2 * np.sqrt(size)))
+
+    source_buf = dev.alloc(COPY_BYTES // 4)
+    target_buf = dev.empty(COPY_BYTES // 4)
+    copy_seconds = _best_of(lambda: dev.copy(source_buf, target_buf), dev)
+
+    counter = dev.alloc(1)
+    small = dev.alloc(1)
+
+    def dispatches():
+        for _ in range(DISPATCHES):
+            dev.launch(touch, [small, small], [counter], (0, 0, 0, 0), (1, 1, 1))
+
+    dispatch_seconds = _best_of(dispatches, dev)
+    return Measurement(
+        key=adapter_key(info), name=info.name, backend=info.backend, type=info.type, driver=info.driver,
+        matmul_seconds=matmul_seconds, copy_seconds=copy_seconds, dispatch_seconds=dispatch_seconds,
+        correct=correct, measured_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )
+
+
+def _load_cache() -> dict[str, dict]:
+    path = cache_path()
+    try:
+        entries = json.loads(path.read_text())
+    except (OSError, ValueError):  # no cache yet, or a damaged one: measure again
+        return {}
+    return entries if isinstance(entries, dict) else {}
+
+
+def _from_entry(entry) -> Measurement | None:
+    """A cached entry, or None when it is from another suite version or malformed."""
+    if not isinstance(entry, dict) or entry.get("suite_version") != SUITE_VERSION:
+        return None
+    try:
+        measurement = Measurement(**entry)
+    except TypeError:
+        return None
+    numbers = (measurement.matmul_seconds, measurement.copy_seconds, measurement.dispatch_seconds)
+    if not all(isinstance(v, (int, float)) and 0 < v < float("inf") for v in numbers):
+        return None
+    return measurement
+
+
+def cached(info: AdapterInfo) -> Measurement | None:
+    """The cached measurement of this adapter and driver, if any."""
+    return _from_entry(_load_cache().get(adapter_key(info)))
+
+
+def _store(measurements: list[Measurement]) -> None:
+    path = cache_path()
+    entries = _load_cache()
+    for measurement in measurements:
+        entries[measurement.key] = asdict(measurement)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(entries, indent=2, sort_keys=True) + "\n")
+    os.replace(temporary, path)  # readers see the old file or the new one, never half of one
+
+
+def measure_all(infos: list[AdapterInfo] | None = None,
+                use_cache: bool = False) -> list[tuple[AdapterInfo, Measurement | None, str]]:
+    """(adapter, measurement or None, how) for each adapter; how is "measured", "cached" or
+    the error that stopped the suite there. New measurements are written to the cache."""
+    infos = adapter_infos() if infos is None else infos
+    results, fresh = [], []
+    for info in infos:
+        measurement = cached(info) if use_cache else None
+        if measurement is not None:
+            results.append((info, measurement, "cached"))
+            continue
+        try:
+            measurement = measure_adapter(info)
+        except (GpuError, ValueError) as error:  # an adapter that cannot run the suite is skipped
+            results.append((info, None, f"failed: {' '.join(str(error).split())}"))
+            continue
+        fresh.append(measurement)
+        results.append((info, measurement, "measured"))
+    if fresh:
+        try:
+            _store(fresh)
+        except OSError:  # a read-only home still gets its answer, only not remembered
+            pass
+    return results
+
+
+def fastest(backend: str | None = None) -> tuple[AdapterInfo, str]:
+    """The adapter with the shortest suite time (cached numbers, measured where missing),
+    among those of `backend` when given, and a one-line reason."""
+    infos = adapter_infos()
+    if backend:
+        from .device import _BACKEND_ALIASES
+
+        wanted = _BACKEND_ALIASES.get(backend.lower(), backend.lower())
+        infos = [info for info in infos if info.backend.lower() == wanted]
+    results = [(info, m, how) for info, m, how in measure_all(infos, use_cache=True) if m is not None and m.correct]
+    if not results:
+        raise GpuError("ANYGPU_ADAPTER=fastest: no adapter" + (f" of backend {backend}" if backend else "")
+                       + " ran the measurement suite correctly (see 'anygpu info --measure')")
+    results.sort(key=lambda item: item[1].suite_seconds)
+    best, measurement, how = results[0]
+    others = ", ".join(f"[{info.index}] {m.suite_seconds * 1e3:.1f} ms" for info, m, _ in results[1:])
+    reason = (f"fastest by measurement: suite {measurement.suite_seconds * 1e3:.1f} ms"
+              + (f" vs {others}" if others else " (the only adapter measured)")
+              + f" ({how} {measurement.measured_at})")
+    return best, reason
+
+
+def table(results: list[tuple[AdapterInfo, Measurement | None, str]]) -> list[str]:
+    """The lines `anygpu info --measure` prints: one row per adapter, fastest marked."""
+    ranked = sorted((m.suite_seconds, info.index) for info, m, _ in results if m is not None and m.correct)
+    best = ranked[0][1] if ranked else None
+    lines = [f"measured (suite: {MATMUL_SIZE}^3 matmul, {COPY_BYTES >> 20} MiB copy, {DISPATCHES} dispatches; "
+             f"best of {REPEATS}; cache {cache_path()}):",
+             f"  {'':1} {'adapter':<44} {'matmul GFLOP/s':>14} {'copy GB/s':>10} {'dispatch us':>11} "
+             f"{'suite ms':>9}  source"]
+    for info, m, how in results:
+        label = f"[{info.index}] {info.name} ({info.backend})"[:44]
+        if m is None:
+            lines.append(f"    {label:<44} {how}")
+            continue
+        mark = "+" if info.index == best else " "
+        note = how if m.correct else f"{how}; WRONG matmul results, never chosen"
+        lines.append(f"  {mark} {label:<44} {m.matmul_gflops:>14.2f} {m.bandwidth_gbs:>10.2f} {m.dispatch_us:>11.1f} "
+                     f"{m.suite_seconds * 1e3:>9.1f}  {note} {m.measured_at}")
+    if best is not None:
+        lines.append(f"fastest (+): adapter [{best}]; ANYGPU_ADAPTER=fastest picks it")
+    return lines
