@@ -63,7 +63,8 @@ def test_factories_take_device(dev, rng):
 def test_a_missing_adapter_index_is_refused_before_gpu_work():
     far = ag.cuda.device_count() + 3
     for call in (lambda: ag.zeros(2, device=f"cuda:{far}"), lambda: ag.tensor([1.0], device=far),
-                 lambda: ag.ones(2).to(f"cuda:{far}"), lambda: ag.ones(2).cuda(far)):
+                 lambda: ag.ones(2).to(f"cuda:{far}"), lambda: ag.ones(2).cuda(far),
+                 lambda: ag.nn.Linear(2, 2).to(f"cuda:{far}"), lambda: ag.nn.Linear(2, 2).cuda(far)):
         with pytest.raises(ValueError, match=f"adapter index {far} does not exist"):
             call()
 

@@ -395,13 +395,22 @@ class Module:
                 param.grad.zero_()
 
     def to(self, *args, **kwargs) -> "Module":
-        """Accepted for PyTorch code (`model.to(device)`): parameters already live on the GPU."""
+        """Accepted for PyTorch code (`model.to(device)`): parameters already live on the
+        adapter; a device argument is checked like a tensor's (anygpu/placement.py)."""
+        from .. import placement
+        for arg in (*args, kwargs.get("device")):
+            if (isinstance(arg, placement.device) or (isinstance(arg, int) and not isinstance(arg, bool))
+                    or (isinstance(arg, str) and arg.partition(":")[0] in placement.DEVICE_TYPES)):
+                placement.check_device("Module.to", arg)
         return self
 
     def cpu(self) -> "Module":
         return self
 
     def cuda(self, device=None) -> "Module":
+        if device is not None:
+            from .. import placement
+            placement.check_device("Module.cuda", device)
         return self
 
     def float(self) -> "Module":
