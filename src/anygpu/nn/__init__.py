@@ -9,10 +9,12 @@ from .modules import (
     MultiheadAttention, Parameter, ReLU, Sequential, Sigmoid, SiLU, Softmax, StateDictError, Tanh, Upsample,
 )
 from . import utils
+from .modules import AdaptiveAvgPool2d
 from .activation import (
     ELU, Dropout1d, Dropout2d, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish, ReLU6, Softplus, Unflatten,
 )
 from .containers import ModuleDict, ParameterDict, ParameterList
+from .layers1d import AvgPool1d, BatchNorm1d, Conv1d, MaxPool1d
 from .loss import BCELoss, BCEWithLogitsLoss, HuberLoss, KLDivLoss, L1Loss, NLLLoss, SmoothL1Loss
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .transformer import (
@@ -28,5 +30,6 @@ __all__ = [
     "LogSigmoid", "Mish", "LogSoftmax", "Unflatten", "Dropout1d", "Dropout2d", "NLLLoss", "BCELoss",
     "BCEWithLogitsLoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "RNNBase", "RNN", "LSTM", "GRU",
     "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell", "Transformer", "TransformerEncoder", "TransformerDecoder",
-    "TransformerEncoderLayer", "TransformerDecoderLayer",
+    "TransformerEncoderLayer", "TransformerDecoderLayer", "AdaptiveAvgPool2d",
+    "Conv1d", "BatchNorm1d", "MaxPool1d", "AvgPool1d",
 ]

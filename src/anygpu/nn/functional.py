@@ -32,6 +32,7 @@ __all__ = [
     "log_softmax", "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy_with_logits",
     "binary_cross_entropy", "smooth_l1_loss", "huber_loss", "kl_div",
     "hardtanh", "relu6", "logsigmoid", "mish", "dropout1d", "dropout2d",
+    "conv1d", "max_pool1d", "avg_pool1d",
     "scaled_dot_product_attention", "interpolate", "relu", "silu", "gelu", "sigmoid", "tanh", "leaky_relu",
     "elu", "softplus", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "dropout", "embedding", "pad",
     "one_hot", "normalize",
@@ -760,6 +761,60 @@ def _pool_input(op: str, input: Tensor):
     _tensor(op, "input", input)
     x, unbatched = _batched(op, input, 2)
     return x, unbatched
+
+
+def _one(op: str, name: str, value, minimum: int) -> int:
+    """An int, or a 1-tuple of one (torch's 1-D layers accept both)."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != 1:
+            raise ValueError(f"{op}: {name} must be an int or a 1-tuple, got {value!r}")
+        value = value[0]
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{op}: {name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _as_planes(op: str, input: Tensor) -> Tensor:
+    """(N, C, L) or (C, L) as (N, C, 1, L) or (C, 1, L): 1-D layers run as 2-D ones of height 1."""
+    _tensor(op, "input", input, ndims=(2, 3))
+    return input.unsqueeze(-2)
+
+
+def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
+           groups: int = 1) -> Tensor:
+    """1-D convolution: input (N, C_in, L) or (C_in, L), weight (C_out, C_in/groups, k),
+    bias (C_out) -> (N, C_out, L_out); padding an int, 'valid' or 'same'. Runs as conv2d
+    over a height of 1."""
+    op = "conv1d"
+    _tensor(op, "weight", weight, ndims=(3,))
+    padding = padding if isinstance(padding, str) else (0, _one(op, "padding", padding, 0))
+    out = conv2d(_as_planes(op, input), weight.unsqueeze(-2), bias, (1, _one(op, "stride", stride, 1)), padding,
+                 (1, _one(op, "dilation", dilation, 1)), groups)
+    return out.squeeze(-2)
+
+
+def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False):
+    """Max over kernel_size windows of input (N, C, L) or (C, L); indices are positions in L."""
+    op = "max_pool1d"
+    kernel = _one(op, "kernel_size", kernel_size, 1)
+    stride = kernel if stride is None or stride == [] or stride == () else _one(op, "stride", stride, 1)
+    out = max_pool2d(_as_planes(op, input), (1, kernel), (1, stride), (0, _one(op, "padding", padding, 0)),
+                     (1, _one(op, "dilation", dilation, 1)), ceil_mode, return_indices)
+    if return_indices:
+        return out[0].squeeze(-2), out[1].squeeze(-2)
+    return out.squeeze(-2)
+
+
+def avg_pool1d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True) -> Tensor:
+    """Mean over kernel_size windows of input (N, C, L) or (C, L)."""
+    op = "avg_pool1d"
+    kernel = _one(op, "kernel_size", kernel_size, 1)
+    stride = kernel if stride is None or stride == [] or stride == () else _one(op, "stride", stride, 1)
+    out = avg_pool2d(_as_planes(op, input), (1, kernel), (1, stride), (0, _one(op, "padding", padding, 0)),
+                     ceil_mode, count_include_pad)
+    return out.squeeze(-2)
 
 
 def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
