@@ -39,3 +39,10 @@ def load(path, allow_unsigned: bool = False) -> dict:
     Raises nanosign.TamperedError when the signature does not match, and ValueError for
     an unsigned file unless allow_unsigned=True. Never unpickles."""
     return {name: tensor(array) for name, array in _checkpoint.load(path, allow_unsigned=allow_unsigned).items()}
+
+# torch's module-level functions and dtype names (kept last: `bool`, `float`, `int` are
+# torch's dtype names here, as in `torch.bool`).
+from .functions import *  # noqa: E402,F401,F403
+from .tensor import nonzero, sort, topk  # noqa: E402,F401
+from .dtypes import dtype, float32, float16, bfloat16, float64, int32, int64  # noqa: E402,F401
+from .dtypes import bool, double, float, half, int, long  # noqa: E402,F401,A004

@@ -12,6 +12,8 @@ the `Entry` whose backward closure routes the output's gradient to the inputs;
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import math
 import threading
 from collections import namedtuple
@@ -19,18 +21,19 @@ from typing import Sequence
 
 import numpy as np
 
+from . import dtypes, placement
 from .autograd.engine import Entry, reverse_walk
 from .autograd.rules import backward as rule
+from .dtypes import bfloat16, float16, float32, int32, int64, promote, to_dtype
 from .ops import gpu
 from .ops.nd import broadcast_shapes, contiguous_strides, numel
 
-float32 = "float32"
-int32 = "int32"
-int64 = "int32"  # integer tensors live as int32 on the GPU (WGSL has no portable i64)
+bool_ = dtypes.bool
 long = int64
+half = float16
 
-_BUF_DTYPE = {float32: "f32", int32: "i32"}
-_NP_DTYPE = {float32: np.float32, int32: np.int32}
+_BUF_DTYPE = {d: d.storage for d in dtypes.ALL}  # Tensor dtype -> Buffer dtype
+_NP_DTYPE = {float32: np.float32, int32: np.int32, int64: np.int32, bool_: np.float32}  # as stored
 
 _state = threading.local()
 _rng = [np.random.default_rng()]
@@ -45,22 +48,90 @@ def is_grad_enabled() -> bool:
     return getattr(_state, "grad_enabled", True)
 
 
-class no_grad(contextlib.ContextDecorator):
-    """Context manager / decorator: ops inside record nothing for autograd."""
+class _GradMode(contextlib.ContextDecorator):
+    """Sets grad mode to `_mode` inside: `with no_grad():`, `@no_grad()` and bare `@no_grad`."""
+
+    _mode = False
+
+    def __new__(cls, orig_func=None):
+        if orig_func is None:
+            return super().__new__(cls)
+        if not callable(orig_func):
+            raise ValueError(f"{cls.__name__}: expected no argument or a function to decorate, got {orig_func!r}")
+        return cls()(orig_func)
+
+    def __init__(self, orig_func=None):
+        self._saved = []  # a stack: one decorator instance may be entered again by recursion
 
     def __enter__(self):
-        self._prev = is_grad_enabled()
-        _state.grad_enabled = False
+        self._saved.append(is_grad_enabled())
+        _state.grad_enabled = self._mode
 
     def __exit__(self, *exc):
-        _state.grad_enabled = self._prev
+        _state.grad_enabled = self._saved.pop()
         return False
 
 
-class enable_grad(contextlib.ContextDecorator):
+class no_grad(_GradMode):
+    """Context manager / decorator: ops inside record nothing for autograd."""
+
+
+class enable_grad(_GradMode):
+    """Context manager / decorator: ops inside record for autograd (inside a no_grad block too)."""
+
+    _mode = True
+
+
+class inference_mode(_GradMode):
+    """torch.inference_mode(mode=True): no_grad when mode is True; inference_mode(False) records
+    again. anygpu keeps no 'inference tensor' flag, so tensors made inside may later join
+    autograd graphs (torch refuses that)."""
+
+    def __new__(cls, mode=True):
+        if callable(mode) and not isinstance(mode, bool):
+            return cls()(mode)
+        return object.__new__(cls)
+
+    def __init__(self, mode: bool = True):
+        super().__init__()
+        self._enabled = bool(mode)
+
     def __enter__(self):
+        self._saved.append((is_grad_enabled(), is_inference_mode_enabled()))
+        # As torch: inference_mode(False) turns recording back on (inside no_grad too).
+        _state.grad_enabled = not self._enabled
+        _state.inference = self._enabled
+
+    def __exit__(self, *exc):
+        _state.grad_enabled, _state.inference = self._saved.pop()
+        return False
+
+
+def is_inference_mode_enabled() -> bool:
+    return getattr(_state, "inference", False)
+
+
+class set_grad_enabled:
+    """Switch autograd recording on or off: as a call (`set_grad_enabled(False)` takes effect
+    at once), as a context manager (restores the previous mode on exit) or as a decorator."""
+
+    def __init__(self, mode: bool):
         self._prev = is_grad_enabled()
-        _state.grad_enabled = True
+        self._mode = bool(mode)
+        _state.grad_enabled = self._mode
+
+    def __call__(self, func):
+        _state.grad_enabled = self._prev  # decorating must not change the mode around it
+        mode = self._mode
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            with set_grad_enabled(mode):
+                return func(*args, **kwargs)
+        return wrapper
+
+    def __enter__(self):
+        return None
 
     def __exit__(self, *exc):
         _state.grad_enabled = self._prev
@@ -76,17 +147,13 @@ def default_generator() -> np.random.Generator:
     return _rng[0]
 
 
-def _normalize_dtype(dtype) -> str:
-    if dtype is None:
-        return float32
-    if dtype in (float32, int32):
-        return dtype
-    np_dtype = np.dtype(dtype)
-    if np_dtype.kind == "f":
-        return float32
-    if np_dtype.kind in "iub":
-        return int32
-    raise ValueError(f"tensor: unsupported dtype {dtype!r} (float32 or int32/int64)")
+def _normalize_dtype(dtype, op: str = "tensor", default=None) -> dtypes.dtype:
+    return to_dtype(dtype, op, default)
+
+
+def _is_int(dt) -> bool:
+    """An integer dtype (int32/int64): stored as i32, exact integer arithmetic."""
+    return dt is int32 or dt is int64
 
 
 def _as_shape(op: str, shape) -> tuple[int, ...]:
@@ -112,7 +179,7 @@ class Tensor:
     """A GPU array with autograd. Build with `anygpu.tensor`, `zeros`, `randn`, ..."""
 
     __slots__ = ("_buf", "shape", "dtype", "requires_grad", "grad", "_entry", "_parents",
-                 "_host", "_retain", "__weakref__")
+                 "_host", "_retain", "_key", "__weakref__")
     # _host: the host array an integer tensor was made from, kept only so index checks
     # (class indices, embedding ids) can run before GPU work. Never used for reads:
     # in-place updates of a shared buffer would leave it stale.
@@ -128,12 +195,19 @@ class Tensor:
         self._parents: tuple = ()
         self._host = None
         self._retain = False
+        self._key = id(self)  # the autograd engine's name for this value (a new one after an in-place op)
 
     __hash__ = object.__hash__
 
     # ------------------------------------------------------------- basics
     @property
     def device(self):
+        """torch's `device` of the adapter holding the data, e.g. device(type='cuda', index=0)."""
+        return placement.device_of(self._buf._dev)
+
+    @property
+    def _dev(self):
+        """The runtime Device holding this tensor's buffer (what internal code launches on)."""
         return self._buf._dev
 
     @property
@@ -163,8 +237,11 @@ class Tensor:
         return self._entry
 
     def numpy(self) -> np.ndarray:
-        """A host copy (float32 or int32) with this tensor's shape."""
-        return self.device.read(self._buf).reshape(self.shape)
+        """A host copy with this tensor's shape (float32, int32, int64 or bool)."""
+        stored = self._dev.read(self._buf).reshape(self.shape)
+        if self.dtype is bool_:
+            return stored != 0
+        return stored.astype(np.int64) if self.dtype is int64 else stored
 
     def tolist(self):
         return self.numpy().tolist()
@@ -173,7 +250,9 @@ class Tensor:
         if self.numel() != 1:
             raise ValueError(f"item: only one-element tensors can be converted, this one has shape {self.shape}")
         value = self.numpy().reshape(-1)[0]
-        return float(value) if self.dtype == float32 else int(value)
+        if self.dtype is bool_:
+            return bool(value)
+        return float(value) if self.dtype.is_floating_point else int(value)
 
     def __float__(self):
         return float(self.item())
@@ -186,6 +265,20 @@ class Tensor:
             raise ValueError("the truth value of a tensor with more than one element is ambiguous")
         return bool(self.item())
 
+    def __index__(self):
+        if not _is_int(self.dtype) and self.dtype is not bool_:
+            raise TypeError(f"only integer tensors of a single element can be converted to an index, "
+                            f"got dtype {self.dtype}")
+        return int(self.item())
+
+    def __format__(self, spec: str) -> str:
+        """f"{loss:.4f}" formats a 0-d tensor's value; other shapes accept no spec (as torch)."""
+        if self.ndim == 0:
+            return format(self.item(), spec)
+        if spec:
+            raise TypeError(f"unsupported format string passed to Tensor.__format__ (tensor of shape {self.shape})")
+        return repr(self)
+
     def __array__(self, dtype=None, copy=None):
         arr = self.numpy()
         return arr if dtype is None else arr.astype(dtype)
@@ -193,7 +286,9 @@ class Tensor:
     def __repr__(self) -> str:
         body = np.array2string(self.numpy(), precision=4, separator=", ", prefix="tensor(")
         extra = ""
-        if self.dtype != float32:
+        if self.dtype is not float32 and self.dtype is not int64 and self.dtype is not bool_:
+            extra += f", dtype={self.dtype}"  # torch shows only non-default dtypes
+        if self.dtype is bool_ and self.numel() == 0:
             extra += f", dtype={self.dtype}"
         if self._entry is not None:
             extra += f", grad_fn=<{self._entry.name}>"
@@ -208,8 +303,8 @@ class Tensor:
         return out
 
     def requires_grad_(self, flag: bool = True) -> "Tensor":
-        if flag and self.dtype != float32:
-            raise ValueError("requires_grad: only float tensors can require gradients")
+        if flag and not self.dtype.is_floating_point:
+            raise ValueError(f"requires_grad: only float tensors can require gradients, got dtype {self.dtype}")
         self.requires_grad = flag
         return self
 
@@ -217,7 +312,7 @@ class Tensor:
         self._retain = True
 
     def clone(self) -> "Tensor":
-        dev = self.device
+        dev = self._dev
         return _record("clone", Tensor(dev.copy(self._buf), self.shape, self.dtype), (self,),
                        rule("clone", dev))
 
@@ -228,28 +323,59 @@ class Tensor:
         return self.to(float32)
 
     def long(self) -> "Tensor":
-        return self.to(int32)
+        return self.to(int64)
 
     def int(self) -> "Tensor":
         return self.to(int32)
 
-    def to(self, dtype_or_device=None) -> "Tensor":
-        """Convert dtype (float32/int32/int64); a device argument is accepted and kept."""
-        if dtype_or_device is None or not isinstance(dtype_or_device, (str, type, np.dtype)) \
-                or dtype_or_device in ("cpu", "gpu", "cuda"):
-            return self
-        dtype = _normalize_dtype(dtype_or_device)
-        if dtype == self.dtype:
-            return self
-        buf = self.device.cast(self._buf, _BUF_DTYPE[dtype])
-        return Tensor(buf, self.shape, dtype)
+    def bool(self) -> "Tensor":
+        return self.to(bool_)
+
+    def half(self) -> "Tensor":
+        return self.to(float16)
+
+    def bfloat16(self) -> "Tensor":
+        return self.to(bfloat16)
+
+    def double(self) -> "Tensor":
+        return self.to(dtypes.float64)
+
+    def type_as(self, other: "Tensor") -> "Tensor":
+        return self.to(other.dtype)
+
+    def to(self, dtype_or_device=None, dtype=None, non_blocking: bool = False, copy: bool = False, *,
+           device=None, memory_format=None) -> "Tensor":
+        """Convert dtype (`x.to(torch.long)`, `x.to(other)`, `x.to(device, dtype)`); a device
+        argument is checked (placement.py: every device is the process's adapter) and kept."""
+        if isinstance(dtype_or_device, Tensor):
+            dtype = dtype_or_device.dtype
+        elif isinstance(dtype_or_device, (dtypes.dtype, type, np.dtype)):
+            dtype = dtype_or_device
+        elif isinstance(dtype_or_device, str) and dtype_or_device.removeprefix("torch.") in (
+                "float32", "float", "int32", "int64", "long", "int", "bool", "float16", "half", "bfloat16"):
+            dtype = dtype_or_device
+        elif dtype_or_device is not None:
+            placement.check_device("to", dtype_or_device)
+        placement.check_device("to", device)
+        if dtype is None:
+            return self.clone() if copy else self
+        return _cast(self, _normalize_dtype(dtype, "to"), copy)
+
+    def cuda(self, device=None, non_blocking: bool = False) -> "Tensor":
+        """The tensor itself: it already lives on the adapter (see anygpu/placement.py)."""
+        placement.check_device("cuda", "cuda" if device is None else device)
+        return self
+
+    def cpu(self) -> "Tensor":
+        """The tensor itself: anygpu keeps tensors on the adapter; `.numpy()` reads back."""
+        return self
 
     # ------------------------------------------------------------- autograd
     def backward(self, gradient: "Tensor | None" = None) -> None:
         """Accumulate d(self)/d(leaf) into every leaf's `.grad` that requires grad."""
         if not self.requires_grad:
             raise RuntimeError("backward: tensor does not require grad and has no grad_fn")
-        dev = self.device
+        dev = self._dev
         if gradient is None:
             if self.numel() != 1:
                 raise RuntimeError(f"backward: grad can be implicitly created only for scalar outputs, "
@@ -266,12 +392,12 @@ class Tensor:
         for t in order:
             for p in t._parents:
                 if p.requires_grad:
-                    wanted.add(id(p))
+                    wanted.add(p._key)
                     if p._entry is None or p._retain:
-                        leaves[id(p)] = p
+                        leaves[p._key] = p
         if self._entry is None or self._retain:
-            leaves[id(self)] = self
-        grads = {id(self): seed}
+            leaves[self._key] = self
+        grads = {self._key: seed}
         reverse_walk([t._entry for t in order], grads, dev.add,
                      wants_grad=wanted.__contains__, keep=lambda key: key in leaves)
         for key, leaf in leaves.items():
@@ -416,17 +542,42 @@ class Tensor:
         return _unary("abs", self)
 
     def clamp(self, min=None, max=None):
+        if isinstance(min, Tensor) or isinstance(max, Tensor):  # tensor bounds: elementwise
+            out = self if min is None else _binary("maximum", self, min)
+            return out if max is None else _binary("minimum", out, max)
+        if min is None and max is None:
+            raise ValueError("clamp: at least one of min and max must be given")
+        if not self.dtype.is_floating_point and all(isinstance(v, (int, np.integer, type(None))) for v in (min, max)):
+            return _unary("clamp", self, min, max)
         lo = -math.inf if min is None else float(min)
         hi = math.inf if max is None else float(max)
-        return _unary("clamp", self, lo, hi)
+        return _unary("clamp", _as_float(self), lo, hi)
 
     clip = clamp
 
     # ------------------------------------------------------------- reductions
+    def _scalar_dim(self, op: str, dim) -> bool:
+        """Whether this is a 0-d tensor reduced over a dim: torch takes dim 0 or -1 (or a
+        tuple of them) as the scalar itself, and the result stays 0-d with or without keepdim.
+        The callers then reduce the 1-element vector over dim 0."""
+        if self.ndim != 0 or dim is None or isinstance(dim, Tensor):
+            return False
+        _dims(op, dim, 0)  # IndexError for any other dim, as torch
+        return True
+
     def sum(self, dim=None, keepdim: bool = False):
+        if self._scalar_dim("sum", dim):
+            return _reduce_sum(self.reshape(1), 0, False)
         return _reduce_sum(self, dim, keepdim)
 
-    def mean(self, dim=None, keepdim: bool = False):
+    def mean(self, dim=None, keepdim: bool = False, dtype=None):
+        if dtype is not None:
+            return self.to(dtype).mean(dim, keepdim)
+        if not self.dtype.is_floating_point:
+            raise ValueError(f"mean: input dtype must be a float dtype, got {self.dtype} "
+                             f"(use x.float().mean(), as torch requires)")
+        if self._scalar_dim("mean", dim):
+            return self.reshape(1).mean(0)
         total = _reduce_sum(self, dim, keepdim)
         if self.numel() == 0:  # a mean over nothing is NaN, as in torch
             return total * math.nan
@@ -435,11 +586,15 @@ class Tensor:
     def max(self, dim=None, keepdim: bool = False):
         if isinstance(dim, Tensor):  # torch.max(a, b): the elementwise maximum
             return self.maximum(dim)
+        if self._scalar_dim("max", dim):
+            return _reduce_extreme("max", self.reshape(1), 0, False)
         return _reduce_extreme("max", self, dim, keepdim)
 
     def min(self, dim=None, keepdim: bool = False):
         if isinstance(dim, Tensor):
             return self.minimum(dim)
+        if self._scalar_dim("min", dim):
+            return _reduce_extreme("min", self.reshape(1), 0, False)
         return _reduce_extreme("min", self, dim, keepdim)
 
     def var(self, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
@@ -449,6 +604,8 @@ class Tensor:
             dim, unbiased = None, dim
         if correction is None:
             correction = 0 if unbiased is False else 1
+        if self._scalar_dim("var", dim):
+            return self.reshape(1).var(0, correction=correction)
         centered = self - self.mean(dim, keepdim=True)
         total = (centered * centered).sum(dim, keepdim=keepdim)
         divisor = (self.numel() // max(total.numel(), 1) if self.numel() else 0) - correction
@@ -458,12 +615,18 @@ class Tensor:
         return self.var(dim, unbiased, keepdim, correction=correction).sqrt()
 
     def logsumexp(self, dim, keepdim: bool = False):
+        if self._scalar_dim("logsumexp", dim):
+            return logsumexp(self.reshape(1), 0, False)
         return logsumexp(self, dim, keepdim)
 
     def argmax(self, dim=None, keepdim: bool = False):
+        if self._scalar_dim("argmax", dim):
+            return _arg_reduce("argmax", self.reshape(1), 0, False)
         return _arg_reduce("argmax", self, dim, keepdim)
 
     def argmin(self, dim=None, keepdim: bool = False):
+        if self._scalar_dim("argmin", dim):
+            return _arg_reduce("argmin", self.reshape(1), 0, False)
         return _arg_reduce("argmin", self, dim, keepdim)
 
     def softmax(self, dim: int = -1):
@@ -480,9 +643,12 @@ class Tensor:
         return reshape(self, shape)
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1):
-        if self.ndim == 0:
-            return reshape(self, (1,))
         start, end = _dim("flatten", start_dim, self.ndim), _dim("flatten", end_dim, self.ndim)
+        if self.ndim == 0:  # dims 0 / -1 only (checked above), as torch
+            return reshape(self, (1,))
+        if start > end:
+            raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} "
+                             f"(for a tensor of {self.ndim} dims)")
         shape = self.shape[:start] + (numel(self.shape[start:end + 1]),) + self.shape[end + 1:]
         return reshape(self, shape)
 
@@ -522,8 +688,9 @@ class Tensor:
         return expand(self, tuple(int(s) for s in shape))
 
     def __getitem__(self, index):
-        if isinstance(index, (Tensor, list, np.ndarray)):  # x[indices]: rows picked along dim 0
-            return index_select(self, 0, index)
+        if (isinstance(index, Tensor) and _is_int(index.dtype) and index.ndim == 1) or (
+                isinstance(index, list) and index and all(type(i) is int for i in index)):
+            return index_select(self, 0, index)  # x[indices]: rows picked along dim 0 (one gather)
         return getitem(self, index)
 
     def masked_fill(self, mask, value) -> "Tensor":
@@ -531,6 +698,13 @@ class Tensor:
         mask = _to_tensor(mask)
         if broadcast_shapes("masked_fill", self.shape, mask.shape) != self.shape:
             raise ValueError(f"masked_fill: mask of shape {mask.shape} does not broadcast to {self.shape}")
+        if isinstance(value, Tensor):
+            if value.numel() != 1:
+                raise ValueError(f"masked_fill: value must be a number or a 1-element tensor, got shape {value.shape}")
+            value = value.reshape(())
+            value = value if value.dtype is self.dtype else _cast(value, self.dtype)
+        else:  # the result keeps self's dtype, as torch
+            value = bool(value) if self.dtype is bool_ else int(value) if _is_int(self.dtype) else float(value)
         return where(mask, value, self)
 
     def gather(self, dim: int, index) -> "Tensor":
@@ -571,10 +745,372 @@ class Tensor:
     def triu(self, diagonal: int = 0) -> "Tensor":
         return _triangle(self, diagonal, lower=False)
 
+    # ------------------------------------------------------------- in-place ops and writes
+    def __setitem__(self, index, value):
+        setitem(self, index, value)
+
+    def add_(self, other, alpha=1):
+        return _inplace(self, self + (other if alpha == 1 else other * alpha), "add_")
+
+    def sub_(self, other, alpha=1):
+        return _inplace(self, self - (other if alpha == 1 else other * alpha), "sub_")
+
+    def mul_(self, other):
+        return _inplace(self, self * other, "mul_")
+
+    def div_(self, other):
+        return _inplace(self, self / other, "div_")
+
+    def pow_(self, exponent):
+        return _inplace(self, self ** exponent, "pow_")
+
+    def neg_(self):
+        return _inplace(self, -self, "neg_")
+
+    def clamp_(self, min=None, max=None):
+        return _inplace(self, self.clamp(min, max), "clamp_")
+
+    clip_ = clamp_
+
+    def masked_fill_(self, mask, value):
+        return _inplace(self, self.masked_fill(mask, value), "masked_fill_")
+
+    def copy_(self, src, non_blocking: bool = False):
+        src = _to_tensor(src)
+        if src.shape != self.shape:
+            src = expand(src, self.shape)
+        return _inplace(self, src if src.dtype is self.dtype else _cast(src, self.dtype), "copy_")
+
+    def fill_(self, value):
+        if isinstance(value, Tensor):
+            return _inplace(self, expand(value.reshape(()), self.shape), "fill_")
+        return _inplace(self, full(self.shape, value, dtype=self.dtype), "fill_")
+
     def zero_(self):
-        self.device.write(self._buf, np.zeros(self.numel(), _NP_DTYPE[self.dtype]))
-        self._host = None
-        return self
+        return self.fill_(0)
+
+    def uniform_(self, a: float = 0.0, b: float = 1.0, generator=None):
+        values = _generator_rng(generator).uniform(a, b, self.shape).astype(np.float32)
+        return _inplace(self, tensor(values, dtype=self.dtype), "uniform_")
+
+    def normal_(self, mean: float = 0.0, std: float = 1.0, generator=None):
+        values = _generator_rng(generator).normal(mean, std, self.shape).astype(np.float32)
+        return _inplace(self, tensor(values, dtype=self.dtype), "normal_")
+
+    def random_(self, low: int = 0, high: int | None = None, generator=None):
+        if high is None:
+            low, high = 0, low if low else 2**24
+        values = _generator_rng(generator).integers(low, high, self.shape)
+        return _inplace(self, tensor(values, dtype=self.dtype), "random_")
+
+    def __iadd__(self, other):
+        return self.add_(other)
+
+    def __isub__(self, other):
+        return self.sub_(other)
+
+    def __imul__(self, other):
+        return self.mul_(other)
+
+    def __itruediv__(self, other):
+        return self.div_(other)
+
+    @property
+    def data(self) -> "Tensor":
+        """The same values outside the graph (sharing the buffer: in-place ops on it change this tensor)."""
+        return self.detach()
+
+    @data.setter
+    def data(self, value: "Tensor") -> None:
+        if not isinstance(value, Tensor):
+            raise ValueError(f"data: expected a Tensor, got {type(value).__name__}")
+        if value.shape != self.shape:
+            self.shape = value.shape
+        self._buf, self.dtype, self._host = value._buf, value.dtype, value._host
+
+    # ------------------------------------------------------------- torch's other Tensor methods
+    def __floordiv__(self, other):
+        return _binary("floordiv", self, other)
+
+    def __rfloordiv__(self, other):
+        return _binary("floordiv", other, self)
+
+    def __mod__(self, other):
+        return _binary("remainder", self, other)
+
+    def __rmod__(self, other):
+        return _binary("remainder", other, self)
+
+    def __invert__(self):
+        if self.dtype is bool_:
+            return _compare("eq", self, False)
+        if _is_int(self.dtype):
+            return _int_binary("sub", -1, self, self.dtype)
+        raise ValueError(f"~ (bitwise not): only bool and integer tensors, got {self.dtype}")
+
+    def _logical(self, other, name: str):
+        other = _to_tensor(other)
+        if self.dtype.is_floating_point or other.dtype.is_floating_point:
+            raise ValueError(f"{name}: only bool and integer tensors, got {self.dtype} and {other.dtype}")
+        return _int_binary(name, self, other, _result_dtype(self, other))
+
+    def __and__(self, other):
+        return self._logical(other, "bitwise_and")
+
+    __rand__ = __and__
+
+    def __or__(self, other):
+        return self._logical(other, "bitwise_or")
+
+    __ror__ = __or__
+
+    def __xor__(self, other):
+        return self._logical(other, "bitwise_xor")
+
+    __rxor__ = __xor__
+
+    def eq(self, other):
+        return _compare("eq", self, other)
+
+    def ne(self, other):
+        return _compare("ne", self, other)
+
+    def lt(self, other):
+        return _compare("lt", self, other)
+
+    def le(self, other):
+        return _compare("le", self, other)
+
+    def gt(self, other):
+        return _compare("gt", self, other)
+
+    def ge(self, other):
+        return _compare("ge", self, other)
+
+    def equal(self, other) -> bool:
+        return self.shape == other.shape and bool(_compare("eq", self, other).all())
+
+    def logical_not(self):
+        return _compare("eq", self, 0)
+
+    def logical_and(self, other):
+        return _cast(self, bool_) & _cast(_to_tensor(other), bool_)
+
+    def logical_or(self, other):
+        return _cast(self, bool_) | _cast(_to_tensor(other), bool_)
+
+    def logical_xor(self, other):
+        return _cast(self, bool_) ^ _cast(_to_tensor(other), bool_)
+
+    def all(self, dim=None, keepdim: bool = False):
+        return _compare("eq", _reduce_sum(_compare("eq", self, 0), dim, keepdim), 0)
+
+    def any(self, dim=None, keepdim: bool = False):
+        return _compare("ne", _reduce_sum(_compare("ne", self, 0), dim, keepdim), 0)
+
+    def isnan(self):
+        return _compare("ne", self, self) if self.dtype.is_floating_point else zeros_like(self, dtype=bool_)
+
+    def isinf(self):
+        return _compare("eq", self.abs(), math.inf) if self.dtype.is_floating_point else zeros_like(self, dtype=bool_)
+
+    def isfinite(self):
+        return ~(self.isnan() | self.isinf())
+
+    def floor_divide(self, other):
+        return _binary("floordiv", self, other)
+
+    def remainder(self, other):
+        return _binary("remainder", self, other)
+
+    def fmod(self, other):  # sign of the dividend: a - trunc(a / b) * b
+        if not _result_dtype(self, other).is_floating_point:
+            rem = _binary("remainder", self, other)
+            fix = _compare("ne", rem, 0) & _compare("ne", _compare("lt", rem, 0), _compare("lt", self, 0))
+            return _binary("sub", rem, _binary("mul", _cast(fix, int64), other))
+        return self - _unary("trunc", self / other) * other
+
+    def floor(self):
+        return _unary("floor", self) if self.dtype.is_floating_point else self.clone()
+
+    def ceil(self):
+        return _unary("ceil", self) if self.dtype.is_floating_point else self.clone()
+
+    def round(self, decimals: int = 0):
+        if not self.dtype.is_floating_point:
+            return self.clone()
+        if decimals:
+            return _unary("round", self * 10.0 ** decimals) / 10.0 ** decimals
+        return _unary("round", self)
+
+    def trunc(self):
+        return _unary("trunc", self) if self.dtype.is_floating_point else self.clone()
+
+    def sign(self):
+        if not self.dtype.is_floating_point:
+            return _int_binary("sub", _cast(_compare("gt", self, 0), int64), _cast(_compare("lt", self, 0), int64),
+                               self.dtype)
+        return _unary("sign", self)
+
+    def log2(self):
+        return self.log() * (1.0 / math.log(2.0))
+
+    def log10(self):
+        return self.log() * (1.0 / math.log(10.0))
+
+    def log1p(self):
+        return _unary("log1p", self)
+
+    def expm1(self):
+        return self.exp() - 1.0
+
+    def mm(self, other):
+        if self.ndim != 2 or _to_tensor(other).ndim != 2:
+            raise ValueError(f"mm: expects two 2-D tensors, got shapes {self.shape} and {_to_tensor(other).shape}")
+        return matmul(self, other)
+
+    def bmm(self, other):
+        other = _to_tensor(other)
+        if self.ndim != 3 or other.ndim != 3 or self.shape[0] != other.shape[0]:
+            raise ValueError(f"bmm: expects two 3-D tensors with the same batch, got shapes {self.shape} and {other.shape}")
+        return matmul(self, other)
+
+    def dot(self, other):
+        if self.ndim != 1 or _to_tensor(other).ndim != 1:
+            raise ValueError(f"dot: expects two 1-D tensors, got shapes {self.shape} and {_to_tensor(other).shape}")
+        return matmul(self, other)
+
+    def outer(self, other):
+        return self.reshape(-1, 1) * _to_tensor(other).reshape(1, -1)
+
+    def view_as(self, other):
+        return reshape(self, other.shape)
+
+    def reshape_as(self, other):
+        return reshape(self, other.shape)
+
+    def expand_as(self, other):
+        return expand(self, other.shape)
+
+    def nelement(self) -> int:
+        return self.numel()
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def is_cuda(self) -> bool:
+        return True  # every tensor lives on the adapter (see anygpu/placement.py)
+
+    def get_device(self) -> int:
+        """The index of the adapter holding the data (torch: the CUDA device index)."""
+        return self.device.index
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    def is_contiguous(self, memory_format=None) -> bool:
+        return True
+
+    def new_tensor(self, data, dtype=None, device=None, requires_grad: bool = False):
+        return tensor(data, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad: bool = False):
+        return zeros(*size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad: bool = False):
+        return ones(*size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+    def new_empty(self, *size, dtype=None, device=None, requires_grad: bool = False):
+        return zeros(*size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+    def new_full(self, size, fill_value, dtype=None, device=None, requires_grad: bool = False):
+        return full(size, fill_value, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+    def narrow(self, dim: int, start: int, length: int):
+        d = _dim("narrow", dim, self.ndim)
+        return getitem(self, (slice(None),) * d + (slice(start, start + length),))
+
+    def unbind(self, dim: int = 0):
+        d = _dim("unbind", dim, self.ndim)
+        return tuple(getitem(self, (slice(None),) * d + (i,)) for i in range(self.shape[d]))
+
+    def repeat(self, *sizes):
+        if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+            sizes = tuple(sizes[0])
+        if len(sizes) < self.ndim:
+            raise ValueError(f"repeat: {len(sizes)} repeat counts for a tensor of {self.ndim} dims")
+        x = self.reshape((1,) * (len(sizes) - self.ndim) + self.shape)
+        paired = x.reshape(tuple(v for s in x.shape for v in (1, s)))
+        grown = expand(paired, tuple(v for r, s in zip(sizes, x.shape) for v in (r, s)))
+        return grown.reshape(tuple(r * s for r, s in zip(sizes, x.shape)))
+
+    def flip(self, *dims):
+        return flip(self, dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims)
+
+    def roll(self, shifts, dims=None):
+        return roll(self, shifts, dims)
+
+    def cumsum(self, dim: int, dtype=None):
+        return cumsum(self, dim, dtype=dtype)
+
+    def sort(self, dim: int = -1, descending: bool = False, stable: bool = False):
+        return sort(self, dim, descending)
+
+    def argsort(self, dim: int = -1, descending: bool = False, stable: bool = False):
+        return sort(self, dim, descending).indices
+
+    def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
+        return topk(self, k, dim, largest, sorted)
+
+    def multinomial(self, num_samples: int, replacement: bool = False, generator=None):
+        return multinomial(self, num_samples, replacement, generator=generator)
+
+    def nonzero(self, as_tuple: bool = False):
+        return nonzero(self, as_tuple)
+
+    def norm(self, p=2, dim=None, keepdim: bool = False):
+        if p == 2 or p == "fro":
+            return (self * self).sum(dim, keepdim).sqrt()
+        if p == 1:
+            return self.abs().sum(dim, keepdim)
+        if p == math.inf:
+            return self.abs().amax(dim, keepdim)
+        return (self.abs() ** p).sum(dim, keepdim) ** (1.0 / p)
+
+    def amax(self, dim=None, keepdim: bool = False):
+        if dim is None or isinstance(dim, (tuple, list)):
+            dims = _dims("amax", dim, self.ndim)
+            out = self
+            for d in sorted(dims, reverse=True):
+                out = out.max(d, keepdim=True).values
+            return out if keepdim else out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in dims))
+        return self.max(dim, keepdim).values
+
+    def amin(self, dim=None, keepdim: bool = False):
+        return -((-self).amax(dim, keepdim))
+
+    def diag(self, diagonal: int = 0):
+        return diag(self, diagonal)
+
+    def relu_(self):
+        return _inplace(self, self.relu(), "relu_")
+
+    def exp_(self):
+        return _inplace(self, self.exp(), "exp_")
+
+    def sqrt_(self):
+        return _inplace(self, self.sqrt(), "sqrt_")
+
+    def abs_(self):
+        return _inplace(self, self.abs(), "abs_")
+
+    def sigmoid_(self):
+        return _inplace(self, self.sigmoid(), "sigmoid_")
+
+    def tanh_(self):
+        return _inplace(self, self.tanh(), "tanh_")
+
 
 
 # ===================================================================== construction
@@ -583,18 +1119,30 @@ def _wrap(buf, shape, dtype=float32) -> Tensor:
     return Tensor(buf, shape, dtype)
 
 
-def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
+def _infer_dtype(arr: np.ndarray) -> dtypes.dtype:
+    """torch's dtype for data: bool, int64 (int32 for int32/smaller numpy arrays), float32."""
+    if arr.dtype.kind == "b":
+        return bool_
+    if arr.dtype.kind in "iu":
+        return int64 if arr.dtype.itemsize >= 8 or arr.dtype == np.uint32 else int32
+    return float32
+
+
+def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
     """A new tensor holding a copy of `data` (list, number, numpy array or Tensor)."""
+    placement.check_device("tensor", device)
     if isinstance(data, Tensor):
         data = data.numpy()
+    elif isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in data):
+        data = [v.numpy() if isinstance(v, Tensor) else v for v in data]
     arr = np.asarray(data)
-    if dtype is None:
-        dtype = int32 if arr.dtype.kind in "iub" else float32
-    dtype = _normalize_dtype(dtype)
     if arr.dtype.kind not in "iubf":
         raise ValueError(f"tensor: cannot make a tensor from data of dtype {arr.dtype}")
-    if dtype == int32 and arr.size and (arr.max() > 2**31 - 1 or arr.min() < -2**31):
-        raise ValueError("tensor: integer values out of the int32 range")
+    dtype = _infer_dtype(arr) if dtype is None else _normalize_dtype(dtype)
+    if _is_int(dtype) and arr.size and (arr.max() > 2**31 - 1 or arr.min() < -2**31):
+        raise ValueError("tensor: integer values out of the int32 range (anygpu stores integers in 32 bits)")
+    if dtype is bool_:
+        arr = arr != 0
     host = np.array(arr, dtype=_NP_DTYPE[dtype], order="C")  # a copy; ascontiguousarray would make 0-d 1-d
     t = Tensor(gpu().upload(host.reshape(-1), _BUF_DTYPE[dtype]), host.shape, dtype)
     t._host = host
@@ -607,72 +1155,196 @@ def from_numpy(arr) -> Tensor:
     return tensor(arr)
 
 
-def full(shape, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
+def full(shape, fill_value, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
+    """A tensor of `shape` filled with fill_value; the dtype follows the value when not given
+    (bool, int64 or float32), as in torch."""
+    placement.check_device("full", device)
     shape = _as_shape("full", shape if isinstance(shape, (tuple, list)) else (shape,))
-    dtype = _normalize_dtype(dtype)
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    if dtype is None:
+        dtype = bool_ if isinstance(fill_value, (bool, np.bool_)) else \
+            int64 if isinstance(fill_value, (int, np.integer)) else float32
+    dtype = _normalize_dtype(dtype, "full")
     dev = gpu()
-    if dtype == float32:
-        buf = dev.unary("fill", dev.empty(numel(shape)), float(fill_value))
+    if dtype is float32 or dtype is bool_:
+        value = float(bool(fill_value)) if dtype is bool_ else float(fill_value)
+        buf = dev.unary("fill", dev.empty(numel(shape)), value)
     else:
+        _check_fits("full", numel(shape))
         buf = dev.upload(np.full(numel(shape), fill_value, np.int32))
     return Tensor(buf, shape, dtype, requires_grad)
 
 
-def zeros(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
+def zeros(*shape, dtype=None, requires_grad: bool = False, device=None, out=None) -> Tensor:
+    placement.check_device("zeros", device)
     shape = _as_shape("zeros", shape)
-    dtype = _normalize_dtype(dtype)
+    dtype = _normalize_dtype(dtype, "zeros")
     return Tensor(gpu().alloc(numel(shape), _BUF_DTYPE[dtype]), shape, dtype, requires_grad)
 
 
-def ones(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
-    return full(_as_shape("ones", shape), 1.0 if _normalize_dtype(dtype) == float32 else 1,
+def ones(*shape, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
+    placement.check_device("ones", device)
+    dtype = _normalize_dtype(dtype, "ones")
+    return full(_as_shape("ones", shape), 1.0 if dtype.is_floating_point else 1,
                 dtype=dtype, requires_grad=requires_grad)
 
 
-def zeros_like(t: Tensor, dtype=None) -> Tensor:
-    return zeros(t.shape, dtype=dtype or t.dtype)
+def empty(*shape, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
+    """Zeros (anygpu never hands out uninitialised memory)."""
+    placement.check_device("empty", device)
+    return zeros(*shape, dtype=dtype, requires_grad=requires_grad)
 
 
-def ones_like(t: Tensor, dtype=None) -> Tensor:
-    return ones(t.shape, dtype=dtype or t.dtype)
+def zeros_like(t: Tensor, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
+    placement.check_device("zeros_like", device)
+    return zeros(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
-def full_like(t: Tensor, fill_value, dtype=None) -> Tensor:
-    return full(t.shape, fill_value, dtype=dtype or t.dtype)
+def ones_like(t: Tensor, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
+    placement.check_device("ones_like", device)
+    return ones(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None) -> Tensor:
+def empty_like(t: Tensor, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
+    placement.check_device("empty_like", device)
+    return zeros(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+def full_like(t: Tensor, fill_value, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
+    placement.check_device("full_like", device)
+    return full(t.shape, fill_value, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """torch.arange: int64 when start, end and step are all integers, else float32."""
+    placement.check_device("arange", device)
     if end is None:
         start, end = 0, start
+    start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    span = (end - start) / step
+    if not math.isfinite(span):
+        raise ValueError(f"arange: the range from {start} to {end} by {step} is not finite")
+    _check_fits("arange", max(math.ceil(span), 0))
     values = np.arange(start, end, step)
     if dtype is None:
-        dtype = int32 if all(isinstance(v, (int, np.integer)) for v in (start, end, step)) else float32
-    return tensor(values, dtype=dtype)
+        dtype = int64 if all(isinstance(v, (int, np.integer)) for v in (start, end, step)) else float32
+    return tensor(values, dtype=dtype, requires_grad=requires_grad)
 
 
-def rand(*shape, requires_grad: bool = False) -> Tensor:
-    shape = _as_shape("rand", shape)
-    return tensor(_rng[0].random(shape, dtype=np.float32), requires_grad=requires_grad)
+def linked_empty(out: Tensor, *inputs) -> Tensor:
+    """`out`, the result of an op on empty operands (empty, or zeros such as a k = 0
+    product), linked into the graph through each input that requires grad: their
+    gradients are then zeros of their shapes, as torch's, instead of no gradient at all."""
+    for x in inputs:
+        if isinstance(x, Tensor) and x.requires_grad and is_grad_enabled():
+            out = out + x.sum() * 0.0
+    return out
 
 
-def randn(*shape, requires_grad: bool = False) -> Tensor:
-    shape = _as_shape("randn", shape)
-    return tensor(_rng[0].standard_normal(shape, dtype=np.float32), requires_grad=requires_grad)
+def _check_fits(op: str, count: int, itemsize: int = 4) -> None:
+    """LimitError when `count` elements cannot be one buffer on this adapter: checked
+    before any host array is built, so a huge request costs no host memory."""
+    gpu()._check_size(int(count) * itemsize, op)
 
 
-def randint(low, high=None, size=(1,)) -> Tensor:
-    if high is None:
-        low, high = 0, low
-    return tensor(_rng[0].integers(low, high, size=size), dtype=int32)
+def _generator_rng(generator) -> np.random.Generator:
+    """The numpy generator behind a `generator=` argument (None: the global one)."""
+    if generator is None:
+        return _rng[0]
+    rng = getattr(generator, "numpy_rng", None) or getattr(generator, "_rng", None)
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if isinstance(generator, np.random.Generator):
+        return generator
+    raise ValueError(f"generator: expected an anygpu.Generator, got {type(generator).__name__}")
+
+
+def _random_float(op: str, shape, dtype, requires_grad, draw) -> Tensor:
+    shape = _as_shape(op, shape)
+    dtype = _normalize_dtype(dtype, op)
+    if not dtype.is_floating_point:
+        raise ValueError(f"{op}: dtype must be a float dtype, got {dtype}")
+    _check_fits(op, numel(shape))
+    return tensor(draw(shape), requires_grad=requires_grad)
+
+
+def rand(*shape, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    placement.check_device("rand", device)
+    rng = _generator_rng(generator)
+    return _random_float("rand", shape, dtype, requires_grad, lambda s: rng.random(s, dtype=np.float32))
+
+
+def randn(*shape, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    placement.check_device("randn", device)
+    rng = _generator_rng(generator)
+    return _random_float("randn", shape, dtype, requires_grad, lambda s: rng.standard_normal(s, dtype=np.float32))
+
+
+def randint(*args, size=None, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """torch.randint(high, size) or randint(low, high, size): integers in [low, high), int64."""
+    placement.check_device("randint", device)
+    args = list(args)
+    if size is None and args and isinstance(args[-1], (tuple, list)):
+        size = args.pop()
+    if len(args) == 1:
+        low, high = 0, args[0]
+    elif len(args) == 2:
+        low, high = args
+    else:
+        raise ValueError(f"randint: expected (high, size) or (low, high, size), got {len(args)} numbers")
+    if size is None:
+        raise ValueError("randint: size is required, e.g. torch.randint(10, (3,))")
+    low, high = int(low), int(high)
+    if high <= low:
+        raise ValueError(f"randint: expected low < high, got low={low}, high={high}")
+    size = _as_shape("randint", tuple(size))
+    _check_fits("randint", numel(size))
+    values = _generator_rng(generator).integers(low, high, size=size)
+    return tensor(values, dtype=int64 if dtype is None else dtype, requires_grad=requires_grad)
 
 
 def _to_tensor(value, like: Tensor | None = None) -> Tensor:
+    """A Tensor for an operand: Python numbers become 0-d tensors of their own kind
+    (bool, int64 or float32), so integer arithmetic stays integer."""
     if isinstance(value, Tensor):
         return value
-    if isinstance(value, (int, float, bool, np.number)):
-        t = full((), float(value))
-        return t
+    if isinstance(value, (bool, np.bool_)):
+        return full((), bool(value), dtype=bool_)
+    if isinstance(value, (int, np.integer)):
+        return full((), int(value), dtype=int64)
+    if isinstance(value, (float, np.floating)):
+        return full((), float(value))
     return tensor(value)
+
+
+def _number_dtype(value) -> dtypes.dtype:
+    if isinstance(value, (bool, np.bool_)):
+        return bool_
+    return int64 if isinstance(value, (int, np.integer)) else float32
+
+
+def _result_dtype(a, b) -> dtypes.dtype:
+    """torch's type promotion for a binary op: a tensor of higher category (bool < int <
+    float) wins; a Python number or 0-d tensor only lifts the category, not the width."""
+    def rank(dt):
+        return 2 if dt.is_floating_point else 1 if _is_int(dt) else 0
+
+    def strength(x):  # a tensor with dims > a 0-d tensor > a Python number
+        return 0 if not isinstance(x, Tensor) else 1 if x.ndim == 0 else 2
+
+    da = a.dtype if isinstance(a, Tensor) else _number_dtype(a)
+    db = b.dtype if isinstance(b, Tensor) else _number_dtype(b)
+    if strength(a) == strength(b):
+        return promote(da, db)
+    (strong, strong_dt), (weak, weak_dt) = sorted(((a, da), (b, db)), key=lambda p: -strength(p[0]))
+    if rank(weak_dt) <= rank(strong_dt):
+        return strong_dt
+    if isinstance(weak, Tensor):
+        return weak_dt
+    return float32 if rank(weak_dt) == 2 else int64
 
 
 # ===================================================================== recording
@@ -681,7 +1353,7 @@ def _view_host(source: Tensor, host):
     """The host copy a view of `source` (sharing its buffer) may keep: integer tensors'
     only (index checks read it). Float buffers are updated in place (optimizers, running
     statistics), which would leave a view's copy stale."""
-    return host if source.dtype == int32 else None
+    return host if _is_int(source.dtype) else None
 
 
 def _record(name: str, out: Tensor, parents: Sequence[Tensor], backward) -> Tensor:
@@ -689,7 +1361,7 @@ def _record(name: str, out: Tensor, parents: Sequence[Tensor], backward) -> Tens
     if is_grad_enabled() and any(p.requires_grad for p in parents):
         out.requires_grad = True
         out._parents = tuple(parents)
-        out._entry = Entry(name, tuple(id(p) for p in parents), id(out), backward)
+        out._entry = Entry(name, tuple(p._key for p in parents), out._key, backward)
     return out
 
 
@@ -729,7 +1401,48 @@ def sum_to_shape(grad_buf, grad_shape, shape):
 
 
 def _float_operand(t: Tensor):
-    return t._buf if t.dtype == float32 else gpu().cast(t._buf, "f32")
+    return t._buf if t._buf.dtype == "f32" else gpu().cast(t._buf, "f32")
+
+
+def _int_operand(t: Tensor):
+    """t's elements as an i32 Buffer (bool's 0/1 words converted)."""
+    return t._buf if t._buf.dtype == "i32" else gpu().cast(t._buf, "i32")
+
+
+def _cast(x: Tensor, dtype, copy: bool = False) -> Tensor:
+    """x converted to `dtype` (a new tensor unless the dtype is x's already): float -> int
+    truncates toward zero, anything -> bool is `!= 0`, as torch."""
+    if dtype is x.dtype:
+        return x.clone() if copy else x
+    dev = gpu()
+    if dtype is bool_:
+        return _compare("ne", x, 0)
+    if dtype.is_floating_point:
+        buf = dev.copy(x._buf) if x._buf.dtype == "f32" else dev.cast(x._buf, "f32")
+        out = Tensor(buf, x.shape, dtype)
+        return _record("to", out, (x,), rule("to", dev)) if x.dtype.is_floating_point else out
+    buf = dev.copy(x._buf) if x._buf.dtype == "i32" else dev.cast(x._buf, "i32")
+    out = Tensor(buf, x.shape, dtype)
+    out._host = x._host if _is_int(x.dtype) else None
+    return out
+
+
+_INT_BINARY_OPS = {"add", "sub", "mul", "floordiv", "remainder", "pow", "maximum", "minimum",
+                   "bitwise_and", "bitwise_or", "bitwise_xor"}
+
+
+def _int_binary(name: str, a, b, out_dtype) -> Tensor:
+    """Exact integer (or bool) arithmetic on the i32 kernels; never differentiable."""
+    if name not in _INT_BINARY_OPS:
+        raise ValueError(f"{name}: not defined for integer tensors (dtype {out_dtype})")
+    if name == "pow" and not isinstance(b, Tensor) and b < 0:
+        raise ValueError("pow: integers to negative integer powers are not allowed (use a float base)")
+    if name == "sub" and out_dtype is bool_:
+        raise ValueError("sub: subtracting bool tensors is not supported; use logical_xor or ~ instead")
+    a, b = _to_tensor(a), _to_tensor(b)
+    buf, shape = gpu().broadcast_binary_int(name, _int_operand(a), a.shape, _int_operand(b), b.shape)
+    out = Tensor(buf, shape, int64 if out_dtype is bool_ else out_dtype)
+    return _compare("ne", out, 0) if out_dtype is bool_ else out
 
 
 def _is_scalar(value) -> bool:
@@ -737,6 +1450,14 @@ def _is_scalar(value) -> bool:
 
 
 def _binary(name: str, a, b) -> Tensor:
+    out_dtype = _result_dtype(a, b)
+    if name == "div" or (name == "pow" and isinstance(b, float)):
+        out_dtype = float32
+    if not out_dtype.is_floating_point:
+        return _int_binary(name, a, b, out_dtype)
+    if name in ("floordiv", "remainder"):  # floats: floor(a / b) and a - b * floor(a / b), as torch
+        quotient = _unary("floor", _binary("div", a, b))
+        return quotient if name == "floordiv" else _binary("sub", a, _binary("mul", b, quotient))
     if name in _SCALAR_OPS and isinstance(a, Tensor) and _is_scalar(b):
         return _scalar_binary(name, a, float(b), reverse=False)
     if name in _SCALAR_OPS and isinstance(b, Tensor) and _is_scalar(a):
@@ -773,15 +1494,46 @@ def _scalar_binary(name: str, x: Tensor, s: float, reverse: bool) -> Tensor:
 
 
 def _compare(name: str, a, b) -> Tensor:
+    """An elementwise comparison: a bool tensor (never differentiable). Integers compare
+    exactly on the i32 kernel, anything with a float on the float kernel."""
+    exact_int = not _result_dtype(a, b).is_floating_point
     a = _to_tensor(a)
     b = _to_tensor(b)
-    buf, shape = gpu().broadcast_binary(name, _float_operand(a), a.shape, _float_operand(b), b.shape)
-    return Tensor(buf, shape)  # a 0/1 float mask; never differentiable
+    if exact_int:
+        buf, shape = gpu().broadcast_binary_int(name, _int_operand(a), a.shape, _int_operand(b), b.shape)
+    else:
+        buf, shape = gpu().broadcast_binary(name, _float_operand(a), a.shape, _float_operand(b), b.shape)
+    return Tensor(buf, shape, bool_)
 
 
+
+
+def _int_unary(name: str, x: Tensor, alpha, beta) -> Tensor:
+    """The unary ops that keep an integer dtype in torch, on the exact integer kernels."""
+    if x.dtype is bool_:
+        x = _cast(x, int64)
+    if name == "neg":
+        return _int_binary("sub", 0, x, x.dtype)
+    if name == "abs":
+        return _int_binary("maximum", x, _int_binary("sub", 0, x, x.dtype), x.dtype)
+    if name == "square":
+        return _int_binary("mul", x, x, x.dtype)
+    if name == "relu":
+        return _int_binary("maximum", x, 0, x.dtype)
+    out = x  # clamp with integer bounds (None = no bound)
+    if alpha is not None:
+        out = _int_binary("maximum", out, int(alpha), x.dtype)
+    if beta is not None:
+        out = _int_binary("minimum", out, int(beta), x.dtype)
+    return out.clone() if out is x else out
+
+
+_INT_KEEPING_UNARY = {"neg", "abs", "square", "relu", "clamp"}
 
 
 def _unary(name: str, x: Tensor, alpha: float = 0.0, beta: float = 0.0) -> Tensor:
+    if not x.dtype.is_floating_point and name in _INT_KEEPING_UNARY:
+        return _int_unary(name, x, alpha, beta)
     dev = gpu()
     xb = _float_operand(x)
     out = Tensor(dev.unary(name, xb, alpha, beta), x.shape)
@@ -804,9 +1556,24 @@ def _dims(op: str, dim, ndim: int) -> tuple[int, ...]:
     return dims
 
 
+def _reduce_sum_int(x: Tensor, dims, keepdim: bool) -> Tensor:
+    """Exact sum of an integer or bool tensor over dims: int64, as torch."""
+    dev = gpu()
+    buf, shape = _int_operand(x), list(x.shape)
+    for d in sorted(dims, reverse=True):
+        buf = dev.reduce_axis_int(buf, numel(shape[:d]), shape[d], numel(shape[d + 1:]), "sum")
+        shape[d] = 1
+    if buf is x._buf:
+        buf = dev.copy(buf)
+    out_shape = tuple(shape) if keepdim else tuple(s for i, s in enumerate(x.shape) if i not in dims)
+    return Tensor(buf, out_shape, int64)
+
+
 def _reduce_sum(x: Tensor, dim, keepdim: bool) -> Tensor:
     dev = gpu()
     dims = _dims("sum", dim, x.ndim)
+    if not x.dtype.is_floating_point:
+        return _reduce_sum_int(x, dims, keepdim)
     kept = tuple(1 if d in dims else size for d, size in enumerate(x.shape))
     buf = sum_dims(_float_operand(x), x.shape, dims) if x.numel() else dev.alloc(numel(kept))
     out_shape = kept if keepdim else tuple(s for i, s in enumerate(x.shape) if i not in dims)
@@ -820,6 +1587,8 @@ def _reduce_sum(x: Tensor, dim, keepdim: bool) -> Tensor:
 def _reduce_extreme(op: str, x: Tensor, dim, keepdim: bool):
     """max/min: over everything (a 0-d tensor) or over one dim -> (values, indices)."""
     dev = gpu()
+    if not x.dtype.is_floating_point:
+        return _reduce_extreme_int(op, x, dim, keepdim)
     if dim is None:  # a 0-d result whose gradient is shared evenly among tied extremes, as in torch
         if x.numel() == 0:
             raise ValueError(f"{op}: cannot reduce an empty tensor of shape {x.shape}")
@@ -837,21 +1606,40 @@ def _reduce_extreme(op: str, x: Tensor, dim, keepdim: bool):
     kept = x.shape[:d] + (1,) + x.shape[d + 1:]
     out_shape = kept if keepdim else x.shape[:d] + x.shape[d + 1:]
     values = Tensor(vals, out_shape)
-    indices = Tensor(idx, out_shape, int32)
+    indices = Tensor(idx, out_shape, int64)
 
     _record(op, values, (x,), rule(op + "_dim", dev, idx, outer, mid, inner))
     return MaxResult(values, indices)
 
 
+def _reduce_extreme_int(op: str, x: Tensor, dim, keepdim: bool):
+    """max/min of an integer or bool tensor, exact: a value, or (values, indices) over dim."""
+    dev = gpu()
+    xb = _int_operand(x)
+    if dim is None:
+        if x.numel() == 0:
+            raise ValueError(f"{op}: cannot reduce an empty tensor of shape {x.shape}")
+        value = Tensor(dev.reduce_axis_int(xb, 1, x.numel(), 1, op), (), int64)
+        return _cast(value, x.dtype)
+    d = _dim(op, dim, x.ndim)
+    outer, mid, inner = numel(x.shape[:d]), x.shape[d] if x.ndim else 1, numel(x.shape[d + 1:])
+    out_shape = x.shape[:d] + ((1,) if keepdim else ()) + x.shape[d + 1:]
+    values = _cast(Tensor(dev.reduce_axis_int(xb, outer, mid, inner, op), out_shape, int64), x.dtype)
+    return MaxResult(values, Tensor(dev.reduce_axis_int(xb, outer, mid, inner, "arg" + op), out_shape, int64))
+
+
 def _arg_reduce(op: str, x: Tensor, dim, keepdim: bool) -> Tensor:
     dev = gpu()
+    exact_int = not x.dtype.is_floating_point
+    reduce = dev.reduce_axis_int if exact_int else dev.reduce_axis
+    xb = _int_operand(x) if exact_int else _float_operand(x)
     if dim is None:
-        out = dev.reduce_axis(_float_operand(x), 1, x.numel(), 1, op)
-        return Tensor(out, (1,) * x.ndim if keepdim else (), int32)
+        out = reduce(xb, 1, x.numel(), 1, op)
+        return Tensor(out, (1,) * x.ndim if keepdim else (), int64)
     d = _dim(op, dim, x.ndim)
-    out = dev.reduce_axis(_float_operand(x), numel(x.shape[:d]), x.shape[d], numel(x.shape[d + 1:]), op)
+    out = reduce(xb, numel(x.shape[:d]), x.shape[d] if x.ndim else 1, numel(x.shape[d + 1:]), op)
     shape = x.shape[:d] + ((1,) if keepdim else ()) + x.shape[d + 1:]
-    return Tensor(out, shape, int32)
+    return Tensor(out, shape, int64)
 
 
 def softmax(x: Tensor, dim: int = -1) -> Tensor:
@@ -882,6 +1670,8 @@ def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     d = _dim("log_softmax", dim, x.ndim)
     if x.ndim == 0:
         return log_softmax(x.reshape(1), 0).reshape(())
+    if x.numel() == 0:  # empty rows (or no rows): an empty result, as torch
+        return x.float().clone()
     shifted = x - _max_detached(x, d)
     return shifted - shifted.exp().sum(d, keepdim=True).log()
 
@@ -889,7 +1679,12 @@ def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
 def logsumexp(x: Tensor, dim, keepdim: bool = False) -> Tensor:
     """log(sum(exp(x))) over dim, computed around the max (numerically stable)."""
     d = _dim("logsumexp", dim, x.ndim)
+    if x.shape[d] == 0:  # the log of an empty sum: -inf, as torch
+        out = full(x.shape[:d] + (1,) + x.shape[d + 1:], -math.inf)
+        return out if keepdim else out.squeeze(d)
     peak = _max_detached(x, d)
+    # An infinite max shifts by 0 instead: inf - inf would be NaN where torch gives +-inf.
+    peak = where(peak.abs() == math.inf, 0.0, peak)
     out = (x - peak).exp().sum(d, keepdim=True).log() + peak
     return out if keepdim else out.squeeze(d)
 
@@ -943,27 +1738,62 @@ def expand(x: Tensor, shape) -> Tensor:
     return _record("expand", out, (x,), rule("expand", dev, x.shape, shape))
 
 
-def getitem(x: Tensor, index) -> Tensor:
-    """Basic indexing: ints, slices (positive steps), None and Ellipsis."""
+def _expand_index(x: Tensor, index) -> tuple:
+    """An index as a tuple of items that covers x's dims: ints, slices, None, and integer
+    Tensors (lists and arrays become tensors; a bool mask over k dims becomes the k integer
+    tensors of its nonzero positions, read back as torch does); Ellipsis filled in."""
     if not isinstance(index, tuple):
         index = (index,)
-    if any(isinstance(i, (Tensor, list, np.ndarray)) for i in index):
-        raise ValueError("indexing: only ints, slices, None and ... are supported "
-                         "(use index_select / gather for tensor indices)")
-    n_ellipsis = sum(i is Ellipsis for i in index)
+    items = []
+    for item in index:
+        if isinstance(item, (list, np.ndarray)) or (isinstance(item, Tensor)):
+            t = item if isinstance(item, Tensor) else tensor(np.asarray(item))
+            if t.dtype is bool_:
+                if t.ndim == 0:
+                    raise IndexError("indexing: a 0-d bool index is not supported")
+                items.append(_MaskDims([tensor(p.astype(np.int64)) for p in np.nonzero(t.numpy())]))
+                continue
+            if t.dtype.is_floating_point:
+                raise IndexError(f"indexing: tensors used as indices must be integer or bool tensors, got {t.dtype}")
+            items.append(t)
+        elif item is None or item is Ellipsis or isinstance(item, slice):
+            items.append(item)
+        elif isinstance(item, (bool, np.bool_)):
+            raise IndexError("indexing: a bool scalar index is not supported")
+        else:
+            try:
+                items.append(int(item))
+            except TypeError:
+                raise IndexError(f"indexing: unsupported index {item!r}") from None
+    flat = []
+    for item in items:
+        flat.extend(item.tensors if isinstance(item, _MaskDims) else [item])
+    n_ellipsis = sum(i is Ellipsis for i in flat)
     if n_ellipsis > 1:
         raise IndexError("indexing: an index can only have a single ellipsis")
-    n_real = sum(i is not None and i is not Ellipsis for i in index)
+    n_real = sum(i is not None and i is not Ellipsis for i in flat)
     if n_real > x.ndim:
         raise IndexError(f"indexing: too many indices for a tensor of {x.ndim} dims")
     if n_ellipsis:
-        pos = index.index(Ellipsis)
-        index = index[:pos] + (slice(None),) * (x.ndim - n_real) + index[pos + 1:]
+        pos = next(k for k, item in enumerate(flat) if item is Ellipsis)  # not .index: Tensor == is elementwise
+        flat = flat[:pos] + [slice(None)] * (x.ndim - n_real) + flat[pos + 1:]
     else:
-        index = index + (slice(None),) * (x.ndim - n_real)
+        flat = flat + [slice(None)] * (x.ndim - n_real)
+    return tuple(flat)
+
+
+class _MaskDims:
+    """The index tensors a bool mask expands to (they cover consecutive dims)."""
+
+    def __init__(self, tensors):
+        self.tensors = list(tensors)
+
+
+def _basic_view(x: Tensor, items) -> tuple[tuple, list, int]:
+    """(shape, strides, offset) of the view that ints, slices and None select."""
     base = contiguous_strides(x.shape)
     offset, shape, strides, d = 0, [], [], 0
-    for item in index:
+    for item in items:
         if item is None:
             shape.append(1)
             strides.append(0)
@@ -983,11 +1813,179 @@ def getitem(x: Tensor, index) -> Tensor:
                 raise IndexError(f"indexing: index {i} is out of bounds for dimension {d} with size {size}")
             offset += (i % size) * base[d]
         d += 1
-    shape = tuple(shape)
+    return tuple(shape), strides, offset
+
+
+def _flat_positions(x: Tensor, items) -> Tensor:
+    """The flat position in x of every element an index with tensor items selects: an
+    integer tensor of the result's shape, computed on the integer kernels (torch's rules:
+    the broadcast index tensors make one block of dims, in place when they are adjacent,
+    first otherwise)."""
+    base = contiguous_strides(x.shape)
+    dims, d = [], 0  # (item, dim of x or None)
+    for item in items:
+        dims.append((item, None if item is None else d))
+        d += item is not None
+    # torch applies int indices first (they drop their dim), so only tensors are advanced
+    # and ints between them do not separate them (numpy differs here).
+    order = [k for k, (item, _) in enumerate(dims) if not isinstance(item, int)]
+    advanced = [k for k in order if isinstance(dims[k][0], Tensor)]
+    tensors = [dims[k][0] for k in advanced if isinstance(dims[k][0], Tensor)]
+    block = broadcast_shapes("indexing", *(t.shape for t in tensors))
+    first, last = order.index(advanced[0]), order.index(advanced[-1])
+    adjacent = advanced == order[first:last + 1]
+    out_shape, slots, block_at = [], [], None  # slots: (item, dim, result position)
+    if not adjacent:
+        block_at = 0
+        out_shape.extend(block)
+    for k, (item, dim) in enumerate(dims):
+        if isinstance(item, int):
+            slots.append((item, dim, None))
+        elif k in advanced:
+            if block_at is None:
+                block_at = len(out_shape)
+                out_shape.extend(block)
+            slots.append((item, dim, block_at))
+        elif item is None:
+            out_shape.append(1)
+        else:
+            slots.append((item, dim, len(out_shape)))
+            out_shape.append(len(range(*item.indices(x.shape[dim]))))
+    out_shape, rank = tuple(out_shape), len(out_shape)
+    positions, offset = None, 0
+    for item, dim, at in slots:
+        size, stride = x.shape[dim], base[dim]
+        if isinstance(item, int):
+            if not -size <= item < size:
+                raise IndexError(f"indexing: index {item} is out of bounds for dimension {dim} with size {size}")
+            offset += (item % size) * stride
+            continue
+        if isinstance(item, slice):
+            part = arange(*item.indices(size)).reshape((1,) * at + (-1,) + (1,) * (rank - at - 1))
+        else:
+            _check_index_range("indexing", item, size, dim)
+            wrapped = _int_binary("add", item, _int_binary("mul", _compare("lt", item, 0), size, int64), int64)
+            lead = len(block) - item.ndim
+            part = wrapped.reshape((1,) * (at + lead) + item.shape + (1,) * (rank - at - len(block)))
+        part = _int_binary("mul", part, stride, int64)
+        positions = part if positions is None else _int_binary("add", positions, part, int64)
+    if positions is None:
+        positions = full((), 0, dtype=int64)
+    if offset:
+        positions = _int_binary("add", positions, offset, int64)
+    return positions if positions.shape == out_shape else expand(positions, out_shape)
+
+
+def _has_tensor_items(items) -> bool:
+    return any(isinstance(item, Tensor) for item in items)
+
+
+def getitem(x: Tensor, index) -> Tensor:
+    """Indexing as torch: ints, slices (positive steps), None, Ellipsis, and advanced
+    indices (integer tensors or lists of any rank, bool masks)."""
+    items = _expand_index(x, index)
     dev = gpu()
+    if _has_tensor_items(items):
+        positions = _flat_positions(x, items)
+        n = positions.numel()
+        out = Tensor(dev.gather_axis(x._buf, positions._buf, 1, x.numel(), n, 1), positions.shape, x.dtype)
+
+        return _record("index", out, (x,), rule("gather", dev, positions._buf, 1, x.numel(), n, 1))
+    shape, strides, offset = _basic_view(x, items)
     out = Tensor(dev.strided_gather(x._buf, shape, strides, offset), shape, x.dtype)
 
     return _record("getitem", out, (x,), rule("getitem", dev, x.numel(), shape, strides, offset))
+
+
+def setitem(x: Tensor, index, value) -> None:
+    """x[index] = value (a number or a tensor broadcast to the selection), in place with
+    torch's autograd rules: recorded when x or value is in a graph, refused on a leaf that
+    requires grad outside no_grad."""
+    items = _expand_index(x, index)
+    if isinstance(value, Tensor):
+        if not value.dtype.is_floating_point or x.dtype.is_floating_point:
+            value = value if value.dtype is x.dtype else _cast(value, x.dtype)
+        else:
+            raise ValueError(f"setitem: cannot write a {value.dtype} tensor into a {x.dtype} tensor")
+    else:
+        value = full((), value, dtype=x.dtype)
+    dev = gpu()
+    new_buf = dev.copy(x._buf)
+    if _has_tensor_items(items):
+        positions = _flat_positions(x, items)
+        shape = positions.shape
+        value = value if value.shape == shape else expand(value, shape)
+        dev.index_put(new_buf, positions._buf, value._buf)
+        backward = rule("index_put", dev, positions._buf, x.numel())
+    else:
+        shape, strides, offset = _basic_view(x, items)
+        value = value if value.shape == shape else expand(value, shape)
+        dev.strided_scatter(value._buf, new_buf, shape, strides, offset)
+        backward = rule("setitem", dev, shape, strides, offset)
+    out = _record("setitem", Tensor(new_buf, x.shape, x.dtype), (x, value), backward)
+    _inplace(x, out, "setitem")
+
+
+_inplace_keys = itertools.count(-1, -1)  # engine keys of in-place results (ids are positive)
+
+
+def _graph_ancestors(root: Tensor, stop: Tensor):
+    """Every tensor with an entry behind root, not walking through `stop`."""
+    seen, stack = set(), [root]
+    while stack:
+        t = stack.pop()
+        if id(t) in seen or t is stop or t._entry is None:
+            continue
+        seen.add(id(t))
+        yield t
+        stack.extend(t._parents)
+
+
+def _inplace(x: Tensor, result: Tensor, op: str) -> Tensor:
+    """Make x hold result's values, as torch's in-place ops do.
+
+    Outside a graph the values are written into x's own buffer, so tensors sharing it
+    (`.data`, `.detach()`, views) see them. When x or the result is in a graph, x
+    becomes a new node (a fresh engine key, the result's buffer and entry) and its old
+    value lives on in a stand-in node that every earlier use of x is pointed at, so
+    gradients reach both; the old buffer stays untouched for their backward rules."""
+    if result.shape != x.shape:
+        raise ValueError(f"{op}: the result has shape {result.shape}, which cannot be written into "
+                         f"a tensor of shape {x.shape}")
+    if result.dtype is not x.dtype:
+        if result.dtype.is_floating_point and not x.dtype.is_floating_point:
+            raise ValueError(f"{op}: result type {result.dtype} can't be cast to the tensor's dtype {x.dtype} in place")
+        result = _cast(result, x.dtype)
+    grad_on = is_grad_enabled()
+    if grad_on and x.requires_grad and x._entry is None:
+        raise RuntimeError(f"{op}: a leaf tensor that requires grad is used in an in-place operation; "
+                           f"do it under torch.no_grad() or on .data")
+    if not (grad_on and (result._entry is not None or x._entry is not None)):
+        gpu().copy(result._buf, x._buf)
+        x._host = None
+        return x
+    old = Tensor(x._buf, x.shape, x.dtype, x.requires_grad)
+    old._entry, old._parents, old._key = x._entry, x._parents, x._key
+    for t in _graph_ancestors(result, stop=x):  # earlier uses of x read its old value
+        if any(p is x for p in t._parents):
+            t._parents = tuple(old if p is x else p for p in t._parents)
+    x._key = next(_inplace_keys)
+    x._buf, x._host = result._buf, None
+    if result._entry is not None:
+        result._entry.output = x._key
+        x._entry, x._parents, x.requires_grad = result._entry, result._parents, True
+    else:
+        x._entry, x._parents, x.requires_grad = None, (), False
+    return x
+
+
+def nonzero(x: Tensor, as_tuple: bool = False):
+    """The indices of nonzero elements: an int64 tensor [count, ndim], or one tensor per
+    dim with as_tuple. Reads x back (the result's size depends on the data)."""
+    found = np.nonzero(np.atleast_1d(x.numpy()))
+    if as_tuple:
+        return tuple(tensor(p.astype(np.int64)) for p in found)
+    return tensor(np.stack(found, axis=1).astype(np.int64).reshape(-1, max(x.ndim, 1)))
 
 
 def _index_tensor(op: str, index) -> Tensor:
@@ -997,7 +1995,7 @@ def _index_tensor(op: str, index) -> Tensor:
             raise ValueError(f"{op}: boolean-mask indexing is not supported (its size depends on the data); "
                              f"use where() or masked_fill()")
         index = tensor(array)
-    if index.dtype != int32:
+    if not _is_int(index.dtype):
         raise ValueError(f"{op}: index must be an integer tensor, got {index.dtype}")
     return index
 
@@ -1073,8 +2071,11 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     for t in tensors[1:]:
         if t.ndim != first.ndim or t.shape[:d] != first.shape[:d] or t.shape[d + 1:] != first.shape[d + 1:]:
             raise ValueError(f"cat: shapes {first.shape} and {t.shape} differ outside dim {d}")
-        if t.dtype != first.dtype:
-            raise ValueError(f"cat: dtypes {first.dtype} and {t.dtype} differ")
+    out_dtype = first.dtype
+    for t in tensors[1:]:
+        out_dtype = promote(out_dtype, t.dtype)
+    tensors = [t if t.dtype is out_dtype else _cast(t, out_dtype) for t in tensors]
+    first = tensors[0]
     dev = gpu()
     total = sum(t.shape[d] for t in tensors)
     shape = first.shape[:d] + (total,) + first.shape[d + 1:]
@@ -1101,10 +2102,19 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     return cat([t.unsqueeze(d) for t in tensors], d)
 
 
-def where(condition, a, b) -> Tensor:
-    """a where condition is nonzero, else b (broadcast together)."""
+def where(condition, a=None, b=None) -> Tensor:
+    """a where condition is nonzero, else b (broadcast together); where(condition) alone is
+    nonzero(condition, as_tuple=True)."""
+    if a is None and b is None:
+        return nonzero(condition, as_tuple=True)
+    out_dtype = _result_dtype(a, b)
     condition, a, b = _to_tensor(condition), _to_tensor(a), _to_tensor(b)
     shape = broadcast_shapes("where", condition.shape, a.shape, b.shape)
+    if not out_dtype.is_floating_point:  # exact integers: b + cond * (a - b) on the integer kernels
+        pick = _cast(condition, int64)
+        out = _int_binary("add", b, _int_binary("mul", pick, _int_binary("sub", a, b, int64), int64), int64)
+        out = expand(out, shape) if out.shape != shape else out
+        return _cast(out, out_dtype)
     dev = gpu()
     cond_full = expand(_as_float(condition).detach(), shape)._buf
     a_full = expand(a.detach(), shape)._buf if a.shape != shape else _float_operand(a)
@@ -1121,6 +2131,19 @@ def _as_float(t: Tensor) -> Tensor:
 
 # ===================================================================== matmul
 
+def _matmul_int(a: Tensor, b: Tensor, m: int, n: int, k: int) -> Tensor:
+    """Exact integer matmul of (batched) matrices; mixing integer and float operands is an
+    error, as in torch."""
+    if not (_is_int(a.dtype) and _is_int(b.dtype)):
+        raise ValueError(f"matmul: both operands must have the same kind of dtype, got {a.dtype} and {b.dtype} "
+                         f"(convert one with .float() or .long())")
+    batch_shape = broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2])
+    a_full = a if a.shape[:-2] == batch_shape else expand(a, batch_shape + (m, k))
+    b_full = b if b.shape[:-2] == batch_shape else expand(b, batch_shape + (k, n))
+    buf = gpu().matmul_int(a_full._buf, b_full._buf, numel(batch_shape), m, n, k)
+    return Tensor(buf, batch_shape + (m, n), promote(a.dtype, b.dtype))
+
+
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """torch.matmul: 1-D/2-D/batched with broadcast batch dims."""
     a, b = _to_tensor(a), _to_tensor(b)
@@ -1136,9 +2159,11 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     k2, n = b.shape[-2:]
     if k != k2:
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} cannot be multiplied ({k} != {k2})")
+    if not (a.dtype.is_floating_point and b.dtype.is_floating_point):
+        return _matmul_int(a, b, m, n, k)
     if 0 in a.shape or 0 in b.shape:  # empty products: an empty result, or zeros when k == 0
         out_shape = broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2]) + (m, n)
-        return zeros(out_shape) if numel(out_shape) else Tensor(gpu().empty(0), out_shape)
+        return linked_empty(zeros(out_shape) if numel(out_shape) else Tensor(gpu().empty(0), out_shape), a, b)
     dev = gpu()
     if b.ndim == 2:
         batch_shape = a.shape[:-2]
@@ -1155,3 +2180,212 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
 
     return _record("bmm", out, (a_full, b_full), rule("bmm", dev, a_full._buf, b_full._buf, batch, m, n, k,
                                                        (a_full.requires_grad, b_full.requires_grad)))
+
+
+# ===================================================================== composite ops (torch names)
+
+SortResult = namedtuple("SortResult", ["values", "indices"])
+
+
+def _moved_last(x: Tensor, dim: int, op: str) -> tuple[Tensor, int]:
+    d = _dim(op, dim, x.ndim)
+    return (x if d == x.ndim - 1 else x.transpose(d, -1)), d
+
+
+def _moved_back(t: Tensor, d: int, ndim: int) -> Tensor:
+    return t if d == ndim - 1 else t.transpose(d, -1)
+
+
+def sort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> SortResult:
+    """Values and int64 indices sorted along dim (stable; NaN sorts as the largest)."""
+    if x.ndim == 0:
+        return SortResult(x.clone(), zeros((), dtype=int64))
+    moved, d = _moved_last(x, dim, "sort")
+    n = moved.shape[-1]
+    rows = moved.numel() // n if n else 0
+    keys = _float_operand(moved) if moved.dtype.is_floating_point else _int_operand(moved)
+    order = Tensor(gpu().sort_rows(keys, rows, n, descending), moved.shape, int64)
+    values = gather(moved, -1, order) if n else moved.clone()
+    return SortResult(_moved_back(values, d, x.ndim), _moved_back(order, d, x.ndim))
+
+
+def argsort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
+    return sort(x, dim, descending).indices
+
+
+def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> SortResult:
+    """The k largest (or smallest) values along dim and their int64 indices, in order."""
+    d = _dim("topk", dim, x.ndim)
+    size = x.shape[d] if x.ndim else 1
+    if not 0 <= k <= size:
+        raise ValueError(f"topk: k={k} is out of range for dimension {d} of size {size}")
+    values, indices = sort(x, d, descending=largest)
+    if x.ndim == 0:
+        return SortResult(values, indices)
+    return SortResult(values.narrow(d, 0, k), indices.narrow(d, 0, k))
+
+
+def flip(x: Tensor, dims) -> Tensor:
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    out = x
+    for dim in dims:
+        d = _dim("flip", dim, x.ndim)
+        out = index_select(out, d, arange(x.shape[d] - 1, -1, -1))
+    return out
+
+
+def roll(x: Tensor, shifts, dims=None) -> Tensor:
+    """Elements shifted along dims, wrapping around (flattened when dims is None)."""
+    if dims is None:
+        return roll(x.reshape(-1), shifts, 0).reshape(x.shape)
+    shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    if len(shifts) != len(dims):
+        raise ValueError(f"roll: {len(shifts)} shifts for {len(dims)} dims")
+    out = x
+    for shift, dim in zip(shifts, dims):
+        d = _dim("roll", dim, x.ndim)
+        n = x.shape[d]
+        if n:
+            out = index_select(out, d, tensor((np.arange(n) - shift) % n))
+    return out
+
+
+_CUMSUM_BLOCK = 256
+
+
+def cumsum(x: Tensor, dim: int, dtype=None) -> Tensor:
+    """Running sums along dim: a matmul with a triangle of ones per block of 256 and a
+    recursive running sum of the block totals (exact on integers; bool sums to int64)."""
+    if dtype is not None:
+        x = x.to(dtype)
+    elif x.dtype is bool_ or x.dtype is int32:
+        x = _cast(x, int64)
+    if x.ndim == 0:
+        return x.clone()
+    moved, d = _moved_last(x, dim, "cumsum")
+    n = moved.shape[-1]
+    if n <= _CUMSUM_BLOCK:
+        triangle = tensor(np.triu(np.ones((n, n), np.int64)), dtype=moved.dtype)
+        return _moved_back(matmul(moved, triangle), d, x.ndim)
+    blocks = -(-n // _CUMSUM_BLOCK)
+    pad = blocks * _CUMSUM_BLOCK - n
+    padded = cat([moved, zeros(moved.shape[:-1] + (pad,), dtype=moved.dtype)], -1) if pad else moved
+    grouped = padded.reshape(moved.shape[:-1] + (blocks, _CUMSUM_BLOCK))
+    inner = cumsum(grouped, -1)
+    totals = inner[..., -1]
+    offsets = cumsum(totals, -1) - totals
+    out = (inner + offsets.unsqueeze(-1)).reshape(moved.shape[:-1] + (blocks * _CUMSUM_BLOCK,))
+    return _moved_back(out[..., :n] if pad else out, d, x.ndim)
+
+
+def multinomial(probs: Tensor, num_samples: int, replacement: bool = False, generator=None) -> Tensor:
+    """Samples of category indices (int64) from each row of non-negative weights. Drawn on
+    the host from anygpu's generator: the same seed gives the same draws, but not torch's."""
+    weights = probs.numpy().astype(np.float64)
+    rows = weights.reshape(-1, weights.shape[-1]) if weights.ndim else None
+    if rows is None or weights.ndim > 2:
+        raise ValueError(f"multinomial: expects a 1-D or 2-D tensor of weights, got shape {probs.shape}")
+    if (rows < 0).any() or not np.isfinite(rows).all():
+        raise ValueError("multinomial: weights must be finite and non-negative")
+    if not replacement and num_samples > rows.shape[1]:
+        raise ValueError(f"multinomial: cannot draw {num_samples} samples without replacement from "
+                         f"{rows.shape[1]} categories")
+    rng = _generator_rng(generator)
+    draws = []
+    for row in rows:
+        total = row.sum()
+        if total <= 0:
+            raise ValueError("multinomial: a row of weights sums to zero")
+        draws.append(rng.choice(row.size, size=num_samples, replace=replacement, p=row / total))
+    out = np.array(draws, dtype=np.int64)
+    return tensor(out if weights.ndim == 2 else out[0])
+
+
+def randperm(n: int, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    placement.check_device("randperm", device)
+    _check_fits("randperm", int(n))
+    if generator is not None and hasattr(generator, "manual_seed"):  # an anygpu.Generator: torch's order
+        from .generator import randperm as mersenne_randperm
+        order = np.asarray(mersenne_randperm(int(n), generator), dtype=np.int64)
+    else:
+        order = _generator_rng(generator).permutation(int(n))
+    return tensor(order, dtype=int64 if dtype is None else dtype)
+
+
+def diag(x: Tensor, diagonal: int = 0) -> Tensor:
+    """1-D -> a square matrix with x on a diagonal; 2-D -> that diagonal as 1-D."""
+    k = int(diagonal)
+    if x.ndim == 1:
+        n = x.shape[0] + abs(k)
+        out = zeros(n, n, dtype=x.dtype)
+        rows = arange(x.shape[0]) + max(-k, 0)
+        out[rows, rows + k] = x
+        return out
+    if x.ndim != 2:
+        raise ValueError(f"diag: expects a 1-D or 2-D tensor, got shape {x.shape}")
+    length = max(0, min(x.shape[0] + min(k, 0), x.shape[1] - max(k, 0)))
+    rows = arange(length) + max(-k, 0)
+    return getitem(x, (rows, rows + k))
+
+
+def einsum(equation: str, *operands) -> Tensor:
+    """torch.einsum for explicit or implicit outputs, one letter per dim, no repeated
+    letters within an operand: pairs are contracted by one (batched) matmul each."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    equation = equation.replace(" ", "")
+    lhs, arrow, rhs = equation.partition("->")
+    inputs = lhs.split(",")
+    if len(inputs) != len(operands):
+        raise ValueError(f"einsum: the equation names {len(inputs)} operands, got {len(operands)}")
+    if "." in equation:
+        raise ValueError("einsum: ellipsis ('...') is not supported; name every dim")
+    for spec, t in zip(inputs, operands):
+        if len(spec) != t.ndim or len(set(spec)) != len(spec):
+            raise ValueError(f"einsum: operand spec {spec!r} does not name each of the {t.ndim} dims "
+                             f"of shape {t.shape} exactly once")
+    if not arrow:
+        counts = {c: lhs.count(c) for c in lhs if c != ","}
+        rhs = "".join(sorted(c for c, n in counts.items() if n == 1))
+    current, spec = operands[0], inputs[0]
+    for k in range(1, len(operands)):
+        later = set(rhs) | set("".join(inputs[k + 1:]))
+        current, spec = _einsum_pair(current, spec, operands[k], inputs[k], later)
+    summed = [i for i, c in enumerate(spec) if c not in rhs]
+    if summed:
+        current = current.sum(tuple(summed))
+        spec = "".join(c for c in spec if c in rhs)
+    if sorted(spec) != sorted(rhs):
+        raise ValueError(f"einsum: output {rhs!r} names dims that no operand has")
+    return current.permute(tuple(spec.index(c) for c in rhs)) if spec != rhs else current
+
+
+def _einsum_pair(a: Tensor, sa: str, b: Tensor, sb: str, keep: set) -> tuple[Tensor, str]:
+    """Contract two operands: dims both have and `keep` needs are batch dims, dims both have
+    that nothing later needs are summed by the matmul; the rest stay."""
+    a, sa = _sum_own(a, sa, sb, keep)
+    b, sb = _sum_own(b, sb, sa, keep)
+    batch = [c for c in sa if c in sb and c in keep]
+    contract = [c for c in sa if c in sb and c not in keep]
+    left = [c for c in sa if c not in sb]
+    right = [c for c in sb if c not in sa]
+    size = {c: n for s, t in ((sa, a), (sb, b)) for c, n in zip(s, t.shape)}
+    for c in batch + contract:
+        if dict(zip(sa, a.shape))[c] != dict(zip(sb, b.shape))[c]:
+            raise ValueError(f"einsum: dim {c!r} has size {dict(zip(sa, a.shape))[c]} in one operand and "
+                             f"{dict(zip(sb, b.shape))[c]} in the other")
+    a3 = a.permute(tuple(sa.index(c) for c in batch + left + contract)).reshape(
+        (numel(size[c] for c in batch), numel(size[c] for c in left), numel(size[c] for c in contract)))
+    b3 = b.permute(tuple(sb.index(c) for c in batch + contract + right)).reshape(
+        (numel(size[c] for c in batch), numel(size[c] for c in contract), numel(size[c] for c in right)))
+    out = matmul(a3, b3).reshape(tuple(size[c] for c in batch + left + right))
+    return out, "".join(batch + left + right)
+
+
+def _sum_own(t: Tensor, spec: str, other: str, keep: set) -> tuple[Tensor, str]:
+    """Sum the dims only this operand has and nothing later needs."""
+    own = [i for i, c in enumerate(spec) if c not in keep and c not in other]
+    if not own:
+        return t, spec
+    return t.sum(tuple(own)), "".join(c for i, c in enumerate(spec) if i not in own)

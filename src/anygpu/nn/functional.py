@@ -21,7 +21,7 @@ from ..ops._common import check_pair
 from ..ops.conv import conv_output_size, conv_transpose_output_size
 from ..ops.nd import broadcast_shapes, contiguous_strides, numel
 from ..tensor import (
-    Tensor, _record, default_generator, float32, full, int32, no_grad, ones, tensor, unary_op,
+    Tensor, _record, default_generator, float32, full, int32, int64, no_grad, ones, tensor, unary_op,
     where,
 )
 from ..tensor import log_softmax as _log_softmax
@@ -32,7 +32,6 @@ __all__ = [
     "log_softmax", "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy_with_logits",
     "binary_cross_entropy", "smooth_l1_loss", "huber_loss", "kl_div",
     "hardtanh", "relu6", "logsigmoid", "mish", "dropout1d", "dropout2d",
-    "conv1d", "max_pool1d", "avg_pool1d",
     "scaled_dot_product_attention", "interpolate", "relu", "silu", "gelu", "sigmoid", "tanh", "leaky_relu",
     "elu", "softplus", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "dropout", "embedding", "pad",
     "one_hot", "normalize",
@@ -53,7 +52,7 @@ def _tensor(op: str, name: str, value, min_ndim: int = 0, ndims: Sequence[int] |
         raise ValueError(f"{op}: {name} must be {expected}, got shape {value.shape}")
     if value.ndim < min_ndim:
         raise ValueError(f"{op}: {name} needs at least {min_ndim} dims, got shape {value.shape}")
-    if dtype is not None and value.dtype != dtype:
+    if dtype is not None and value.dtype != dtype and (dtype.is_floating_point or value.dtype not in (int32, int64)):
         kind = "a float" if dtype == float32 else "an integer"
         raise ValueError(f"{op}: {name} must be {kind} tensor, got dtype {value.dtype}")
     return value
@@ -763,60 +762,6 @@ def _pool_input(op: str, input: Tensor):
     return x, unbatched
 
 
-def _one(op: str, name: str, value, minimum: int) -> int:
-    """An int, or a 1-tuple of one (torch's 1-D layers accept both)."""
-    if isinstance(value, (tuple, list)):
-        if len(value) != 1:
-            raise ValueError(f"{op}: {name} must be an int or a 1-tuple, got {value!r}")
-        value = value[0]
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{op}: {name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _as_planes(op: str, input: Tensor) -> Tensor:
-    """(N, C, L) or (C, L) as (N, C, 1, L) or (C, 1, L): 1-D layers run as 2-D ones of height 1."""
-    _tensor(op, "input", input, ndims=(2, 3))
-    return input.unsqueeze(-2)
-
-
-def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
-           groups: int = 1) -> Tensor:
-    """1-D convolution: input (N, C_in, L) or (C_in, L), weight (C_out, C_in/groups, k),
-    bias (C_out) -> (N, C_out, L_out); padding an int, 'valid' or 'same'. Runs as conv2d
-    over a height of 1."""
-    op = "conv1d"
-    _tensor(op, "weight", weight, ndims=(3,))
-    padding = padding if isinstance(padding, str) else (0, _one(op, "padding", padding, 0))
-    out = conv2d(_as_planes(op, input), weight.unsqueeze(-2), bias, (1, _one(op, "stride", stride, 1)), padding,
-                 (1, _one(op, "dilation", dilation, 1)), groups)
-    return out.squeeze(-2)
-
-
-def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
-               return_indices: bool = False):
-    """Max over kernel_size windows of input (N, C, L) or (C, L); indices are positions in L."""
-    op = "max_pool1d"
-    kernel = _one(op, "kernel_size", kernel_size, 1)
-    stride = kernel if stride is None or stride == [] or stride == () else _one(op, "stride", stride, 1)
-    out = max_pool2d(_as_planes(op, input), (1, kernel), (1, stride), (0, _one(op, "padding", padding, 0)),
-                     (1, _one(op, "dilation", dilation, 1)), ceil_mode, return_indices)
-    if return_indices:
-        return out[0].squeeze(-2), out[1].squeeze(-2)
-    return out.squeeze(-2)
-
-
-def avg_pool1d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-               count_include_pad: bool = True) -> Tensor:
-    """Mean over kernel_size windows of input (N, C, L) or (C, L)."""
-    op = "avg_pool1d"
-    kernel = _one(op, "kernel_size", kernel_size, 1)
-    stride = kernel if stride is None or stride == [] or stride == () else _one(op, "stride", stride, 1)
-    out = avg_pool2d(_as_planes(op, input), (1, kernel), (1, stride), (0, _one(op, "padding", padding, 0)),
-                     ceil_mode, count_include_pad)
-    return out.squeeze(-2)
-
-
 def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
                return_indices: bool = False):
     """Max over kernel_size windows of input (N, C, H, W) or (C, H, W); stride defaults to
@@ -835,7 +780,7 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, c
     out = Tensor(values, (batch, channels, out_h, out_w))
     out = _record(op, out, (x,), rule(op, dev, indices, planes, in_h, in_w, out_h, out_w, kernel, stride, padding,
                                       dilation))
-    index_tensor = Tensor(indices, out.shape, int32)
+    index_tensor = Tensor(indices, out.shape, int64)
     if unbatched:
         out, index_tensor = out.squeeze(0), index_tensor.squeeze(0)
     return (out, index_tensor) if return_indices else out

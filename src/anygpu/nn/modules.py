@@ -364,7 +364,7 @@ class Module:
             host = np.ascontiguousarray(value, dtype=np.float32 if target.dtype == float32 else np.int32)
             target._dev.write(target._buf, host)
             # Integer buffers (step counters) keep a host copy: reading them costs no GPU sync.
-            target._host = host.copy() if target.dtype == int32 else None
+            target._host = host.copy() if not target.dtype.is_floating_point else None
         return IncompatibleKeys(missing, unexpected)
 
     # ------------------------------------------------------------------ modes, devices
@@ -808,13 +808,10 @@ class BatchNorm2d(_Norm):
         self.reset_running_stats()
         super().reset_parameters()
 
-    def _check_input_dim(self, input) -> None:
+    def forward(self, input):
         if input.ndim != 4:
             raise ValueError(f"BatchNorm2d: expected 4D input (N, C, H, W), got {input.ndim}D input "
                              f"of shape {tuple(input.shape)}")
-
-    def forward(self, input):
-        self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             count = int(self.num_batches_tracked.item()) + 1  # a host copy: no GPU sync
@@ -1021,6 +1018,20 @@ class AvgPool2d(Module):
 class Upsample(Module):
     """Resize (N, C, H, W) by `scale_factor` or to `size` (mode='nearest')."""
 
+class AdaptiveAvgPool2d(Module):
+    """Average (N, C, H, W) down to `output_size` (an int or (h, w); ResNet heads use 1)."""
+
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input):
+        return F.adaptive_avg_pool2d(input, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
     def __init__(self, size=None, scale_factor=None, mode: str = "nearest", align_corners=None):
         super().__init__()
         self.size = size
@@ -1088,7 +1099,7 @@ def _additive_mask(mask, what: str) -> Tensor | None:
     if mask is None:
         return None
     if isinstance(mask, Tensor):
-        if mask.dtype == int32:
+        if not mask.dtype.is_floating_point:  # bool or integer: True / nonzero = masked
             return (mask != 0) * _MASKED_SCORE
         return mask
     values = _to_host_array(mask)

@@ -11,10 +11,12 @@ from .. import runtime
 from . import elementwise, matmul, nd, optim
 from . import attention, broadcast, conv, loss, norm, reduce, shape, softmax, upsample
 from . import batchnorm, index, layernorm, lossfn, pool, random
+from . import intmath
 
 _OP_MODULES = [elementwise, matmul, nd, reduce, broadcast, shape, upsample, softmax, attention, conv, norm,
                loss, optim]
 _OP_MODULES += [batchnorm, index, layernorm, lossfn, pool, random]  # the ops behind nn.functional
+_OP_MODULES += [intmath]  # integer tensors and sorting
 
 
 class Device(runtime.Device):
