@@ -14,10 +14,12 @@ from .optimizers import SGD, Adam, AdamW, Optimizer, flatten_state_dict, unflatt
 from .schedulers import (
     ConstantLR, CosineAnnealingLR, CosineAnnealingWarmRestarts, ExponentialLR, LambdaLR, LinearLR, LinearWarmup,
     LRScheduler, MultiStepLR, OneCycleLR, PolynomialLR, ReduceLROnPlateau, StepLR, SequentialLR, ChainedScheduler,
+    MultiplicativeLR, CyclicLR,
 )
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adadelta", "Adagrad", "RMSprop", "NAdam", "RAdam",
            "flatten_state_dict", "unflatten_state_dict", "LRScheduler", "StepLR", "CosineAnnealingLR", "LinearWarmup",
            "LambdaLR", "MultiStepLR", "ExponentialLR", "OneCycleLR", "ReduceLROnPlateau", "ConstantLR", "LinearLR",
-           "PolynomialLR", "CosineAnnealingWarmRestarts", "SequentialLR", "ChainedScheduler", "schedulers",
+           "PolynomialLR", "CosineAnnealingWarmRestarts", "SequentialLR", "ChainedScheduler",
+           "MultiplicativeLR", "CyclicLR", "schedulers",
            "lr_scheduler"]
