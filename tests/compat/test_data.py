@@ -264,6 +264,23 @@ def test_loader_argument_errors_like_torch(arrays):
         TensorDataset(ag.zeros(3), ag.zeros(4))
 
 
+def test_classes_subscript_in_annotations_like_torch():
+    class Pairs(adata.Dataset[tuple]):
+        def __len__(self):
+            return 3
+
+        def __getitem__(self, i):
+            return (i, float(i))
+
+    class Evens(adata.Sampler[int]):
+        def __iter__(self):
+            return iter([0, 2])
+
+    batch = next(iter(DataLoader(Pairs(), batch_size=2, sampler=Evens())))
+    assert batch[0].tolist() == [0, 2] and batch[1].tolist() == [0.0, 2.0]
+    assert adata.IterableDataset[int] is not None
+
+
 def test_generator_state_round_trip():
     g = ag.Generator().manual_seed(11)
     assert g.initial_seed() == 11

@@ -6,16 +6,19 @@ import bisect
 import math
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Generic, TypeVar
 
 from ... import generator as streams
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "ChainDataset",
            "random_split"]
 
+T_co = TypeVar("T_co", covariant=True)
 
-class Dataset:
+
+class Dataset(Generic[T_co]):
     """A map-style dataset: subclasses define `__getitem__(index)` and usually `__len__`.
-    `a + b` concatenates."""
+    `a + b` concatenates. Subscriptable in annotations (`Dataset[tuple[Tensor, int]]`)."""
 
     def __getitem__(self, index):
         raise NotImplementedError(f"{type(self).__name__} must define __getitem__")
@@ -24,7 +27,7 @@ class Dataset:
         return ConcatDataset([self, other])
 
 
-class IterableDataset(Dataset):
+class IterableDataset(Dataset[T_co]):
     """A dataset read as a stream: subclasses define `__iter__`. `a + b` chains."""
 
     def __iter__(self) -> Iterator:

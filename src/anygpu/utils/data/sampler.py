@@ -9,6 +9,7 @@ Otherwise each pass seeds a fresh generator from the global stream, so
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -24,8 +25,12 @@ def _positive_int(op: str, name: str, value) -> int:
     return int(value)
 
 
-class Sampler:
-    """Base class: an iterable of dataset indices (or of index lists, for batch samplers)."""
+T_co = TypeVar("T_co", covariant=True)
+
+
+class Sampler(Generic[T_co]):
+    """Base class: an iterable of dataset indices (or of index lists, for batch samplers);
+    subscriptable in annotations (`Sampler[int]`)."""
 
     def __init__(self, data_source=None):
         pass
