@@ -77,6 +77,7 @@ UNARY_RULES: dict[str, Callable] = {
     "gelu": lambda dev, g, x, y, a, b: dev.binary("gelu_backward", g, x),
     "gelu_tanh": lambda dev, g, x, y, a, b: dev.binary("gelu_tanh_backward", g, x),
     "clamp": lambda dev, g, x, y, a, b: dev.mul(g, dev.unary("inside", x, a, b)),
+    "log1p": lambda dev, g, x, y, a, b: dev.binary("div", g, dev.unary("add_scalar", x, 1.0)),
     "sin": lambda dev, g, x, y, a, b: dev.mul(g, dev.unary("cos", x)),
     "cos": lambda dev, g, x, y, a, b: dev.scale(dev.mul(g, dev.unary("sin", x)), -1.0),
     "reciprocal": lambda dev, g, x, y, a, b: dev.scale(dev.mul(g, dev.mul(y, y)), -1.0),

@@ -46,6 +46,10 @@ UNARY = {
     # v ** alpha with torch's real results for negative bases and integer exponents.
     "pow_scalar": "select(select(select(pow(abs(v), alpha), -pow(abs(v), alpha), abs(alpha - 2.0 * floor(alpha * 0.5)) == 1.0),"
                   " pow(v, alpha), v >= 0.0 || alpha != floor(alpha)), 1.0, alpha == 0.0)",
+    # log(1 + v), accurate for |v| < 0.1 by its series to v^10 (1 + v rounds v away, and
+    # drivers' log is least accurate near 1: lavapipe's is off by ~5e-8 there).
+    "log1p": "select(log(1.0 + v), v * " + "".join(f"({1 / k:.9g} - v * " for k in range(1, 10)) + "0.1"
+             + ")" * 9 + ", abs(v) < 0.1)",
     "sin": "sin(v)",
     "cos": "cos(v)",
     "leaky_relu": "select(v * alpha, v, v > 0.0)",
