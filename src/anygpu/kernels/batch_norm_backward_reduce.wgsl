@@ -12,8 +12,7 @@ struct Params { batch: u32, channels: u32, spatial: u32, eps: f32 }
 @group(0) @binding(6) var<storage, read_write> grad_beta: array<f32>;
 
 const WG: u32 = 256u;
-var<workgroup> partial_g: array<f32, WG>;
-var<workgroup> partial_gx: array<f32, WG>;
+//! include lib/workgroup_reduce.wgsl
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
@@ -33,18 +32,9 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
             sum_gx += g * (x[base + s] - m) * rstd;
         }
     }
-    partial_g[t] = sum_g;
-    partial_gx[t] = sum_gx;
-    workgroupBarrier();
-    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
-        if (t < stride) {
-            partial_g[t] += partial_g[t + stride];
-            partial_gx[t] += partial_gx[t + stride];
-        }
-        workgroupBarrier();
-    }
+    let sums = workgroup_sum4(t, vec4<f32>(sum_g, sum_gx, 0.0, 0.0));
     if (t == 0u) {
-        grad_beta[c] = partial_g[0];
-        grad_gamma[c] = partial_gx[0];
+        grad_beta[c] = sums.x;
+        grad_gamma[c] = sums.y;
     }
 }

@@ -12,19 +12,7 @@ struct Params { batch: u32, channels: u32, spatial: u32, momentum: f32, flags: u
 @group(0) @binding(5) var<storage, read_write> running_var: array<f32>;
 
 const WG: u32 = 256u;
-var<workgroup> partial: array<f32, WG>;
-
-fn channel_sum(t: u32, value: f32) -> f32 {
-    partial[t] = value;
-    workgroupBarrier();
-    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
-        if (t < stride) { partial[t] += partial[t + stride]; }
-        workgroupBarrier();
-    }
-    let total = partial[0];
-    workgroupBarrier();
-    return total;
-}
+//! include lib/workgroup_reduce.wgsl
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
@@ -38,7 +26,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         let base = (n * P.channels + c) * P.spatial;
         for (var s = t; s < P.spatial; s += WG) { acc += x[base + s]; }
     }
-    let mean = channel_sum(t, acc) / f32(count);
+    let mean = workgroup_sum(t, acc) / f32(count);
     acc = 0.0;
     for (var n = 0u; n < P.batch; n++) {
         let base = (n * P.channels + c) * P.spatial;
@@ -47,7 +35,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
             acc += d * d;
         }
     }
-    let variance = channel_sum(t, acc) / f32(count);
+    let variance = workgroup_sum(t, acc) / f32(count);
     if (t == 0u) {
         mean_out[c] = mean;
         var_out[c] = variance;

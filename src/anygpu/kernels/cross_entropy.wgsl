@@ -17,9 +17,7 @@ struct Params { rows: u32, classes: u32, ignore_index: i32, log_probs: u32 }
 @group(0) @binding(6) var<storage, read_write> row_weight: array<f32>;
 
 const WG: u32 = 64u;
-var<workgroup> red_a: array<f32, WG>;
-var<workgroup> red_b: array<f32, WG>;
-var<workgroup> red_c: array<f32, WG>;
+//! include lib/workgroup_reduce.wgsl
 
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
@@ -32,14 +30,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     if (P.log_probs == 0u) {
         var m = -3.4028235e38;
         for (var c = t; c < P.classes; c += WG) { m = max(m, logits[base + c]); }
-        red_a[t] = m;
-        workgroupBarrier();
-        for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
-            if (t < stride) { red_a[t] = max(red_a[t], red_a[t + stride]); }
-            workgroupBarrier();
-        }
-        row_max = red_a[0];
-        workgroupBarrier();
+        row_max = workgroup_max(t, m);  // P.log_probs is uniform: every thread takes this branch
     }
     var sum_exp = 0.0;
     var sum_wx = 0.0;
@@ -50,22 +41,11 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         sum_wx += weight[c] * v;
         sum_w += weight[c];
     }
-    red_a[t] = sum_exp;
-    red_b[t] = sum_wx;
-    red_c[t] = sum_w;
-    workgroupBarrier();
-    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
-        if (t < stride) {
-            red_a[t] += red_a[t + stride];
-            red_b[t] += red_b[t + stride];
-            red_c[t] += red_c[t + stride];
-        }
-        workgroupBarrier();
-    }
+    let sums = workgroup_sum4(t, vec4<f32>(sum_exp, sum_wx, sum_w, 0.0));
     if (t != 0u) { return; }
     var lse = 0.0;
-    if (P.log_probs == 0u) { lse = row_max + log(red_a[0]); }
-    let total_w = red_c[0];
+    if (P.log_probs == 0u) { lse = row_max + log(sums.x); }
+    let total_w = sums.z;
     stats[2u * r] = lse;
     stats[2u * r + 1u] = total_w;
     let target_class = targets[r];
@@ -84,6 +64,6 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     }
     let w_t = weight[u32(target_class)];
     parts[r] = -w_t * (logits[base + u32(target_class)] - lse);
-    parts[P.rows + r] = lse * total_w - red_b[0];
+    parts[P.rows + r] = lse * total_w - sums.y;
     row_weight[r] = w_t;
 }

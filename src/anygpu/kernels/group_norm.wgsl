@@ -11,20 +11,7 @@ struct Params { batch: u32, channels: u32, spatial: u32, groups: u32, eps: f32 }
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
 const WG: u32 = 256u;
-var<workgroup> scratch: array<f32, WG>;
-
-// The sum of `value` over the workgroup, returned to every thread.
-fn workgroup_sum(tid: u32, value: f32) -> f32 {
-    scratch[tid] = value;
-    workgroupBarrier();
-    for (var width = WG / 2u; width > 0u; width = width / 2u) {
-        if (tid < width) { scratch[tid] = scratch[tid] + scratch[tid + width]; }
-        workgroupBarrier();
-    }
-    let total = scratch[0];
-    workgroupBarrier();  // everyone has read the total before scratch is reused
-    return total;
-}
+//! include lib/workgroup_reduce.wgsl
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) tid: u32,

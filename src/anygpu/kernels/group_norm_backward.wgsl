@@ -17,19 +17,11 @@ const WG: u32 = 256u;
 // Channels with at least this many positions are summed by the whole workgroup,
 // shorter ones by one thread each (a workgroup tree per tiny channel is all barriers).
 const WIDE_CHANNEL: u32 = 32u;
-var<workgroup> scratch: array<vec2<f32>, WG>;
+//! include lib/workgroup_reduce.wgsl
 
-// The sum of `value` over the workgroup, returned to every thread.
-fn workgroup_sum(tid: u32, value: vec2<f32>) -> vec2<f32> {
-    scratch[tid] = value;
-    workgroupBarrier();
-    for (var width = WG / 2u; width > 0u; width = width / 2u) {
-        if (tid < width) { scratch[tid] = scratch[tid] + scratch[tid + width]; }
-        workgroupBarrier();
-    }
-    let total = scratch[0];
-    workgroupBarrier();  // everyone has read the total before scratch is reused
-    return total;
+// Two sums over the workgroup at once, returned to every thread.
+fn workgroup_sum2(tid: u32, value: vec2<f32>) -> vec2<f32> {
+    return workgroup_sum4(tid, vec4<f32>(value, 0.0, 0.0)).xy;
 }
 
 @compute @workgroup_size(256)
@@ -46,13 +38,13 @@ fn main(@builtin(local_invocation_index) tid: u32,
 
     var local_sum = 0.0;
     for (var e = tid; e < count; e = e + WG) { local_sum = local_sum + x[base + e]; }
-    let mean = workgroup_sum(tid, vec2<f32>(local_sum, 0.0)).x / f32(count);
+    let mean = workgroup_sum2(tid, vec2<f32>(local_sum, 0.0)).x / f32(count);
     var local_sq = 0.0;
     for (var e = tid; e < count; e = e + WG) {
         let d = x[base + e] - mean;
         local_sq = local_sq + d * d;
     }
-    let rstd = inverseSqrt(workgroup_sum(tid, vec2<f32>(local_sq, 0.0)).x / f32(count) + P.eps);
+    let rstd = inverseSqrt(workgroup_sum2(tid, vec2<f32>(local_sq, 0.0)).x / f32(count) + P.eps);
 
     // Group means of dy*gamma and dy*gamma*xhat.
     var local_terms = vec2<f32>(0.0);
@@ -60,7 +52,7 @@ fn main(@builtin(local_invocation_index) tid: u32,
         let dy_gamma = grad_out[base + e] * gamma[channel0 + e / P.spatial];
         local_terms = local_terms + vec2<f32>(dy_gamma, dy_gamma * (x[base + e] - mean) * rstd);
     }
-    let group_means = workgroup_sum(tid, local_terms) / f32(count);
+    let group_means = workgroup_sum2(tid, local_terms) / f32(count);
 
     // Per-channel sums of dy and dy*xhat over the positions of this sample.
     if (P.spatial >= WIDE_CHANNEL) {
@@ -71,7 +63,7 @@ fn main(@builtin(local_invocation_index) tid: u32,
                 let dy = grad_out[channel_base + p];
                 local_channel = local_channel + vec2<f32>(dy, dy * (x[channel_base + p] - mean) * rstd);
             }
-            let channel_sums = workgroup_sum(tid, local_channel);
+            let channel_sums = workgroup_sum2(tid, local_channel);
             if (tid == 0u) {
                 dbeta_part[part0 + cl] = channel_sums.x;
                 dgamma_part[part0 + cl] = channel_sums.y;

@@ -11,19 +11,7 @@ struct Params { rows: u32, cols: u32, eps: f32, flags: u32 }
 @group(0) @binding(5) var<storage, read_write> stats: array<f32>;
 
 const WG: u32 = 64u;
-var<workgroup> partial: array<f32, WG>;
-
-fn row_sum(t: u32, value: f32) -> f32 {
-    partial[t] = value;
-    workgroupBarrier();
-    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
-        if (t < stride) { partial[t] += partial[t + stride]; }
-        workgroupBarrier();
-    }
-    let total = partial[0];
-    workgroupBarrier();  // everyone has read partial[0] before it is reused
-    return total;
-}
+//! include lib/workgroup_reduce.wgsl
 
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
@@ -35,13 +23,13 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let n = f32(P.cols);
     var acc = 0.0;
     for (var c = t; c < P.cols; c += WG) { acc += x[base + c]; }
-    let mean = row_sum(t, acc) / n;
+    let mean = workgroup_sum(t, acc) / n;
     acc = 0.0;
     for (var c = t; c < P.cols; c += WG) {
         let d = x[base + c] - mean;
         acc += d * d;
     }
-    let rstd = inverseSqrt(row_sum(t, acc) / n + P.eps);
+    let rstd = inverseSqrt(workgroup_sum(t, acc) / n + P.eps);
     for (var c = t; c < P.cols; c += WG) {
         var v = (x[base + c] - mean) * rstd;
         if ((P.flags & 1u) != 0u) { v = v * gamma[c]; }

@@ -14,8 +14,7 @@ struct Params { rows: u32, cols: u32, eps: f32, flags: u32 }
 @group(0) @binding(6) var<storage, read_write> grad_out_xhat: array<f32>;
 
 const WG: u32 = 64u;
-var<workgroup> partial_a: array<f32, WG>;
-var<workgroup> partial_b: array<f32, WG>;
+//! include lib/workgroup_reduce.wgsl
 
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
@@ -34,19 +33,10 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         sum_gy += gy;
         sum_gy_xhat += gy * (x[base + c] - mean) * rstd;
     }
-    partial_a[t] = sum_gy;
-    partial_b[t] = sum_gy_xhat;
-    workgroupBarrier();
-    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
-        if (t < stride) {
-            partial_a[t] += partial_a[t + stride];
-            partial_b[t] += partial_b[t + stride];
-        }
-        workgroupBarrier();
-    }
+    let sums = workgroup_sum4(t, vec4<f32>(sum_gy, sum_gy_xhat, 0.0, 0.0));
     let n = f32(P.cols);
-    let mean_gy = partial_a[0] / n;
-    let mean_gy_xhat = partial_b[0] / n;
+    let mean_gy = sums.x / n;
+    let mean_gy_xhat = sums.y / n;
     for (var c = t; c < P.cols; c += WG) {
         let g = grad_out[base + c];
         var gy = g;

@@ -11,7 +11,7 @@ struct Params { rows: u32, inner: u32, chunk_len: u32, n_chunks: u32, scale: f32
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
 const WG: u32 = 256u;
-var<workgroup> partial: array<f32, WG>;
+//! include lib/workgroup_reduce.wgsl
 
 fn term(i: u32) -> f32 {
     let a = in_a[i];
@@ -33,13 +33,8 @@ fn per_workgroup(@builtin(local_invocation_index) tid: u32,
     for (var i = begin + tid; i < end; i = i + WG) {
         acc = acc + term(base + i);
     }
-    partial[tid] = acc;
-    workgroupBarrier();
-    for (var width = WG / 2u; width > 0u; width = width / 2u) {
-        if (tid < width) { partial[tid] = partial[tid] + partial[tid + width]; }
-        workgroupBarrier();
-    }
-    if (tid == 0u) { out[slot] = partial[0] * P.scale; }
+    let total = workgroup_sum(tid, acc);
+    if (tid == 0u) { out[slot] = total * P.scale; }
 }
 
 @compute @workgroup_size(256)

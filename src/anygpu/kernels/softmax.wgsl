@@ -9,7 +9,7 @@ struct Params { rows: u32, cols: u32 }
 
 const WG: u32 = {{WG}}u;
 const LOWEST: f32 = -3.40282347e+38;
-var<workgroup> scratch: array<f32, WG>;
+//! include lib/workgroup_reduce.wgsl
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) tid: u32,
@@ -21,24 +21,11 @@ fn main(@builtin(local_invocation_index) tid: u32,
 
     var local_max = LOWEST;
     for (var c = tid; c < P.cols; c = c + WG) { local_max = max(local_max, x[base + c]); }
-    scratch[tid] = local_max;
-    workgroupBarrier();
-    for (var width = WG / 2u; width > 0u; width = width / 2u) {
-        if (tid < width) { scratch[tid] = max(scratch[tid], scratch[tid + width]); }
-        workgroupBarrier();
-    }
-    let row_max = scratch[0];
-    workgroupBarrier();  // everyone has read the maximum before scratch is reused
+    let row_max = workgroup_max(tid, local_max);
 
     var local_sum = 0.0;
     for (var c = tid; c < P.cols; c = c + WG) { local_sum = local_sum + exp(x[base + c] - row_max); }
-    scratch[tid] = local_sum;
-    workgroupBarrier();
-    for (var width = WG / 2u; width > 0u; width = width / 2u) {
-        if (tid < width) { scratch[tid] = scratch[tid] + scratch[tid + width]; }
-        workgroupBarrier();
-    }
-    let inv_sum = 1.0 / scratch[0];
+    let inv_sum = 1.0 / workgroup_sum(tid, local_sum);
 
     for (var c = tid; c < P.cols; c = c + WG) { y[base + c] = exp(x[base + c] - row_max) * inv_sum; }
 }

@@ -7,7 +7,7 @@ struct Params { rows: u32, cols: u32 }
 @group(0) @binding(3) var<storage, read_write> dx: array<f32>;
 
 const WG: u32 = {{WG}}u;
-var<workgroup> scratch: array<f32, WG>;
+//! include lib/workgroup_reduce.wgsl
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) tid: u32,
@@ -19,13 +19,7 @@ fn main(@builtin(local_invocation_index) tid: u32,
 
     var local_dot = 0.0;
     for (var c = tid; c < P.cols; c = c + WG) { local_dot = local_dot + grad[base + c] * y[base + c]; }
-    scratch[tid] = local_dot;
-    workgroupBarrier();
-    for (var width = WG / 2u; width > 0u; width = width / 2u) {
-        if (tid < width) { scratch[tid] = scratch[tid] + scratch[tid + width]; }
-        workgroupBarrier();
-    }
-    let dot = scratch[0];
+    let dot = workgroup_sum(tid, local_dot);
 
     for (var c = tid; c < P.cols; c = c + WG) { dx[base + c] = y[base + c] * (grad[base + c] - dot); }
 }
