@@ -518,7 +518,7 @@ class Tensor:
         return _unary("sigmoid", self)
 
     def tanh(self):
-        return _unary("tanh_act", self)
+        return _unary("tanh", self)
 
     def neg(self):
         return _unary("neg", self)
@@ -1115,10 +1115,6 @@ class Tensor:
 
 # ===================================================================== construction
 
-def _wrap(buf, shape, dtype=float32) -> Tensor:
-    return Tensor(buf, shape, dtype)
-
-
 def _infer_dtype(arr: np.ndarray) -> dtypes.dtype:
     """torch's dtype for data: bool, int64 (int32 for int32/smaller numpy arrays), float32."""
     if arr.dtype.kind == "b":
@@ -1384,12 +1380,6 @@ def _topological_order(root: Tensor) -> list[Tensor]:
     return order
 
 
-def _check_float(op: str, *tensors: Tensor) -> None:
-    for t in tensors:
-        if t.dtype != float32 and t.requires_grad:
-            raise ValueError(f"{op}: integer tensors cannot require grad")
-
-
 def sum_dims(buf, shape, dims):
     """Sum a contiguous buffer of `shape` over `dims` (kept as size 1); see ops.nd.sum_dims."""
     return gpu().sum_dims(buf, shape, dims)
@@ -1541,7 +1531,7 @@ def _unary(name: str, x: Tensor, alpha: float = 0.0, beta: float = 0.0) -> Tenso
 
 
 def unary_op(name: str, x: Tensor, alpha: float = 0.0, beta: float = 0.0) -> Tensor:
-    """Apply a recorded unary op by name (relu, sigmoid, tanh_act, swish, gelu, exp, ...)."""
+    """Apply a recorded unary op by name (relu, sigmoid, tanh, silu, gelu, exp, ...)."""
     return _unary(name, x, alpha, beta)
 
 

@@ -10,7 +10,7 @@ UNARY_REFERENCES = {
     "scale": lambda x: x * -2.5,
     "relu": lambda x: np.maximum(x, 0),
     "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
-    "tanh_act": np.tanh,
+    "tanh": np.tanh,
     "clamp": lambda x: np.clip(x, -0.5, 0.25),
 }
 BINARY_REFERENCES = {"add": np.add, "sub": np.subtract, "mul": np.multiply,

@@ -200,14 +200,14 @@ class Tape:
         (x,) = self._buffers("swish", a=a)
         dev = self.dev
         out = dev.swish(x)
-        return self._record("swish", (a,), out, lambda g, needs: RULES["swish"](dev, g, x, out))
+        return self._record("swish", (a,), out, lambda g, needs: RULES["silu"](dev, g, x, out))
 
     def tanh_act(self, a: TensorId) -> TensorId:
         """tanh(a); gradient from the output y: grad * (1 - y^2)."""
         (x,) = self._buffers("tanh_act", a=a)
         dev = self.dev
         y = dev.tanh_act(x)
-        return self._record("tanh_act", (a,), y, lambda g, needs: RULES["tanh_act"](dev, g, x, y))
+        return self._record("tanh_act", (a,), y, lambda g, needs: RULES["tanh"](dev, g, x, y))
 
     # ------------------------------------------------------------ products and shapes
 

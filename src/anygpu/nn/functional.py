@@ -871,7 +871,7 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
     """x * sigmoid(x)."""
-    return unary_op("swish", _tensor("silu", "input", input))
+    return unary_op("silu", _tensor("silu", "input", input))
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
@@ -887,7 +887,7 @@ def sigmoid(input: Tensor) -> Tensor:
 
 
 def tanh(input: Tensor) -> Tensor:
-    return unary_op("tanh_act", _tensor("tanh", "input", input))
+    return unary_op("tanh", _tensor("tanh", "input", input))
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:

@@ -15,6 +15,10 @@ from ..runtime.device import WORKGROUPS_PER_DIM
 from ..runtime.dtypes import DTYPES
 from ._common import WORKGROUP_1D, check_buffer, check_same_len
 
+# The Layer-0 ops (Device methods); the tables and helpers below serve the other op modules.
+__all__ = ["unary", "binary", "add", "sub", "mul", "scale", "relu", "sigmoid", "swish", "tanh_act",
+           "relu_backward", "sigmoid_backward", "swish_backward", "tanh_backward"]
+
 # Expressions of `v` (input), `alpha`, `beta` (parameters).
 UNARY = {
     "scale": "v * alpha",
@@ -23,9 +27,9 @@ UNARY = {
     # false; the bit test survives.
     "relu": "select(0.0, v, v > 0.0 || (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u)",
     "sigmoid": "1.0 / (1.0 + exp(-v))",
-    "swish": "v / (1.0 + exp(-v))",
+    "silu": "v / (1.0 + exp(-v))",
     # tanh via exp of a clamped argument: WGSL's tanh may return NaN for large |v| on some drivers.
-    "tanh_act": "select(tanh(clamp(v, -15.0, 15.0)), v, (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u)",
+    "tanh": "select(tanh(clamp(v, -15.0, 15.0)), v, (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u)",
     "neg": "-v",
     "exp": "exp(v)",
     "log": "log(v)",
@@ -72,7 +76,7 @@ BINARY = {
     "minimum": "min(a, b)",
     "relu_backward": "select(0.0, a, b > 0.0)",          # a = grad, b = x
     "sigmoid_backward": "a * b * (1.0 - b)",              # b = y = sigmoid(x)
-    "swish_backward": "a * (1.0 / (1.0 + exp(-b))) * (1.0 + b * (1.0 - 1.0 / (1.0 + exp(-b))))",  # b = x
+    "silu_backward": "a * (1.0 / (1.0 + exp(-b))) * (1.0 + b * (1.0 - 1.0 / (1.0 + exp(-b))))",  # b = x
     "tanh_backward": "a * (1.0 - b * b)",                 # b = y = tanh(x)
     # d gelu / dx = Phi(x) + x phi(x), b = x
     "gelu_backward": "a * (0.5 * (1.0 + erf_approx(b * 0.70710678118)) + b * 0.3989422804 * exp(-0.5 * b * b))",
@@ -246,11 +250,11 @@ def sigmoid(dev, a):
 
 def swish(dev, a):
     """x * sigmoid(x) (SiLU)."""
-    return unary(dev, "swish", a)
+    return unary(dev, "silu", a)
 
 
 def tanh_act(dev, a):
-    return unary(dev, "tanh_act", a)
+    return unary(dev, "tanh", a)
 
 
 def relu_backward(dev, grad, x):
@@ -265,7 +269,7 @@ def sigmoid_backward(dev, grad, y):
 
 def swish_backward(dev, grad, x):
     """grad * (s + x s (1 - s)), s = sigmoid(x) (x is the forward input)."""
-    return binary(dev, "swish_backward", grad, x)
+    return binary(dev, "silu_backward", grad, x)
 
 
 def tanh_backward(dev, grad, y):
