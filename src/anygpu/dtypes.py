@@ -107,3 +107,33 @@ def promote(a: dtype, b: dtype) -> dtype:
     if b is bool:
         return a
     return int64 if int64 in (a, b) else int32
+
+
+class finfo:
+    """torch.finfo for a float dtype: eps, max, min, tiny (smallest normal), bits, resolution."""
+
+    def __init__(self, type=None):
+        type = float32 if type is None else type
+        info = np.finfo({"float32": np.float32, "float16": np.float16, "float64": np.float64}.get(
+            getattr(type, "name", ""), np.float32)) if type is not bfloat16 else None
+        if info is None:  # bfloat16: 8 exponent bits, 7 mantissa bits
+            self.bits, self.eps, self.max, self.tiny, self.resolution = 16, 2.0**-7, 3.3895313892515355e38, \
+                1.1754943508222875e-38, 0.01
+        else:
+            self.bits, self.eps, self.max = info.bits, builtins.float(info.eps), builtins.float(info.max)
+            self.tiny, self.resolution = builtins.float(info.tiny), 10.0 ** -info.precision  # as torch: 1e-06
+        self.min = -self.max
+        self.smallest_normal = self.tiny
+        self.dtype = getattr(type, "name", "float32")
+
+
+class iinfo:
+    """torch.iinfo for an integer dtype. anygpu stores int64 in 32 bits, so its limits are
+    the int32 ones (values beyond them cannot be stored)."""
+
+    def __init__(self, type):
+        if type is bool or getattr(type, "is_floating_point", True):
+            raise ValueError(f"iinfo: expected an integer dtype, got {type}")
+        self.bits = 32
+        self.max, self.min = 2**31 - 1, -2**31
+        self.dtype = type.name

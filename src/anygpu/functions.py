@@ -6,11 +6,14 @@ Most mirror a Tensor method of the same name and signature, so `torch.f(x, ...)`
 
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 from . import dtypes, placement
+from .dtypes import finfo, iinfo
 from .tensor import (
-    Tensor, _generator_rng, _to_tensor, arange, argsort, cat, cumsum, diag, einsum, flip,
+    Tensor, meshgrid, _generator_rng, _to_tensor, arange, argsort, cat, cumsum, diag, einsum, flip,
     full, gather, index_select, log_softmax, logsumexp, matmul, multinomial, nonzero, randperm,
     reshape, roll, softmax, sort, stack, tensor, topk, where, zeros,
 )
@@ -29,6 +32,10 @@ __all__ = [
     "sign", "sin", "softmax", "sort", "split", "sqrt", "square", "squeeze", "stack", "std", "sub",
     "subtract", "sum", "t", "tanh", "topk", "transpose", "tril", "triu", "true_divide", "trunc", "unbind",
     "unsqueeze", "var", "where", "empty", "ones_like", "full_like", "zeros_like",
+    "scatter", "scatter_add", "masked_select", "prod", "cumprod", "repeat_interleave", "tile", "broadcast_to",
+    "broadcast_tensors", "movedim", "moveaxis", "swapaxes", "select", "unflatten", "lerp", "addmm", "baddbmm",
+    "count_nonzero", "tan", "sinh", "cosh", "logit", "frac", "diff", "median", "unique", "bincount", "meshgrid",
+    "hstack", "vstack", "finfo", "iinfo", "Size", "bernoulli", "logspace",
 ]
 
 
@@ -51,14 +58,18 @@ for _name in ("abs", "exp", "log", "log2", "log10", "log1p", "expm1", "sqrt", "r
               "split", "tril", "triu", "clamp", "clip", "masked_fill", "pow", "add", "sub", "mul", "div",
               "remainder", "floor_divide", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
               "isnan", "isinf", "isfinite", "logical_not", "logical_and", "logical_or", "logical_xor",
-              "mm", "bmm", "dot", "outer", "clone", "detach", "numel", "equal", "is_floating_point"):
+              "mm", "bmm", "dot", "outer", "clone", "detach", "numel", "equal", "is_floating_point",
+              "scatter", "scatter_add", "masked_select", "prod", "cumprod", "repeat_interleave", "tile",
+              "broadcast_to", "movedim", "moveaxis", "swapaxes", "select", "unflatten", "lerp", "addmm", "baddbmm",
+              "count_nonzero", "tan", "sinh", "cosh", "logit", "frac", "diff", "median", "unique", "bincount",
+              "true_divide"):
     globals()[_name] = _method(_name)
 
 absolute = abs  # noqa: F821 — defined by the loop above
 negative = neg  # noqa: F821
 multiply = mul  # noqa: F821
 subtract = sub  # noqa: F821
-divide = true_divide = div  # noqa: F821
+divide = div  # noqa: F821
 concat = concatenate = cat
 
 
@@ -176,3 +187,39 @@ def set_default_dtype(d) -> None:
 def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None,
                      sci_mode=None) -> None:
     """Accepted for compatibility; tensors print with numpy's formatting."""
+
+
+class Size(tuple):
+    """torch.Size: a tuple of dims with numel()."""
+
+    def numel(self) -> int:
+        return int(np.prod(self, dtype=np.int64))
+
+    def __repr__(self) -> str:
+        return f"torch.Size({list(self)})"
+
+
+def broadcast_tensors(*tensors):
+    from .ops.nd import broadcast_shapes
+    shape = broadcast_shapes("broadcast_tensors", *(t.shape for t in tensors))
+    return tuple(t if t.shape == shape else t.expand(shape) for t in tensors)
+
+
+def hstack(tensors) -> Tensor:
+    tensors = [_to_tensor(t) for t in tensors]
+    return cat(tensors, 0 if builtins.all(t.ndim == 1 for t in tensors) else 1)  # `all` here is torch.all
+
+
+def vstack(tensors) -> Tensor:
+    return cat([t.reshape(1, -1) if t.ndim == 1 else t for t in (_to_tensor(t) for t in tensors)], 0)
+
+
+def logspace(start, end, steps: int, base: float = 10.0, dtype=None, device=None, requires_grad: bool = False):
+    values = np.logspace(float(start), float(end), int(steps), base=base)
+    return tensor(values, dtype=dtype or dtypes.float32, requires_grad=requires_grad)
+
+
+def bernoulli(input: Tensor, p=None, generator=None) -> Tensor:
+    """1 with probability input (or p) per element, else 0, in input's dtype (host draws)."""
+    probs = input.numpy() if p is None else np.broadcast_to(p, input.shape)
+    return tensor(_generator_rng(generator).random(input.shape) < probs, dtype=input.dtype)

@@ -688,9 +688,11 @@ class Tensor:
         return expand(self, tuple(int(s) for s in shape))
 
     def __getitem__(self, index):
-        if (isinstance(index, Tensor) and _is_int(index.dtype) and index.ndim == 1) or (
-                isinstance(index, list) and index and all(type(i) is int for i in index)):
-            return index_select(self, 0, index)  # x[indices]: rows picked along dim 0 (one gather)
+        if isinstance(index, list) and index and all(type(i) is int and i >= 0 for i in index):
+            return index_select(self, 0, index)  # x[rows]: one gather along dim 0
+        if isinstance(index, Tensor) and _is_int(index.dtype) and index.ndim == 1 and index._host is not None \
+                and (index._host.size == 0 or index._host.min() >= 0):
+            return index_select(self, 0, index)  # (negative rows take the general path, which wraps them)
         return getitem(self, index)
 
     def masked_fill(self, mask, value) -> "Tensor":
@@ -1122,6 +1124,154 @@ def _infer_dtype(arr: np.ndarray) -> dtypes.dtype:
     if arr.dtype.kind in "iu":
         return int64 if arr.dtype.itemsize >= 8 or arr.dtype == np.uint32 else int32
     return float32
+
+    # ------------------------------------------------------------- more of torch's Tensor methods
+    def scatter(self, dim: int, index, src=None, value=None, reduce=None):
+        return scatter(self, dim, index, src if src is not None else value, add=False)
+
+    def scatter_add(self, dim: int, index, src):
+        return scatter(self, dim, index, src, add=True)
+
+    def scatter_(self, dim: int, index, src=None, value=None, reduce=None):
+        return _inplace(self, self.scatter(dim, index, src, value), "scatter_")
+
+    def scatter_add_(self, dim: int, index, src):
+        return _inplace(self, self.scatter_add(dim, index, src), "scatter_add_")
+
+    def masked_select(self, mask):
+        mask = _to_tensor(mask)
+        shape = broadcast_shapes("masked_select", self.shape, mask.shape)
+        x = self if self.shape == shape else expand(self, shape)
+        return getitem(x, _cast(mask, bool_) if mask.shape == shape else expand(_cast(mask, bool_), shape))
+
+    def prod(self, dim=None, keepdim: bool = False, dtype=None):
+        return prod(self, dim, keepdim, dtype=dtype)
+
+    def cumprod(self, dim: int, dtype=None):
+        return cumprod(self, dim, dtype=dtype)
+
+    def repeat_interleave(self, repeats, dim=None, output_size=None):
+        return repeat_interleave(self, repeats, dim)
+
+    def tile(self, *dims):
+        dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
+        return self.repeat((1,) * (self.ndim - len(dims)) + tuple(dims))
+
+    def broadcast_to(self, *shape):
+        return self.expand(*shape)
+
+    def movedim(self, source, destination):
+        return movedim(self, source, destination)
+
+    moveaxis = movedim
+
+    def swapaxes(self, axis0: int, axis1: int):
+        return self.transpose(axis0, axis1)
+
+    swapdims = swapaxes
+
+    def select(self, dim: int, index: int):
+        return getitem(self, (slice(None),) * _dim("select", dim, self.ndim) + (int(index),))
+
+    def unflatten(self, dim: int, sizes):
+        d = _dim("unflatten", dim, self.ndim)
+        return reshape(self, self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
+
+    @property
+    def mT(self):
+        return self.transpose(-2, -1)
+
+    def ndimension(self) -> int:
+        return self.ndim
+
+    def lerp(self, end, weight):
+        return self + (_to_tensor(end) - self) * weight
+
+    def lerp_(self, end, weight):
+        return _inplace(self, self.lerp(end, weight), "lerp_")
+
+    def addmm(self, mat1, mat2, *, beta=1, alpha=1):
+        return _scaled_sum(self, matmul(mat1, mat2), beta, alpha)
+
+    def baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
+        return _scaled_sum(self, matmul(batch1, batch2), beta, alpha)
+
+    def count_nonzero(self, dim=None):
+        return _compare("ne", self, 0).sum(dim)
+
+    def tan(self):
+        return self.sin() / self.cos()
+
+    def sinh(self):
+        return (self.exp() - (-self).exp()) * 0.5
+
+    def cosh(self):
+        return (self.exp() + (-self).exp()) * 0.5
+
+    def logit(self, eps=None):
+        x = self if eps is None else self.clamp(eps, 1.0 - eps)
+        return (x / (1.0 - x)).log()
+
+    def frac(self):
+        return self - self.trunc()
+
+    def diff(self, n: int = 1, dim: int = -1):
+        out = self
+        d = _dim("diff", dim, self.ndim)
+        for _ in range(n):
+            size = out.shape[d]
+            out = out.narrow(d, 1, size - 1) - out.narrow(d, 0, size - 1)
+        return out
+
+    def median(self, dim=None, keepdim: bool = False):
+        """The lower median (as torch): a 0-d tensor, or (values, indices) along dim."""
+        if dim is None:
+            flat = self.reshape(-1)
+            return sort(flat).values[(flat.numel() - 1) // 2]
+        d = _dim("median", dim, self.ndim)
+        values, indices = sort(self, d)
+        middle = (self.shape[d] - 1) // 2
+        pick = (slice(None),) * d + (slice(middle, middle + 1),)
+        values, indices = values[pick], indices[pick]
+        return MaxResult(values if keepdim else values.squeeze(d), indices if keepdim else indices.squeeze(d))
+
+    def unique(self, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False, dim=None):
+        return unique(self, sorted, return_inverse, return_counts, dim)
+
+    def bincount(self, weights=None, minlength: int = 0):
+        return bincount(self, weights, minlength)
+
+    def true_divide(self, other):
+        return self / other
+
+    def type(self, dtype=None, non_blocking: bool = False):
+        """x.type() -> torch's type string ('torch.FloatTensor'); x.type(dtype) converts."""
+        if dtype is None:
+            names = {float32: "Float", int64: "Long", int32: "Int", bool_: "Bool"}
+            return f"torch.{names[self.dtype]}Tensor"
+        if isinstance(dtype, str) and dtype.endswith("Tensor"):
+            names = {"torch.FloatTensor": float32, "torch.LongTensor": int64, "torch.IntTensor": int32,
+                     "torch.BoolTensor": bool_, "torch.cuda.FloatTensor": float32, "torch.cuda.LongTensor": int64}
+            if dtype not in names:
+                raise ValueError(f"type: unknown tensor type {dtype!r}")
+            dtype = names[dtype]
+        return self.to(dtype)
+
+    def pin_memory(self, device=None):
+        return self
+
+    def share_memory_(self):
+        return self
+
+    def log_(self):
+        return _inplace(self, self.log(), "log_")
+
+    def bernoulli_(self, p=0.5, generator=None):
+        draws = _generator_rng(generator).random(self.shape) < (p.numpy() if isinstance(p, Tensor) else p)
+        return _inplace(self, tensor(draws, dtype=self.dtype), "bernoulli_")
+
+    def __contains__(self, element) -> bool:
+        return bool(_compare("eq", self, element).any())
 
 
 def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
@@ -2379,3 +2529,158 @@ def _sum_own(t: Tensor, spec: str, other: str, keep: set) -> tuple[Tensor, str]:
     if not own:
         return t, spec
     return t.sum(tuple(own)), "".join(c for i, c in enumerate(spec) if i not in own)
+
+
+def _scaled_sum(input, product: Tensor, beta, alpha) -> Tensor:
+    """beta * input + alpha * product (addmm / baddbmm)."""
+    scaled = product if alpha == 1 else product * alpha
+    if beta == 0:
+        return scaled
+    return scaled + (input if beta == 1 else _to_tensor(input) * beta)
+
+
+def scatter(x: Tensor, dim: int, index, src, add: bool = False) -> Tensor:
+    """torch.scatter / scatter_add: out = x with out[..., index[i, j], ...] (along dim) set to
+    (or, with add, increased by) src[i, j] for every position of index; src may be a number.
+    Gradients: x's where not overwritten, src's gathered back from the written positions."""
+    index = _index_tensor("scatter", index)
+    d = _dim("scatter", dim, x.ndim)
+    if index.ndim != x.ndim:
+        raise ValueError(f"scatter: index has {index.ndim} dims (shape {index.shape}), expected {x.ndim} like "
+                         f"the input of shape {x.shape}")
+    _check_index_range("scatter", index, x.shape[d], d)
+    if isinstance(src, Tensor):
+        src = src if src.dtype is x.dtype else _cast(src, x.dtype)
+        if any(i > s for i, s in zip(index.shape, src.shape)):
+            raise ValueError(f"scatter: index of shape {index.shape} is larger than src of shape {src.shape}")
+        if src.shape != index.shape:
+            src = getitem(src, tuple(slice(0, n) for n in index.shape))
+    else:
+        src = full(index.shape, src, dtype=x.dtype)
+    strides = contiguous_strides(x.shape)
+    wrapped = _int_binary("add", index, _int_binary("mul", _compare("lt", index, 0), x.shape[d], int64), int64)
+    positions = _int_binary("mul", wrapped, strides[d], int64)
+    for k in range(x.ndim):
+        if k != d and index.shape[k] > 1:
+            coord = arange(index.shape[k]).reshape((1,) * k + (-1,) + (1,) * (x.ndim - k - 1))
+            positions = _int_binary("add", positions, _int_binary("mul", coord, strides[k], int64), int64)
+    positions = positions if positions.shape == index.shape else expand(positions, index.shape)
+    dev, n = gpu(), index.numel()
+    if add:
+        if not x.dtype.is_floating_point:
+            raise ValueError(f"scatter_add: only float tensors are supported, got {x.dtype}")
+        added = dev.scatter_add_axis(src._buf, positions._buf, 1, x.numel(), n, 1)
+        out = Tensor(dev.add(x._buf, added), x.shape, x.dtype)
+
+        def backward_add(g):
+            return g, dev.gather_axis(g, positions._buf, 1, x.numel(), n, 1)
+
+        return _record("scatter_add", out, (x, src), backward_add)
+    buf = dev.index_put(dev.copy(x._buf), positions._buf, src._buf)
+
+    def backward(g):
+        return (dev.index_put(dev.copy(g), positions._buf, dev.alloc(n)),
+                dev.gather_axis(g, positions._buf, 1, x.numel(), n, 1))
+
+    return _record("scatter", Tensor(buf, x.shape, x.dtype), (x, src), backward)
+
+
+def prod(x: Tensor, dim=None, keepdim: bool = False, dtype=None) -> Tensor:
+    """The product over dim (everything by default) by pairwise halving: log2(n) multiplies,
+    exact for zeros and negative values, differentiable through each multiply."""
+    if dtype is not None:
+        x = x.to(dtype)
+    elif x.dtype is bool_ or x.dtype is int32:
+        x = _cast(x, int64)
+    if dim is None:
+        out = prod(x.reshape(-1), 0)
+        return out.reshape((1,) * x.ndim) if keepdim else out
+    moved, d = _moved_last(x, dim, "prod")
+    out = moved
+    while out.shape[-1] > 1:
+        size = out.shape[-1]
+        half = size // 2
+        paired = out[..., :half] * out[..., half:2 * half]
+        out = cat([paired, out[..., 2 * half:]], -1) if size % 2 else paired
+    if out.shape[-1] == 0:
+        out = ones(out.shape[:-1] + (1,), dtype=out.dtype)
+    out = _moved_back(out, d, x.ndim)
+    return out if keepdim else out.squeeze(d)
+
+
+def cumprod(x: Tensor, dim: int, dtype=None) -> Tensor:
+    """Running products along dim by log2(n) doubling steps (Hillis-Steele), differentiable."""
+    if dtype is not None:
+        x = x.to(dtype)
+    elif x.dtype is bool_ or x.dtype is int32:
+        x = _cast(x, int64)
+    moved, d = _moved_last(x, dim, "cumprod")
+    n = moved.shape[-1] if moved.ndim else 1
+    out, shift = moved, 1
+    while shift < n:
+        lead = ones(out.shape[:-1] + (shift,), dtype=out.dtype)
+        out = out * cat([lead, out[..., :n - shift]], -1)
+        shift *= 2
+    return _moved_back(out, d, x.ndim) if x.ndim else out
+
+
+def repeat_interleave(x: Tensor, repeats, dim=None) -> Tensor:
+    """Each element (or slice along dim) repeated `repeats` times, in place of the original."""
+    if dim is None:
+        x, dim = x.reshape(-1), 0
+    d = _dim("repeat_interleave", dim, x.ndim)
+    counts = repeats.numpy() if isinstance(repeats, Tensor) else repeats
+    order = np.repeat(np.arange(x.shape[d]), counts)
+    return index_select(x, d, tensor(order.astype(np.int64)))
+
+
+def movedim(x: Tensor, source, destination) -> Tensor:
+    source = (source,) if isinstance(source, int) else tuple(source)
+    destination = (destination,) if isinstance(destination, int) else tuple(destination)
+    source = [_dim("movedim", s, x.ndim) for s in source]
+    destination = [_dim("movedim", s, x.ndim) for s in destination]
+    rest = [k for k in range(x.ndim) if k not in source]
+    order = [None] * x.ndim
+    for s, t in zip(source, destination):
+        order[t] = s
+    fill = iter(rest)
+    return permute(x, tuple(k if k is not None else next(fill) for k in order))
+
+
+def unique(x: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False, dim=None):
+    """The distinct values (sorted), read back to the host (the size depends on the data)."""
+    if dim is not None:
+        raise ValueError("unique: dim is not supported; unique over all elements only")
+    values, inverse, counts = np.unique(x.numpy(), return_inverse=True, return_counts=True)
+    out = [tensor(values, dtype=x.dtype)]
+    if return_inverse:
+        out.append(tensor(inverse.reshape(x.shape).astype(np.int64)))
+    if return_counts:
+        out.append(tensor(counts.astype(np.int64)))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def bincount(x: Tensor, weights=None, minlength: int = 0) -> Tensor:
+    """Counts of each non-negative integer in a 1-D tensor (read back to the host)."""
+    if x.ndim != 1 or not _is_int(x.dtype):
+        raise ValueError(f"bincount: expects a 1-D integer tensor, got shape {x.shape} and dtype {x.dtype}")
+    w = None if weights is None else weights.numpy()
+    counts = np.bincount(x.numpy(), weights=w, minlength=minlength)
+    return tensor(counts, dtype=int64 if weights is None else float32)
+
+
+def meshgrid(*tensors, indexing: str = "ij"):
+    if len(tensors) == 1 and isinstance(tensors[0], (tuple, list)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    sizes = [t.numel() for t in tensors]
+    if indexing == "xy" and len(tensors) >= 2:
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+    out = []
+    for k, t in enumerate(tensors):
+        place = k if indexing == "ij" or len(tensors) < 2 or k > 1 else 1 - k
+        shape = [1] * len(tensors)
+        shape[place] = t.numel()
+        out.append(expand(t.reshape(tuple(shape)), tuple(sizes)))
+    return tuple(out)

@@ -137,6 +137,38 @@ CASES = [
     case("remainder/float", [(3, 4), pos(3, 4)], lambda m, x, y: x % y),
     case("remainder/scalar", [(3, 4)], lambda m, x: x % 0.7),
     case("fmod/float", [(3, 4), pos(3, 4)], lambda m, x, y: m.lib.fmod(x, y) if m is TORCH else x.fmod(y)),
+    case("prod/all", [grid(3, 4) * 0.5 + 0.25], lambda m, x: x.prod()),
+    case("prod/dim-zero", [np.array([[1.5, 0.0, -2.0], [0.5, 3.0, -1.0]], np.float32)], lambda m, x: m.lib.prod(x, 1)),
+    case("prod/keepdim", [(3, 5)], lambda m, x: x.prod(0, keepdim=True)),
+    case("cumprod", [(2, 7)], lambda m, x: m.lib.cumprod(x, 1), atol=1e-4),
+    case("cumprod/dim0", [pos(5, 2)], lambda m, x: x.cumprod(0), atol=1e-4),
+    case("scatter/src", [(3, 5), np.array([[0, 1, 2, 0, 1], [2, 0, 1, 1, 0]]), (2, 5)],
+         lambda m, x, i, v: x.scatter(0, i, v)),
+    case("scatter/value", [(3, 4), np.array([[3], [0], [2]])], lambda m, x, i: m.lib.scatter(x, 1, i, 0.5)),
+    case("scatter_add", [(3, 4), ints(3, 2, 4), (2, 4)], lambda m, x, i, v: x.scatter_add(0, i, v)),
+    case("scatter_/graph", [(3, 4), np.array([[1], [3], [0]])], lambda m, x, i: _copy(m, x).scatter_(1, i, -1.0)),
+    case("masked_select", [(3, 4), grid(3, 4)], lambda m, x, c: x.masked_select(c > 0)),
+    case("masked_select/broadcast", [(3, 4), grid(4)], lambda m, x, c: m.lib.masked_select(x, c > 0)),
+    case("repeat_interleave", [(3, 2)], lambda m, x: x.repeat_interleave(2, dim=0)),
+    case("repeat_interleave/flat", [(2, 2)], lambda m, x: m.lib.repeat_interleave(x, 3)),
+    case("tile", [(2, 3)], lambda m, x: x.tile((2, 2))),
+    case("movedim", [(2, 3, 4)], lambda m, x: m.lib.movedim(x, 0, -1)),
+    case("select", [(2, 3, 4)], lambda m, x: x.select(1, -1)),
+    case("unflatten", [(2, 12)], lambda m, x: x.unflatten(1, (3, 4))),
+    case("mT", [(2, 3, 4)], lambda m, x: x.mT),
+    case("broadcast_to", [(3, 1)], lambda m, x: m.lib.broadcast_to(x, (2, 3, 4))),
+    case("lerp", [(3, 4), (3, 4)], lambda m, x, y: m.lib.lerp(x, y, 0.3)),
+    case("addmm", [(3, 5), (3, 4), (4, 5)], lambda m, c, a, b: m.lib.addmm(c, a, b, beta=0.5, alpha=2.0), atol=1e-4),
+    case("baddbmm", [(2, 3, 5), (2, 3, 4), (2, 4, 5)], lambda m, c, a, b: c.baddbmm(a, b, alpha=0.5), atol=1e-4),
+    case("tan", [(3, 4)], lambda m, x: m.lib.tan(x * 0.5)),
+    case("sinh", [(3, 4)], lambda m, x: x.sinh()),
+    case("cosh", [(3, 4)], lambda m, x: m.lib.cosh(x)),
+    case("logit", [pos(3, 4) * 0.4], lambda m, x: x.logit()),
+    case("frac", [(3, 4)], lambda m, x: (x * 3).frac()),
+    case("diff", [(3, 6)], lambda m, x: m.lib.diff(x, dim=1)),
+    case("diff/twice", [(7,)], lambda m, x: x.diff(n=2)),
+    case("median/dim", [distinct(3, 5)], lambda m, x: x.median(1).values),
+    case("median/all", [distinct(4, 3)], lambda m, x: m.lib.median(x)),
     # ------------------------------------------------ advanced indexing (any rank, lists, masks)
     case("index/list-keepdim", [(2, 3, 4)], lambda m, x: x[:, [-1], :]),
     case("index/tensor-2d", [(7, 3), ints(7, 2, 5)], lambda m, emb, i: emb[i]),
@@ -286,6 +318,14 @@ INT_CASES = {
     "new_zeros": lambda m, a, b: a.new_zeros(2, 2),
     "new_full": lambda m, a, b: a.float().new_full((2,), 3.5),
     "new_tensor": lambda m, a, b: a.new_tensor([1, 2]),
+    "count_nonzero": lambda m, a, b: m.count_nonzero(a, dim=1),
+    "unique": lambda m, a, b: m.unique(b),
+    "unique-counts": lambda m, a, b: m.unique(b, return_counts=True)[1],
+    "bincount": lambda m, a, b: m.bincount(a.abs().flatten()),
+    "prod-int": lambda m, a, b: a.prod(1),
+    "cumprod-int": lambda m, a, b: b.cumprod(1),
+    "scatter-int": lambda m, a, b: a.scatter(1, m.tensor([[0], [2]]), 5),
+    "median-int": lambda m, a, b: a.median(),
 }
 
 
@@ -331,6 +371,17 @@ def test_format_index_and_item():
         list(range(10))[ag.tensor(3.0)]
     assert isinstance(ag.tensor(2).item(), int) and isinstance(ag.tensor(2.0).item(), float)
     assert ag.tensor(True).item() is True
+
+
+def test_type_finfo_iinfo_size():
+    assert ag.ones(2).type() == torch.ones(2).type() and ag.tensor([1]).type() == torch.tensor([1]).type()
+    assert ag.ones(2).type(ag.long).dtype == ag.int64 and ag.ones(2).type("torch.LongTensor").dtype == ag.int64
+    for name in ("eps", "max", "min", "tiny", "bits", "resolution"):
+        assert getattr(ag.finfo(ag.float32), name) == getattr(torch.finfo(torch.float32), name), name
+    assert ag.iinfo(ag.int32).max == torch.iinfo(torch.int32).max
+    assert ag.Size([2, 3]) == (2, 3) and ag.Size([2, 3]).numel() == 6
+    assert 3 in ag.tensor([1, 2, 3]) and 4 not in ag.tensor([1, 2, 3])
+    assert [row.tolist() for row in ag.tensor([[1, 2], [3, 4]])] == [[1, 2], [3, 4]]  # iteration
 
 
 def test_dtype_names_and_refusals():
