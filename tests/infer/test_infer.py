@@ -310,3 +310,21 @@ def test_info_measure_prints_a_table_and_caches_it(capsys, tmp_path, monkeypatch
     assert code == 0, err
     chosen = next(line for line in text.splitlines() if line.startswith("chosen (*)"))
     assert "ANYGPU_ADAPTER=fastest; fastest by measurement" in chosen and "(cached " in chosen
+
+
+def test_a_trained_diffusion_model_samples_with_its_own_schedule(capsys, tmp_path):
+    from anygpu.train.diffusion import TinyUNet, linear_betas
+
+    out = tmp_path / "run"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["train", "diffusion", "--limit", "4", "--batch-size", "4", "--epochs", "1", "--timesteps", "20",
+                     "--sample-steps", "2", "--samples", "1", "--width", "8", "--out", str(out), "--no-progress"]) == 0
+    model = modelfile.read(out / "model.safetensors")
+    assert model.architecture == {"name": "tiny_unet", "channels": 3, "width": 8, "time_dim": 32}
+    np.testing.assert_allclose(model.betas(), linear_betas(20), rtol=1e-15)
+    assert set(model.build().state_dict()) == set(TinyUNet(3, 8).state_dict())
+    code, text, err = run_main(capsys, "sample", out / "model.safetensors", "-n", "1", "--steps", "500",
+                               "--out", tmp_path / "one.png")
+    assert code == 0, err
+    assert "1 samples of model.safetensors, 20 DDIM steps" in text  # at most T steps
+    assert _pixels(tmp_path / "one.png").shape == (36, 36, 3)
