@@ -26,19 +26,14 @@ def devices() -> list[AdapterInfo]:
     return adapter_infos()
 
 
-
-def save(state_dict, path, metadata=None) -> str:
-    """Write a state dict (Tensors or arrays) as safetensors, NanoSign-signed, atomically.
-    Returns the BLAKE3 hash of the payload."""
-    return _checkpoint.save(state_dict, path, metadata=metadata)
-
-
-def load(path, allow_unsigned: bool = False) -> dict:
-    """Verify, strip and parse a signed safetensors file into a dict of Tensors.
-
-    Raises nanosign.TamperedError when the signature does not match, and ValueError for
-    an unsigned file unless allow_unsigned=True. Never unpickles."""
-    return {name: tensor(array) for name, array in _checkpoint.load(path, allow_unsigned=allow_unsigned).items()}
+# PyTorch's package shape (`import anygpu as torch`): devices, data, files, precision flags.
+from .tensor import inference_mode, is_inference_mode_enabled, set_grad_enabled  # noqa: E402
+from .placement import device  # noqa: E402
+from .generator import Generator, default_generator  # noqa: E402
+from . import amp, backends, cuda, distributed, utils  # noqa: E402  (each a torch.<name> module)
+from .amp import autocast  # noqa: E402
+from .backends import get_float32_matmul_precision, set_float32_matmul_precision  # noqa: E402
+from .io.serialization import load, save  # noqa: E402  (torch.save / torch.load; flat state dicts as before)
 
 # torch's module-level functions and dtype names (kept last: `bool`, `float`, `int` are
 # torch's dtype names here, as in `torch.bool`).
