@@ -14,6 +14,7 @@ from .tensor import (  # noqa: E402  (Layer 2 sits on the device above)
     tensor, where, zeros, zeros_like,
 )
 from . import nn, optim  # noqa: E402
+from .compiled import CompiledStep, compile  # noqa: E402  (capture and replay of a step)
 from .io import TamperedError, nanosign  # noqa: E402
 from .io import checkpoint as _checkpoint  # noqa: E402
 from .runtime import AdapterInfo  # noqa: E402

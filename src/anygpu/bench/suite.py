@@ -7,6 +7,7 @@ A ratio is peer time / anygpu time: 0.5 means anygpu runs at half the peer's spe
 
 from __future__ import annotations
 
+import functools
 import importlib
 import time
 from dataclasses import asdict, dataclass, field
@@ -255,9 +256,11 @@ def bench_overhead(dev, peers: Peers, sizes: Sizes) -> Row:
     return row
 
 
-def _train_step_row(dev, peers: Peers, sizes: Sizes, row: Row, build, x: np.ndarray, labels: np.ndarray) -> Row:
+def _train_step_row(dev, peers: Peers, sizes: Sizes, row: Row, build, x: np.ndarray, labels: np.ndarray,
+                    captured: bool = False) -> Row:
     """Time one optimizer step (forward, cross-entropy, backward, update) of the model that
-    `build(nn_module, optim_module)` returns as (model, optimizer), anygpu beside torch."""
+    `build(nn_module, optim_module)` returns as (model, optimizer), anygpu beside torch
+    (eager). captured: the anygpu step goes through `anygpu.compile` (capture and replay)."""
     try:
         ag = importlib.import_module("anygpu")
         nn = importlib.import_module("anygpu.nn")
@@ -270,16 +273,22 @@ def _train_step_row(dev, peers: Peers, sizes: Sizes, row: Row, build, x: np.ndar
         model, opt = build(nn, optim)
         x_t, y_t = ag.tensor(x), ag.tensor(labels.astype(np.int32), dtype="int32")
 
-        def step():
+        def train_step(x_in, y_in):
             opt.zero_grad()
-            loss = nn.functional.cross_entropy(model(x_t), y_t)
+            loss = nn.functional.cross_entropy(model(x_in), y_in)
             loss.backward()
             opt.step()
-        row.anygpu = time_host(step, sync=dev.synchronize, budget_s=sizes.budget_s, rounds=3)
+            return loss
+        run = ag.compile(train_step) if captured else train_step
+        row.anygpu = time_host(lambda: run(x_t, y_t), sync=dev.synchronize, budget_s=sizes.budget_s, rounds=3)
     except Exception as exc:   # report, do not abort the suite
         row.note = f"skipped: {type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
         return row
     row.note = "wall clock, host included"
+    if captured:
+        row.detail["compiled"] = dict(run.stats)
+        if not run.stats["replayed"]:
+            row.note += f"; not replayed: {run.reason(x_t, y_t) or 'too few calls to capture'}"
     if peers.torch is not None:
         torch = peers.torch
         torch.manual_seed(0)
@@ -295,12 +304,13 @@ def _train_step_row(dev, peers: Peers, sizes: Sizes, row: Row, build, x: np.ndar
     return row
 
 
-def bench_train_step(dev, peers: Peers, sizes: Sizes) -> Row:
-    """One SGD step of an MLP 784-512-512-10 on a batch."""
+def bench_train_step(dev, peers: Peers, sizes: Sizes, captured: bool = False) -> Row:
+    """One SGD step of an MLP 784-512-512-10 on a batch (captured: through anygpu.compile)."""
     batch = sizes.train_batch
     dims = (784, 512, 512, 10)
     flops = 3 * 2.0 * batch * sum(a * b for a, b in zip(dims, dims[1:]))  # forward + 2x backward
-    row = Row(f"train step MLP 784-512-512-10 batch {batch}", "GFLOP/s", work=flops)
+    row = Row(f"train step MLP 784-512-512-10 batch {batch}" + (" captured" if captured else ""),
+              "GFLOP/s", work=flops)
     rng = np.random.default_rng(0)
 
     def build(nn, optim):
@@ -308,16 +318,16 @@ def bench_train_step(dev, peers: Peers, sizes: Sizes) -> Row:
                               nn.Linear(dims[2], dims[3]))
         return model, optim.SGD(model.parameters(), lr=0.01)
     return _train_step_row(dev, peers, sizes, row, build, rng.random((batch, dims[0]), dtype=np.float32),
-                           rng.integers(0, dims[-1], batch))
+                           rng.integers(0, dims[-1], batch), captured)
 
 
-def bench_digits_step(dev, peers: Peers, sizes: Sizes) -> Row:
+def bench_digits_step(dev, peers: Peers, sizes: Sizes, captured: bool = False) -> Row:
     """One Adam step of `anygpu train digits`' CNN on a batch of 32 8x8 images (its
     training setting), beside the same network in torch."""
     batch = 32
     # conv 1->16 and 16->32 (3x3 on 8x8), linear 512->64->10; forward + 2x backward
     flops = 3 * 2.0 * batch * (64 * 16 * 9 + 64 * 32 * 16 * 9 + 512 * 64 + 64 * 10)
-    row = Row(f"train step digits CNN batch {batch}", "GFLOP/s", work=flops)
+    row = Row(f"train step digits CNN batch {batch}" + (" captured" if captured else ""), "GFLOP/s", work=flops)
     rng = np.random.default_rng(0)
 
     def build(nn, optim):
@@ -326,7 +336,7 @@ def bench_digits_step(dev, peers: Peers, sizes: Sizes) -> Row:
             nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 4 * 4, 64), nn.ReLU(), nn.Linear(64, 10))
         return model, optim.Adam(model.parameters(), lr=4e-3)
     return _train_step_row(dev, peers, sizes, row, build, rng.standard_normal((batch, 1, 8, 8), dtype=np.float32),
-                           rng.integers(0, 10, batch))
+                           rng.integers(0, 10, batch), captured)
 
 
 def warm_up(dev, seconds: float = 0.5) -> None:
@@ -359,7 +369,9 @@ def run_suite(dev, sizes: Sizes, peers: Peers, only=None, tune: bool = False, pr
         for m, n, k in sizes.matmul:
             rows.append(done(bench_matmul(dev, peers, m, n, k, sizes.budget_s, tune)))
     for name, bench in (("conv2d", bench_conv2d), ("add", bench_add), ("softmax", bench_softmax),
-                        ("overhead", bench_overhead), ("train", bench_train_step), ("train", bench_digits_step)):
+                        ("overhead", bench_overhead), ("train", bench_train_step),
+                        ("train", functools.partial(bench_train_step, captured=True)),
+                        ("train", bench_digits_step), ("train", functools.partial(bench_digits_step, captured=True))):
         if wanted(name):
             start = time.perf_counter()
             row = bench(dev, peers, sizes)

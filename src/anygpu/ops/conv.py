@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from ._common import check_buffer, check_pair, check_positive
-from .conv_gen import choose_tiles, generate
+from .conv_gen import generate
 from .reduce import sum_inner, sum_rows
 
 __all__ = ["conv2d", "conv_transpose2d", "conv2d_grad_input", "conv2d_grad_weight", "conv2d_grad_bias"]
@@ -59,12 +59,22 @@ def _check_window(op: str, in_h, in_w, kh, kw, stride, padding, dilation) -> tup
     return out_h, out_w
 
 
+def _pick_tiles(dev, kind: str, problem: tuple, rows: int, cols: int, tiles):
+    """`tiles` when given (the tuner trying a candidate), else the tuned choice
+    (ops/conv_tune.py; the size heuristic choose_tiles when not tuned)."""
+    if tiles is not None:
+        return tiles
+    from . import conv_tune
+    return conv_tune.choose(dev, kind, problem, rows, cols)
+
+
 def conv2d(dev, input, weight, bias, batch: int, in_c: int, in_h: int, in_w: int, out_c: int,
-           kh: int, kw: int, stride=1, padding=0, dilation=1, groups: int = 1):
+           kh: int, kw: int, stride=1, padding=0, dilation=1, groups: int = 1, tiles=None):
     """2-D cross-correlation, PyTorch's conv2d.
 
     input [batch, in_c, in_h, in_w], weight [out_c, in_c/groups, kh, kw], bias [out_c]
     or None -> [batch, out_c, out_h, out_w] with out = (in + 2*pad - dil*(k-1) - 1)//stride + 1.
+    tiles: a conv_gen.ConvTiles to use instead of the tuned choice.
     """
     op = "conv2d"
     check_positive(op, batch=batch, in_c=in_c, in_h=in_h, in_w=in_w, out_c=out_c, kh=kh, kw=kw, groups=groups)
@@ -79,7 +89,8 @@ def conv2d(dev, input, weight, bias, batch: int, in_c: int, in_h: int, in_w: int
         check_buffer(op, "bias", bias, out_c, "out_c")
 
     rows, cols, depth = out_c // groups, batch * out_h * out_w, (in_c // groups) * kh * kw
-    tiles = choose_tiles(rows, cols)
+    tiles = _pick_tiles(dev, "conv2d", (input.dtype, batch, in_c, in_h, in_w, out_c, kh, kw, stride, padding,
+                                        dilation, groups), rows, cols, tiles)
     tiles_n, tiles_m = -(-cols // tiles.tile_n), -(-rows // tiles.tile_m)
     kernel = dev.kernel(f"conv2d[{tiles.name}]", generate("conv2d", tiles), 3, 1, _CONV_PARAMS)
     out = dev.empty(batch * out_c * out_h * out_w)
@@ -101,13 +112,14 @@ def _phase_taps(phase: int, kernel: int, stride: int, padding: int, dilation: in
 
 
 def _launch_conv_transpose(dev, input, weight, bias, batch, in_c, in_h, in_w, out_c, out_h, out_w,
-                           kh, kw, stride, padding, dilation, groups):
+                           kh, kw, stride, padding, dilation, groups, tiles=None):
     """Record conv_transpose2d (arguments already checked): one launch per output phase
     (oh mod stride_h, ow mod stride_w), so strided layers multiply no inserted zeros."""
     rows = out_c // groups
     # One pipeline for every phase, blocked for the largest (phase 0).
     first_phase_cols = batch * -(-out_h // stride[0]) * -(-out_w // stride[1])
-    tiles = choose_tiles(rows, first_phase_cols)
+    tiles = _pick_tiles(dev, "conv_transpose2d", (input.dtype, batch, in_c, in_h, in_w, out_c, out_h, out_w, kh, kw,
+                                                  stride, padding, dilation, groups), rows, first_phase_cols, tiles)
     tiles_m = -(-rows // tiles.tile_m)
     kernel = dev.kernel(f"conv_transpose2d[{tiles.name}]", generate("conv_transpose2d", tiles), 3, 1, _TRANSPOSE_PARAMS)
     out = dev.empty(batch * out_c * out_h * out_w)
@@ -200,7 +212,7 @@ def conv2d_grad_input(dev, grad_out, weight, batch: int, in_c: int, in_h: int, i
 
 def conv2d_grad_weight(dev, input, grad_out, batch: int, in_c: int, in_h: int, in_w: int, out_c: int,
                        out_h: int, out_w: int, kh: int, kw: int, stride=1, padding=0, dilation=1,
-                       groups: int = 1):
+                       groups: int = 1, tiles=None):
     """Gradient of conv2d with respect to its weight; stride, padding, dilation: int or (h, w)
     as in conv2d_grad_input.
 
@@ -214,7 +226,8 @@ def conv2d_grad_weight(dev, input, grad_out, batch: int, in_c: int, in_h: int, i
     check_buffer(op, "grad_out", grad_out, batch * out_c * out_h * out_w, "batch*out_c*out_h*out_w")
 
     rows, cols, depth = out_c // groups, (in_c // groups) * kh * kw, batch * out_h * out_w
-    tiles = choose_tiles(rows, cols)
+    tiles = _pick_tiles(dev, "conv2d_grad_weight", (input.dtype, batch, in_c, in_h, in_w, out_c, kh, kw, stride,
+                                                    padding, dilation, groups), rows, cols, tiles)
     tiles_n, tiles_m = -(-cols // tiles.tile_n), -(-rows // tiles.tile_m)
     per_split = tiles_n * tiles_m * groups
     splits = min(-(-depth // _GRAD_WEIGHT_MIN_SPLIT), -(-_GRAD_WEIGHT_WORKGROUPS // per_split),

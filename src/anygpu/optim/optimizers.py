@@ -14,6 +14,7 @@ corrections) are computed on the host in double precision, as torch does.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -258,13 +259,19 @@ class SGD(Optimizer):
             if momentum != 0.0 and buf is None:
                 buf = Tensor(dev.empty(p.numel()), p.shape)  # the kernel sets it to the gradient
                 first = True
-            dev.sgd_step(p._buf, grad._buf, buf._buf if momentum != 0.0 else None, lr=float(group["lr"]),
-                         momentum=momentum, dampening=float(group["dampening"]),
-                         weight_decay=float(group["weight_decay"]), nesterov=bool(group["nesterov"]),
-                         first=first, maximize=bool(group["maximize"]))
+
+            def update(dev=dev, p=p, grad=grad, buf=buf, first=first):
+                dev.sgd_step(p._buf, grad._buf, buf._buf if momentum != 0.0 else None, lr=float(group["lr"]),
+                             momentum=momentum, dampening=float(group["dampening"]),
+                             weight_decay=float(group["weight_decay"]), nesterov=bool(group["nesterov"]),
+                             first=first, maximize=bool(group["maximize"]))
+                p._host = None  # the buffer changed under any cached host copy
+
+            # A captured step (anygpu.compile) calls `update` again on each replay: the
+            # group's current learning rate is used, as in an eager step.
+            dev.dynamic(update)
             if momentum != 0.0:
                 state["momentum_buffer"] = buf
-            p._host = None  # the buffer changed under any cached host copy
 
 
 class Adam(Optimizer):
@@ -294,10 +301,6 @@ class Adam(Optimizer):
                                       decoupled_weight_decay=decoupled_weight_decay))
 
     def _step_group(self, group: dict[str, Any]) -> None:
-        lr = float(group["lr"])
-        beta1, beta2 = (float(b) for b in group["betas"])
-        weight_decay = float(group["weight_decay"])
-        decoupled = bool(group["decoupled_weight_decay"])
         amsgrad = bool(group["amsgrad"])
         for p in group["params"]:
             if p.grad is None:
@@ -311,18 +314,29 @@ class Adam(Optimizer):
                 state["exp_avg_sq"] = Tensor(dev.alloc(p.numel()), p.shape)
             if amsgrad and "max_exp_avg_sq" not in state:
                 state["max_exp_avg_sq"] = Tensor(dev.alloc(p.numel()), p.shape)
-            state["step"] += 1
-            step = state["step"]
-            bias_correction1 = 1 - beta1 ** step
-            bias_correction2 = 1 - beta2 ** step
-            dev.adam_step(p._buf, grad._buf, state["exp_avg"]._buf, state["exp_avg_sq"]._buf,
-                          state["max_exp_avg_sq"]._buf if amsgrad else None,
-                          step_size=lr / bias_correction1, beta1=beta1, beta2=beta2, eps=float(group["eps"]),
-                          bias_correction2_sqrt=math.sqrt(bias_correction2),
-                          weight_decay=0.0 if decoupled else weight_decay,
-                          decay=1.0 - lr * weight_decay if decoupled else 1.0,
-                          maximize=bool(group["maximize"]))
-            p._host = None  # the buffer changed under any cached host copy
+            # Replayed by a captured step (anygpu.compile): the step count and the group's
+            # hyperparameters advance exactly as in an eager step.
+            dev.dynamic(functools.partial(self._update, group, p, grad, state, dev))
+
+    @staticmethod
+    def _update(group: dict[str, Any], p: Tensor, grad: Tensor, state: dict[str, Any], dev) -> None:
+        lr = float(group["lr"])
+        beta1, beta2 = (float(b) for b in group["betas"])
+        weight_decay = float(group["weight_decay"])
+        decoupled = bool(group["decoupled_weight_decay"])
+        amsgrad = bool(group["amsgrad"])
+        state["step"] += 1
+        step = state["step"]
+        bias_correction1 = 1 - beta1 ** step
+        bias_correction2 = 1 - beta2 ** step
+        dev.adam_step(p._buf, grad._buf, state["exp_avg"]._buf, state["exp_avg_sq"]._buf,
+                      state["max_exp_avg_sq"]._buf if amsgrad else None,
+                      step_size=lr / bias_correction1, beta1=beta1, beta2=beta2, eps=float(group["eps"]),
+                      bias_correction2_sqrt=math.sqrt(bias_correction2),
+                      weight_decay=0.0 if decoupled else weight_decay,
+                      decay=1.0 - lr * weight_decay if decoupled else 1.0,
+                      maximize=bool(group["maximize"]))
+        p._host = None  # the buffer changed under any cached host copy
 
 
 class AdamW(Adam):

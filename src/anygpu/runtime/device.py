@@ -24,6 +24,7 @@ import numpy as np
 import wgpu
 
 from .dtypes import DTYPES, FROM_NUMPY, dtype_of, storage_numpy, to_host, to_storage
+from . import native
 from .errors import GpuError, LimitError
 
 # Commands recorded before a forced submit. Bounds host memory for the pending
@@ -34,6 +35,18 @@ MAX_PENDING = 256
 PARAM_SLOT_BYTES = 256  # one uniform slot per dispatch (kernels use at most 64 words)
 WORKGROUPS_PER_DIM = 65535
 MAX_BIND_GROUPS = 8192  # cached bind groups; the oldest goes first
+# Pool policy (see Device._release_idle): every POOL_TRIM_EVERY submits, pooled buffers
+# idle for POOL_IDLE_SUBMITS submits are destroyed, then the oldest idle ones while the
+# pool holds more than Device.max_idle_bytes (env ANYGPU_POOL_MAX_IDLE_BYTES; default the
+# larger of 1 GiB and 4 max-size buffers). An upload that finds no free buffer submits the
+# batch once RETIRED_FLUSH_COUNT freed buffers wait on it, so they become reusable.
+POOL_TRIM_EVERY = 64
+POOL_IDLE_SUBMITS = 512
+RETIRED_FLUSH_COUNT = 1024
+# wgpu stages each queue.write_buffer in memory of its own until the next submit; this
+# many host writes (or bytes) without one trigger a submit, so uploads alone stay bounded.
+HOST_WRITES_PER_SUBMIT = 256
+HOST_WRITE_BYTES_PER_SUBMIT = 64 << 20
 
 
 
@@ -137,6 +150,13 @@ class Device:
         self._owned: set = set()
         self._free: dict[int, list] = {}
         self._retired: dict[int, list] = {}
+        self._retired_count = 0
+        self._staged_writes = [0, 0]  # host writes, bytes since the last submit
+        self._idle_since: dict = {}  # free wgpu buffer -> stats["submits"] when it became free
+        self._submitting = False  # flush() is encoding a batch that self._pending no longer shows
+        self._last_trim = 0
+        self.max_idle_bytes = int(os.environ.get("ANYGPU_POOL_MAX_IDLE_BYTES") or 0) or max(
+            1 << 30, 4 * self.max_buffer_bytes)
         self._staging: dict[int, list] = {}
         self._kernels: dict[tuple, Kernel] = {}
         self._layouts: dict[tuple[int, int], tuple[object, object]] = {}
@@ -149,6 +169,13 @@ class Device:
         self._n_params = 0
         self._param_ring = self._device.create_buffer(
             size=len(self._params), usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
+        # Dispatches are encoded by direct C calls (runtime/native.py) unless ANYGPU_RAW_CALLS=0.
+        self._raw_calls = native.AVAILABLE and os.environ.get("ANYGPU_RAW_CALLS", "1") != "0"
+        if self._raw_calls:
+            self._offset_table, self._offset_ptrs = native.offset_table(self._slot, MAX_PENDING)
+        self._recording = None  # a runtime.capture.Recording while a step is being captured
+        self._pinned: dict = {}  # wgpu buffer -> number of captured steps that replay it
+        self._orphans: dict = {}  # pinned wgpu buffer whose Buffer died -> its size class
         self.stats = {"submits": 0, "dispatches": 0, "pipelines": 0, "buffers_created": 0}
 
     def __repr__(self) -> str:
@@ -181,10 +208,17 @@ class Device:
         bucket = self._retired.get(size) if stream_ordered else None
         if not bucket:
             bucket = self._free.get(size)
+            if not bucket and not stream_ordered and self._retired_count >= RETIRED_FLUSH_COUNT \
+                    and self._retired.get(size):
+                self.flush()  # a host write may not take a retired buffer; submitted, they are free
+                bucket = self._free.get(size)
         if bucket:
             gpu_buffer = bucket.pop()
+            self._idle_since.pop(gpu_buffer, None)
         else:
             gpu_buffer = self._create_buffer(size)
+        if self._recording is not None:
+            self._recording.created.add(gpu_buffer)
         return Buffer(self, gpu_buffer, size, n, dtype)
 
     def _create_buffer(self, size: int):
@@ -203,7 +237,18 @@ class Device:
         return buf
 
     def _retire(self, gpu_buffer, size: int) -> None:
+        if self._pinned and gpu_buffer in self._pinned:  # a captured step still uses it (capture.py)
+            self._orphans[gpu_buffer] = size
+            return
+        if not self._pending and not self._submitting and self._recording is None:
+            # No recorded-but-unsubmitted command can use it, and queue order puts a host
+            # write after every submitted use: free at once, not at the next flush (a loop
+            # of uploads with no GPU work would otherwise make a new buffer each time).
+            self._free.setdefault(size, []).append(gpu_buffer)
+            self._idle_since[gpu_buffer] = self.stats["submits"]
+            return
         self._retired.setdefault(size, []).append(gpu_buffer)
+        self._retired_count += 1
 
     def trim(self) -> None:
         """Destroy every idle pooled buffer (after a submit, so none is still in use)."""
@@ -214,6 +259,7 @@ class Device:
                 self._owned.discard(gpu_buffer)
                 gpu_buffer.destroy()
         self._free.clear()
+        self._idle_since.clear()
 
     def alloc(self, n: int, dtype: str = "f32") -> Buffer:
         """A zero-filled Buffer of n elements."""
@@ -239,7 +285,18 @@ class Device:
     def _write_words(self, gpu_buffer, arr: np.ndarray) -> None:
         if arr.nbytes % 4:  # write_buffer moves whole 4-byte words (odd-length f16)
             arr = np.concatenate([arr, np.zeros(1, arr.dtype)])
+        if self._recording is not None:
+            self._recording.write(gpu_buffer, arr.tobytes())
         self._queue.write_buffer(gpu_buffer, 0, arr)
+        staged = self._staged_writes
+        staged[0] += 1
+        staged[1] += arr.nbytes
+        if staged[0] >= HOST_WRITES_PER_SUBMIT or staged[1] >= HOST_WRITE_BYTES_PER_SUBMIT:
+            if self._pending:
+                self.flush()
+            else:
+                self._queue.submit([])  # hands wgpu's staged copies to the GPU and frees them
+            staged[0] = staged[1] = 0
 
     def upload(self, data, dtype: str | None = None) -> Buffer:
         """Copy host data (list, tuple, numpy array) to a new Buffer (float32 unless
@@ -304,6 +361,8 @@ class Device:
             staging = self._device.create_buffer(
                 size=size, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
         self._pending.append(("copy", buf._gpu, 0, staging, 0, nbytes))
+        if self._recording is not None:
+            self._recording.reads += 1
         self.flush()
         try:
             staging.map_sync(wgpu.MapMode.READ, 0, nbytes)
@@ -313,6 +372,21 @@ class Device:
             raise GpuError(f"read failed on {self.adapter_name}: {exc}") from exc
         bucket.append(staging)
         return to_host(np.frombuffer(data, dtype=storage_numpy(dtype))[:buf.len].copy(), dtype)
+
+    def read_later(self, buf: Buffer) -> "PendingRead":
+        """Record a copy of `buf` to host-visible memory into the current batch and return
+        at once; `.result()` waits only for the submit that holds the copy. A training loop
+        reads step k's loss after recording step k+1, so the GPU never idles on the host."""
+        if self._recording is not None:
+            self._recording.reads += 1
+        nbytes = -(-max(buf.nbytes, 4) // 4) * 4
+        bucket = self._staging.setdefault(_size_class(nbytes), [])
+        staging = bucket.pop() if bucket else self._device.create_buffer(
+            size=_size_class(nbytes), usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+        if buf.len:
+            self._pending.append(("copy", buf._gpu, 0, staging, 0, nbytes))
+            self._maybe_flush()
+        return PendingRead(self, staging, bucket, buf.dtype, buf.len, nbytes, self.stats["submits"])
 
     # ------------------------------------------------------------------ kernels
 
@@ -423,10 +497,24 @@ class Device:
         # Pending commands hold wgpu buffers (through the bind group), not Buffers: a
         # Buffer freed now may be reused by later work of this batch (stream order).
         pending = self._pending
-        pending.append(("dispatch", kernel.pipeline, group, (offset,), (int(gx), int(gy), int(gz))))
+        pending.append(("dispatch", kernel.pipeline, group, slot, (int(gx), int(gy), int(gz)), kernel, key))
         self.stats["dispatches"] += 1
         if len(pending) >= MAX_PENDING or slot + 1 >= MAX_PENDING:
             self.flush()
+
+    def dynamic(self, fn):
+        """Run fn() now and return its result. While a step is being captured
+        (runtime/capture.py), the kernels fn launches are the step's dynamic part: a replay
+        calls fn again with launches diverted to refresh only their parameters, so host
+        values fn computes (a step count, a scheduled learning rate) stay live. fn must
+        launch the same kernels on the same buffers each time and allocate nothing."""
+        recording = self._recording
+        if recording is None:
+            return fn()
+        first = self.stats["dispatches"]
+        result = fn()
+        recording.dynamic(fn, first, self.stats["dispatches"])
+        return result
 
     def time_gpu(self, record) -> float | None:
         """GPU seconds taken by the dispatches that `record()` launches.
@@ -473,58 +561,126 @@ class Device:
 
     def flush(self) -> None:
         """Encode and submit everything recorded so far (does not wait)."""
+        self._submitting = True  # a Buffer freed from here on may be in the batch being encoded
+        try:
+            self._submit_pending()
+        finally:
+            self._submitting = False
+
+    def _submit_pending(self) -> None:
         pending, self._pending = self._pending, []
         n_params, self._n_params = self._n_params, 0
         retired, self._retired = self._retired, {}
+        self._retired_count = 0
         if not pending:
             self._recycle(retired)
             return
+        if self._recording is not None:
+            self._recording.add_batch(pending, self._params, self._slot)
         try:
             if n_params:
                 self._queue.write_buffer(self._param_ring, 0, self._params, 0, n_params * self._slot)
             encoder = self._device.create_command_encoder()
-            compute_pass = pipeline = timestamp_writes = None
-            for cmd in pending:
-                kind = cmd[0]
-                if kind == "dispatch":
-                    if compute_pass is None:
-                        if timestamp_writes is None:
-                            compute_pass = encoder.begin_compute_pass()
-                        else:
-                            compute_pass = encoder.begin_compute_pass(timestamp_writes=timestamp_writes)
-                            timestamp_writes = None
-                        pipeline = None
-                    if cmd[1] is not pipeline:  # chains of one op set their pipeline once
-                        pipeline = cmd[1]
-                        compute_pass.set_pipeline(pipeline)
-                    compute_pass.set_bind_group(0, cmd[2], cmd[3])
-                    compute_pass.dispatch_workgroups(*cmd[4])
-                    continue
-                if compute_pass is not None:
-                    compute_pass.end()
-                    compute_pass = None
-                if kind == "copy":
-                    encoder.copy_buffer_to_buffer(cmd[1], cmd[2], cmd[3], cmd[4], cmd[5])
-                elif kind == "clear":
-                    encoder.clear_buffer(cmd[1], 0, -(-cmd[2] // 4) * 4)
-                elif kind == "timestamps":  # the next compute pass is timed (see time_gpu)
-                    timestamp_writes = {"query_set": cmd[1], "beginning_of_pass_write_index": 0,
-                                        "end_of_pass_write_index": 1}
-                elif kind == "resolve":
-                    encoder.resolve_query_set(cmd[1], 0, 2, cmd[2], 0)
-                    encoder.copy_buffer_to_buffer(cmd[2], 0, cmd[3], 0, 16)
-            if compute_pass is not None:
-                compute_pass.end()
+            if self._raw_calls:
+                with native.Captured(self.adapter_name):
+                    self._encode(encoder, pending, self._offset_ptrs)
+            else:
+                self._encode(encoder, pending, None)
             self._queue.submit([encoder.finish()])
+            self._staged_writes[0] = self._staged_writes[1] = 0
         except wgpu.GPUError as exc:
             raise GpuError(f"GPU error on {self.adapter_name}: {exc}") from exc
         finally:
             self.stats["submits"] += 1
             self._recycle(retired)
 
+    def _encode(self, encoder, commands, offset_ptrs) -> None:
+        """Record `commands` (the pending list's tuples) into `encoder`; consecutive
+        dispatches share one compute pass. With `offset_ptrs` (C pointers to each slot's
+        dynamic offset, see native.offset_table) dispatches go through direct C calls."""
+        compute_pass = pipeline = timestamp_writes = None
+        raw = offset_ptrs is not None
+        if raw:
+            set_pipeline, set_bind_group, dispatch = native.set_pipeline, native.set_bind_group, native.dispatch
+        for cmd in commands:
+            kind = cmd[0]
+            if kind == "dispatch":
+                if compute_pass is None:
+                    if timestamp_writes is None:
+                        compute_pass = encoder.begin_compute_pass()
+                    else:
+                        compute_pass = encoder.begin_compute_pass(timestamp_writes=timestamp_writes)
+                        timestamp_writes = None
+                    pass_handle = compute_pass._internal
+                    pipeline = None
+                if raw:
+                    if cmd[1] is not pipeline:  # chains of one op set their pipeline once
+                        pipeline = cmd[1]
+                        set_pipeline(pass_handle, pipeline._internal)
+                    set_bind_group(pass_handle, 0, cmd[2]._internal, 1, offset_ptrs[cmd[3]])
+                    gx, gy, gz = cmd[4]
+                    dispatch(pass_handle, gx, gy, gz)
+                else:
+                    if cmd[1] is not pipeline:
+                        pipeline = cmd[1]
+                        compute_pass.set_pipeline(pipeline)
+                    compute_pass.set_bind_group(0, cmd[2], (cmd[3] * self._slot,))
+                    compute_pass.dispatch_workgroups(*cmd[4])
+                continue
+            if compute_pass is not None:
+                compute_pass.end()
+                compute_pass = None
+            if kind == "copy":
+                encoder.copy_buffer_to_buffer(cmd[1], cmd[2], cmd[3], cmd[4], cmd[5])
+            elif kind == "clear":
+                encoder.clear_buffer(cmd[1], 0, -(-cmd[2] // 4) * 4)
+            elif kind == "timestamps":  # the next compute pass is timed (see time_gpu)
+                timestamp_writes = {"query_set": cmd[1], "beginning_of_pass_write_index": 0,
+                                    "end_of_pass_write_index": 1}
+            elif kind == "resolve":
+                encoder.resolve_query_set(cmd[1], 0, 2, cmd[2], 0)
+                encoder.copy_buffer_to_buffer(cmd[2], 0, cmd[3], 0, 16)
+        if compute_pass is not None:
+            compute_pass.end()
+
     def _recycle(self, retired: dict) -> None:
+        submits = self.stats["submits"]
         for size, gpu_buffers in retired.items():
             self._free.setdefault(size, []).extend(gpu_buffers)
+            for gpu_buffer in gpu_buffers:
+                self._idle_since[gpu_buffer] = submits
+        if submits - self._last_trim >= POOL_TRIM_EVERY:
+            self._last_trim = submits
+            self._release_idle()
+
+    def _release_idle(self) -> None:
+        """Destroy free buffers idle for POOL_IDLE_SUBMITS submits, then the longest idle
+        while the pool holds over max_idle_bytes. Runs after a submit: no recorded command
+        uses a free buffer, and wgpu defers the release past submitted work that does."""
+        now = self.stats["submits"]
+        idle = []  # (idle since, size, wgpu buffer) of every free buffer
+        for size, bucket in self._free.items():
+            idle.extend((self._idle_since.get(b, now), size, b) for b in bucket)
+        idle.sort(key=lambda entry: entry[0])
+        held = sum(size for _, size, _ in idle)
+        doomed = []
+        for since, size, gpu_buffer in idle:
+            if now - since < POOL_IDLE_SUBMITS and held <= self.max_idle_bytes:
+                break
+            doomed.append(gpu_buffer)
+            held -= size
+        if not doomed:
+            return
+        gone = {id(b) for b in doomed}
+        for size, bucket in self._free.items():
+            bucket[:] = [b for b in bucket if id(b) not in gone]
+        self._idle_since = {b: since for since, _, b in idle if id(b) not in gone}
+        stale = [k for k in self._bind_groups if any(id(b) in gone for b in k[1:])]
+        for key in stale:
+            del self._bind_groups[key]
+        for gpu_buffer in doomed:
+            self._owned.discard(gpu_buffer)
+            gpu_buffer.destroy()
 
     def synchronize(self) -> None:
         """Submit pending work and wait until the GPU has finished it."""
@@ -546,6 +702,32 @@ class Device:
     def pool_bytes(self) -> int:
         """Bytes held idle in the pool (free list)."""
         return sum(size * len(b) for size, b in self._free.items())
+
+
+class PendingRead:
+    """A read-back recorded by `Device.read_later`; `result()` gives the 1-D numpy array."""
+
+    __slots__ = ("_dev", "_staging", "_bucket", "_dtype", "_len", "_nbytes", "_submits", "_value")
+
+    def __init__(self, dev, staging, bucket, dtype, length, nbytes, submits):
+        self._dev, self._staging, self._bucket = dev, staging, bucket
+        self._dtype, self._len, self._nbytes, self._submits = dtype, length, nbytes, submits
+        self._value = None
+
+    def result(self) -> np.ndarray:
+        if self._value is None:
+            dtype = DTYPES[self._dtype]
+            if self._dev.stats["submits"] == self._submits:  # the copy is still in the pending batch
+                self._dev.flush()
+            try:
+                self._staging.map_sync(wgpu.MapMode.READ, 0, self._nbytes)
+                data = self._staging.read_mapped(0, self._nbytes, copy=True)
+                self._staging.unmap()
+            except wgpu.GPUError as exc:
+                raise GpuError(f"read failed on {self._dev.adapter_name}: {exc}") from exc
+            self._bucket.append(self._staging)
+            self._value = to_host(np.frombuffer(data, dtype=storage_numpy(dtype))[:self._len].copy(), dtype)
+        return self._value
 
 
 def list_adapters():

@@ -172,14 +172,20 @@ class DiffusionTask:
                 f"UNet width {self.model.width}, {self.sample_steps} sampling steps")
 
     def loss(self, x: np.ndarray, y: np.ndarray | None, rng: np.random.Generator) -> ag.Tensor:
+        return self.loss_of(*self.inputs(x, y, rng))
+
+    def inputs(self, x: np.ndarray, y: np.ndarray | None, rng: np.random.Generator) -> tuple:
+        """The host part of a step: timesteps and noise drawn here, the batch as Tensors."""
         t = rng.integers(0, self.timesteps, size=len(x))
         noise = rng.standard_normal(x.shape, dtype=np.float32)
         signal = np.sqrt(self.alpha_bar[t]).astype(np.float32)[:, None, None, None]
         spread = np.sqrt(1.0 - self.alpha_bar[t]).astype(np.float32)[:, None, None, None]
         noisy = signal * x + spread * noise
         features = sinusoidal_embedding(t, self.model.width)
-        predicted = self.model(ag.tensor(noisy), ag.tensor(features))
-        return F.mse_loss(predicted, ag.tensor(noise))
+        return ag.tensor(noisy), ag.tensor(features), ag.tensor(noise)
+
+    def loss_of(self, noisy: ag.Tensor, features: ag.Tensor, noise: ag.Tensor) -> ag.Tensor:
+        return F.mse_loss(self.model(noisy, features), noise)
 
     def evaluate(self) -> dict[str, float]:
         return {}

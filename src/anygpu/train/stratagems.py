@@ -112,7 +112,14 @@ class ClassifierTask:
                 f"{len(self.train_data.classes)} classes")
 
     def loss(self, x: np.ndarray, y: np.ndarray | None, rng: np.random.Generator) -> ag.Tensor:
-        return F.cross_entropy(self.model(ag.tensor(x)), ag.tensor(y))
+        return self.loss_of(*self.inputs(x, y, rng))
+
+    def inputs(self, x: np.ndarray, y: np.ndarray | None, rng: np.random.Generator) -> tuple:
+        """The batch as Tensors (the host part of a step; the loop compiles the rest)."""
+        return ag.tensor(x), ag.tensor(y)
+
+    def loss_of(self, images: ag.Tensor, labels: ag.Tensor) -> ag.Tensor:
+        return F.cross_entropy(self.model(images), labels)
 
     def evaluate(self) -> dict[str, float]:
         if len(self.test_data) == 0:

@@ -1,0 +1,364 @@
+"""Capture and replay of a recorded step (the runtime half of `anygpu.compile`).
+
+A `Recording` watches one eager execution: every command the device submits
+(dispatches with their kernel, buffers, parameter bytes and grid; copies; clears),
+host uploads (as in-stream writes), which buffers the pool handed out during it, and
+whether the host read anything back. Two consecutive recordings of the same step are
+compared (`same_step`): when they agree, the later one becomes a `Replay` and later
+calls run it as one command buffer, one compute pass per run of dispatches, one submit,
+encoded by direct C calls.
+
+What makes replay correct:
+- Every wgpu buffer the replay touches is pinned: the pool never hands it out to other
+  work, even after the Buffer that held it dies (device.py `_retire` keeps it aside).
+- Buffers that existed before the step ("externals": parameters, optimizer state,
+  the compiled function's private inputs) must be the very same objects in both
+  recordings; parameter bytes and uploaded data must be equal byte for byte. Anything
+  the host computes afresh each step (a dropout seed, a step counter, a changed
+  learning rate) therefore makes the recordings differ and the step stays eager ...
+- ... unless it was launched inside `Device.dynamic(fn)`: such dispatches are compared
+  by kernel, buffers and grid only, and each replay calls `fn` again with the device in
+  patch mode: its launches only refresh their parameter bytes (optimizers use this, so
+  their Python-side step counters and a scheduler's learning rate stay live).
+- A step that reads a value back to the host is never replayed (its control flow may
+  depend on the value); neither is one that writes timestamps.
+"""
+
+from __future__ import annotations
+
+import wgpu
+
+from . import native
+from .errors import GpuError
+
+
+class CaptureError(RuntimeError):
+    """A replayed step's dynamic part did not launch what was recorded."""
+
+
+class Recording:
+    """The commands of one eager execution, in queue order."""
+
+    def __init__(self, dev):
+        self.dev = dev
+        self.commands: list[tuple] = []
+        self.created: set = set()  # wgpu buffers the pool handed out while recording
+        self.reads = 0
+        self.unsupported: str | None = None
+        self.hooks: list[tuple] = []  # (fn, first dispatch ordinal, end ordinal)
+        self.n_dispatches = 0
+        self._first_dispatch = None  # device dispatch count when recording began
+
+    def start(self) -> None:
+        dev = self.dev
+        if dev._recording is not None:
+            raise CaptureError("a step is already being captured on this device")
+        dev.flush()
+        self._first_dispatch = dev.stats["dispatches"]
+        dev._recording = self
+
+    def stop(self) -> None:
+        dev = self.dev
+        try:
+            dev.flush()
+        finally:
+            dev._recording = None
+
+    # called by Device while recording
+    def add_batch(self, pending, params, slot: int) -> None:
+        owned = self.dev._owned
+        for cmd in pending:
+            kind = cmd[0]
+            if kind == "dispatch":
+                kernel, key = cmd[5], cmd[6]
+                offset = cmd[3] * slot
+                data = bytes(params[offset:offset + kernel.param_struct.size])
+                self.commands.append(("dispatch", kernel, key[1:], data, cmd[4]))
+                self.n_dispatches += 1
+            elif kind == "copy":
+                if cmd[3] in owned:  # copies into staging buffers belong to reads (counted there)
+                    self.commands.append(cmd)
+            elif kind == "clear":
+                self.commands.append(cmd)
+            else:
+                self.unsupported = f"{kind} commands"
+
+    def write(self, gpu_buffer, data: bytes) -> None:
+        # A host write reaches the queue before the batch being recorded: it goes first.
+        self.commands.append(("write", gpu_buffer, data))
+
+    def dynamic(self, fn, first: int, end: int) -> None:
+        self.hooks.append((fn, first - self._first_dispatch, end - self._first_dispatch))
+
+    # analysis
+    def buffers(self) -> list:
+        seen = {}
+        for cmd in self.commands:
+            for b in _buffers_of(cmd):
+                seen[id(b)] = b
+        return list(seen.values())
+
+    def why_not_replayable(self) -> str | None:
+        if self.reads:
+            return "the step reads values back to the host"
+        if self.unsupported:
+            return f"the step records {self.unsupported}"
+        if not self.n_dispatches:
+            return "the step launches no kernels"
+        return None
+
+
+class paused:
+    """`with paused(dev):` work inside is not part of the step being captured (e.g. an
+    autotuner timing candidates on the first call of a step: its reads would otherwise
+    mark the step as reading values back). The recording keeps what came before."""
+
+    def __init__(self, dev):
+        self.dev = dev
+        self.recording = None
+
+    def __enter__(self):
+        dev = self.dev
+        self.recording = getattr(dev, "_recording", None)
+        if self.recording is not None:
+            dev.flush()  # the step's commands so far go to the recording
+            dev._recording = None
+        return self
+
+    def __exit__(self, *exc):
+        if self.recording is not None:
+            self.dev.flush()  # the paused work stays out of it
+            self.dev._recording = self.recording
+        return False
+
+
+def _buffers_of(cmd) -> tuple:
+    kind = cmd[0]
+    if kind == "dispatch":
+        return cmd[2]
+    if kind == "copy":
+        return (cmd[1], cmd[3])
+    return (cmd[1],)
+
+
+def same_step(a: Recording, b: Recording) -> str | None:
+    """None when recordings a and b ran the same step; else what differs."""
+    if len(a.commands) != len(b.commands):
+        return f"{len(a.commands)} commands, then {len(b.commands)}"
+    if [(h[1], h[2]) for h in a.hooks] != [(h[1], h[2]) for h in b.hooks]:
+        return "the dynamic parts differ"
+    dynamic = set()
+    for _, first, end in b.hooks:
+        dynamic.update(range(first, end))
+    ordinal = 0
+    for i, (ca, cb) in enumerate(zip(a.commands, b.commands)):
+        if ca[0] != cb[0]:
+            return f"command {i} is a {ca[0]}, then a {cb[0]}"
+        kind = ca[0]
+        if kind == "dispatch":
+            if ca[1] is not cb[1] or ca[4] != cb[4]:
+                return f"dispatch {ordinal} runs {ca[1].name} {ca[4]}, then {cb[1].name} {cb[4]}"
+            if ordinal not in dynamic and ca[3] != cb[3]:
+                return f"dispatch {ordinal} ({ca[1].name}) gets other parameters (a host value changed)"
+            ordinal += 1
+        elif kind == "copy":
+            if ca[2] != cb[2] or ca[4] != cb[4] or ca[5] != cb[5]:
+                return f"command {i}: a copy of another range"
+        elif kind == "clear":
+            if ca[2] != cb[2]:
+                return f"command {i}: a clear of another size"
+        elif ca[2] != cb[2]:
+            return f"command {i}: an upload of other data"
+        for xa, xb in zip(_buffers_of(ca), _buffers_of(cb)):
+            external_a, external_b = xa not in a.created, xb not in b.created
+            if external_a != external_b or (external_b and xa is not xb):
+                return f"command {i} uses another buffer that existed before the step"
+    return None
+
+
+class Replay:
+    """A recording turned into a re-runnable command list over pinned buffers."""
+
+    def __init__(self, rec: Recording):
+        dev = self.dev = rec.dev
+        self._buffers = rec.buffers()
+        self.externals = [b for b in self._buffers if b not in rec.created]
+        self._pin()
+        slot = dev._slot
+        n = max(rec.n_dispatches, 1)
+        self._params = bytearray(slot * n)
+        self._param_buffer = dev._device.create_buffer(
+            size=len(self._params), usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
+        if dev._raw_calls:
+            self._offset_table, self._offset_ptrs = native.offset_table(slot, n)
+        else:
+            self._offset_ptrs = None
+        self._constants = []  # buffers holding uploaded data, copied in at their place
+        groups: dict = {}
+        commands = []
+        self._dispatch_info = []  # per dispatch ordinal: (kernel, buffers, grid)
+        for cmd in rec.commands:
+            kind = cmd[0]
+            if kind == "dispatch":
+                _, kernel, buffers, data, grid = cmd
+                ordinal = len(self._dispatch_info)
+                self._params[ordinal * slot:ordinal * slot + len(data)] = data
+                group_key = (kernel.layout, *buffers)
+                group = groups.get(group_key)
+                if group is None:
+                    group = groups[group_key] = self._bind_group(kernel, buffers)
+                commands.append(("dispatch", kernel.pipeline, group, ordinal, grid))
+                self._dispatch_info.append((kernel, buffers, grid))
+            elif kind == "write":
+                _, dst, data = cmd
+                const = dev._device.create_buffer(
+                    size=max(len(data), 4), usage=wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST)
+                dev._queue.write_buffer(const, 0, data)
+                self._constants.append(const)
+                commands.append(("copy", const, 0, dst, 0, len(data)))
+            else:
+                commands.append(cmd)
+        self._groups = groups
+        self.commands = commands
+        self.hooks = rec.hooks
+        self.n_dispatches = rec.n_dispatches
+        dev._queue.write_buffer(self._param_buffer, 0, self._params)
+        self._released = False
+
+    def _bind_group(self, kernel, buffers):
+        entries = [{"binding": 0, "resource": {"buffer": self._param_buffer, "offset": 0,
+                                               "size": min(self.dev._slot, 256)}}]
+        for i, b in enumerate(buffers):
+            entries.append({"binding": i + 1, "resource": {"buffer": b, "offset": 0, "size": b.size}})
+        return self.dev._device.create_bind_group(layout=kernel.layout, entries=entries)
+
+    def _pin(self) -> None:
+        dev = self.dev
+        pinned = dev._pinned
+        for b in self._buffers:
+            pinned[b] = pinned.get(b, 0) + 1
+        # Buffers freed during the step sit in the pool's lists: take them out.
+        ours = set(map(id, self._buffers))
+        for lists in (dev._free, dev._retired):
+            for size, bucket in lists.items():
+                kept = [b for b in bucket if id(b) not in ours]
+                if len(kept) != len(bucket):
+                    for b in bucket:
+                        if id(b) in ours:
+                            dev._orphans[b] = size
+                            idle = getattr(dev, "_idle_since", None)
+                            if idle is not None:
+                                idle.pop(b, None)
+                    bucket[:] = kept
+
+    def release(self) -> None:
+        """Unpin: buffers no live Buffer holds go back to the pool."""
+        if self._released:
+            return
+        self._released = True
+        dev = self.dev
+        for b in self._buffers:
+            count = dev._pinned.get(b, 0) - 1
+            if count > 0:
+                dev._pinned[b] = count
+                continue
+            dev._pinned.pop(b, None)
+            size = dev._orphans.pop(b, None)
+            if size is not None:
+                dev._retired.setdefault(size, []).append(b)
+        self._groups = {}
+        self.commands = []
+
+    def __del__(self):
+        try:
+            self.release()
+        except Exception:  # interpreter shutdown
+            pass
+
+    def stale(self) -> bool:
+        """True when an external buffer's owner died (e.g. a parameter was replaced)."""
+        orphans = self.dev._orphans
+        return bool(orphans) and any(b in orphans for b in self.externals)
+
+    def refresh_dynamic(self) -> None:
+        """Call every dynamic hook with the device in patch mode (see module doc)."""
+        if not self.hooks:
+            return
+        dev = self.dev
+        patcher = _Patcher(self)
+        dev.launch = patcher.launch
+        for name in ("empty", "alloc", "upload", "copy", "write", "read"):
+            setattr(dev, name, patcher.refuse(name))
+        try:
+            for index, (fn, first, end) in enumerate(self.hooks):
+                patcher.begin(first, end)
+                fn()
+                patcher.finish()
+        finally:
+            for name in ("launch", "empty", "alloc", "upload", "copy", "write", "read"):
+                try:
+                    delattr(dev, name)
+                except AttributeError:
+                    pass
+        dev._queue.write_buffer(self._param_buffer, 0, self._params)
+
+    def run(self, before=(), after=()) -> None:
+        """Encode before + the recorded commands + after into one command buffer and submit.
+        `before`/`after` are extra copy commands (inputs in, outputs out)."""
+        dev = self.dev
+        dev.flush()  # earlier work first, in queue order
+        self.refresh_dynamic()
+        commands = self.commands
+        if before or after:
+            commands = [*before, *commands, *after]
+        try:
+            encoder = dev._device.create_command_encoder()
+            if self._offset_ptrs is not None:
+                with native.Captured(dev.adapter_name):
+                    dev._encode(encoder, commands, self._offset_ptrs)
+            else:
+                dev._encode(encoder, commands, None)
+            dev._queue.submit([encoder.finish()])
+        except wgpu.GPUError as exc:
+            raise GpuError(f"GPU error on {dev.adapter_name}: {exc}") from exc
+        finally:
+            dev.stats["submits"] += 1
+        dev.stats["dispatches"] += self.n_dispatches
+        dev.stats["replays"] = dev.stats.get("replays", 0) + 1
+
+
+class _Patcher:
+    """Stands in for Device.launch while a replay's dynamic hooks run."""
+
+    def __init__(self, replay: Replay):
+        self.replay = replay
+        self.next = self.end = 0
+
+    def begin(self, first: int, end: int) -> None:
+        self.next, self.end = first, end
+
+    def finish(self) -> None:
+        if self.next != self.end:
+            raise CaptureError(f"a dynamic part of the captured step launched {self.next} kernels "
+                               f"of the {self.end} recorded")
+
+    def launch(self, kernel, inputs, outputs, params=(), grid=(1, 1, 1)) -> None:
+        ordinal = self.next
+        if ordinal >= self.end:
+            raise CaptureError(f"{kernel.name}: a dynamic part of the captured step launched more "
+                               f"kernels than were recorded")
+        recorded_kernel, buffers, recorded_grid = self.replay._dispatch_info[ordinal]
+        now = tuple(b._gpu for b in (*inputs, *outputs))
+        if (recorded_kernel is not kernel or tuple(int(g) for g in grid) != recorded_grid
+                or len(now) != len(buffers) or any(x is not y for x, y in zip(now, buffers))):
+            raise CaptureError(f"{kernel.name}: a dynamic part of the captured step launched another "
+                               f"kernel, grid or buffers than recorded ({recorded_kernel.name})")
+        slot = self.replay.dev._slot
+        kernel.param_struct.pack_into(self.replay._params, ordinal * slot, *params)
+        self.next = ordinal + 1
+
+    @staticmethod
+    def refuse(name: str):
+        def refused(*args, **kwargs):
+            raise CaptureError(f"{name}: a dynamic part of a captured step may only launch kernels")
+        return refused
