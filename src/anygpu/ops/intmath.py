@@ -1,39 +1,22 @@
 """Layer 0: integer kernels (i32 Buffers) and row sorting.
 
-Integer tensors are exact: their arithmetic, reductions and matmul run on i32 kernels
-(wrapping at 32 bits) instead of going through float32, which is only exact below 2**24.
-Comparisons write bool results as f32 0/1 (the Tensor layer's bool storage)."""
+Integer tensors are exact: their arithmetic, reductions and matmul run on the i32
+instances of the dtype-templated Layer-0 kernels (wrapping at 32 bits) instead of going
+through float32, which is only exact below 2**24. Comparisons write bool results as f32 0/1
+(the Tensor layer's bool storage)."""
 
 from __future__ import annotations
 
 from ..runtime import load_shader
+from . import nd
 from ._common import check_buffer, grid_1d
-from .nd import _broadcast_strides, _packed, broadcast_shapes, numel
+from .matmul import matmul_strided
 
 __all__ = ["broadcast_binary_int", "reduce_axis_int", "matmul_int", "sort_rows", "index_put"]
 
-_TRUE_FALSE = "as_bool({})"
-INT_BINARY = {
-    "add": "bitcast<u32>(a + b)",
-    "sub": "bitcast<u32>(a - b)",
-    "rsub": "bitcast<u32>(b - a)",
-    "mul": "bitcast<u32>(a * b)",
-    "floordiv": "bitcast<u32>(floor_div(a, b))",
-    "remainder": "bitcast<u32>(floor_mod(a, b))",
-    "pow": "bitcast<u32>(int_pow(a, b))",
-    "maximum": "bitcast<u32>(max(a, b))",
-    "minimum": "bitcast<u32>(min(a, b))",
-    "bitwise_and": "bitcast<u32>(a & b)",
-    "bitwise_or": "bitcast<u32>(a | b)",
-    "bitwise_xor": "bitcast<u32>(a ^ b)",
-    "eq": _TRUE_FALSE.format("a == b"),
-    "ne": _TRUE_FALSE.format("a != b"),
-    "lt": _TRUE_FALSE.format("a < b"),
-    "le": _TRUE_FALSE.format("a <= b"),
-    "gt": _TRUE_FALSE.format("a > b"),
-    "ge": _TRUE_FALSE.format("a >= b"),
-}
-_COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge"}
+# The integer ops of the Tensor layer (expressions: ops/elementwise.py INT_BINARY and COMPARISONS).
+INT_BINARY = {"add", "sub", "rsub", "mul", "floordiv", "remainder", "pow", "maximum", "minimum",
+              "bitwise_and", "bitwise_or", "bitwise_xor", "eq", "ne", "lt", "le", "gt", "ge"}
 _REDUCE_OPS = {"sum": 0, "max": 1, "min": 2, "argmax": 3, "argmin": 4}
 
 
@@ -44,58 +27,45 @@ def _check_int(op: str, **buffers) -> None:
             raise ValueError(f"{op}: {name} must be an i32 buffer, got {buf.dtype}")
 
 
+# Names the Tensor layer uses -> the Layer-0 integer ops (ops/elementwise.py INT_BINARY, COMPARISONS).
+_LAYER0_NAMES = {"floordiv": "floor_divide"}
+
+
 def broadcast_binary_int(dev, name: str, a, a_shape, b, b_shape):
     """out = INT_BINARY[name](a, b) on i32 Buffers with NumPy broadcasting; returns
-    (Buffer, out_shape). The result is i32, or f32 0/1 for comparisons."""
+    (Buffer, out_shape). The result is i32, or f32 0/1 for comparisons. The templated
+    Layer-0 kernel (nd.broadcast_binary on i32) does the work."""
     if name not in INT_BINARY:
         raise ValueError(f"integer {name}: not an integer op (expected one of {sorted(INT_BINARY)})")
-    a_shape, b_shape = tuple(a_shape), tuple(b_shape)
     _check_int(name, a=a, b=b)
-    check_buffer(name, "a", a, numel(a_shape))
-    check_buffer(name, "b", b, numel(b_shape))
-    out_shape = broadcast_shapes(name, a_shape, b_shape)
-    n = numel(out_shape)
-    out = dev.empty(n, "f32" if name in _COMPARISONS else "i32")
-    if n == 0:
-        return out, out_shape
-    kernel = dev.kernel("int_" + name, load_shader("nd_int_binary.wgsl", EXPR=INT_BINARY[name]), 2, 1,
-                        "IIII" + "I" * 24)
-    params = ([n, len(out_shape), 0, 0] + _packed(out_shape, 1)
-              + _packed(_broadcast_strides(a_shape, out_shape), 0)
-              + _packed(_broadcast_strides(b_shape, out_shape), 0))
-    dev.launch(kernel, [a, b], [out], params, grid_1d(dev, n))
-    return out, out_shape
+    if name == "rsub":
+        return nd.broadcast_binary(dev, "sub", b, b_shape, a, a_shape)
+    return nd.broadcast_binary(dev, _LAYER0_NAMES.get(name, name), a, a_shape, b, b_shape)
 
 
 def reduce_axis_int(dev, x, outer: int, mid: int, inner: int, op: str = "sum"):
     """Reduce i32 x viewed as [outer, mid, inner] over mid -> i32 [outer, inner]:
-    sum, max, min, or the argmax/argmin index."""
+    sum, max, min, or the argmax/argmin index (an empty sum is 0)."""
     _check_int("reduce_" + op, x=x)
     check_buffer("reduce_" + op, "x", x, outer * mid * inner, "outer*mid*inner")
     if op not in _REDUCE_OPS:
         raise ValueError(f"reduce_axis_int: op must be one of {sorted(_REDUCE_OPS)}, got {op!r}")
     if mid < 1 and op != "sum":
         raise ValueError(f"reduce_{op}: cannot reduce over an empty dimension")
-    out = dev.alloc(outer * inner, "i32")
     if outer * inner == 0 or mid == 0:
-        return out
-    kernel = dev.kernel("int_reduce", load_shader("nd_int_reduce.wgsl"), 1, 1, "IIII")
-    dev.launch(kernel, [x], [out], (outer, mid, inner, _REDUCE_OPS[op]), grid_1d(dev, outer * inner))
-    return out
+        return dev.alloc(outer * inner, "i32")
+    return nd.reduce_axis(dev, x, outer, mid, inner, op)
 
 
 def matmul_int(dev, a, b, batch: int, m: int, n: int, k: int):
-    """Exact integer C[z] = A[z] @ B[z] for contiguous i32 A [batch, m, k], B [batch, k, n]."""
+    """Exact integer C[z] = A[z] @ B[z] for contiguous i32 A [batch, m, k], B [batch, k, n]
+    (the simple matmul kernel on i32, wrapping at 32 bits)."""
     _check_int("matmul", a=a, b=b)
     check_buffer("matmul", "a", a, batch * m * k, "batch*m*k")
     check_buffer("matmul", "b", b, batch * k * n, "batch*k*n")
-    total = batch * m * n
-    out = dev.alloc(total, "i32")
-    if total == 0:
-        return out
-    kernel = dev.kernel("matmul_int", load_shader("matmul_int.wgsl"), 2, 1, "IIII")
-    dev.launch(kernel, [a, b], [out], (m, n, k, total), grid_1d(dev, total))
-    return out
+    if batch * m * n == 0 or k == 0:
+        return dev.alloc(batch * m * n, "i32")
+    return matmul_strided(dev, a, b, batch, m, n, k)
 
 
 def sort_rows(dev, x, rows: int, n: int, descending: bool = False):
