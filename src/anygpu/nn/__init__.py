@@ -11,11 +11,17 @@ from .modules import (
 from . import utils
 from .modules import AdaptiveAvgPool2d
 from .activation import (
-    ELU, Dropout1d, Dropout2d, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish, ReLU6, Softplus, Unflatten,
+    CELU, ELU, GLU, SELU, CosineSimilarity, Dropout1d, Dropout2d, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU,
+    LogSigmoid, LogSoftmax, Mish, PairwiseDistance, PReLU, ReLU6, Softmin, Softplus, Softsign, Tanhshrink, Threshold,
+    Unflatten,
 )
 from .containers import ModuleDict, ParameterDict, ParameterList
 from .layers1d import AvgPool1d, BatchNorm1d, Conv1d, MaxPool1d
-from .loss import BCELoss, BCEWithLogitsLoss, HuberLoss, KLDivLoss, L1Loss, NLLLoss, SmoothL1Loss
+from .loss import (
+    BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, GaussianNLLLoss, HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss,
+    MarginRankingLoss, MultiLabelSoftMarginLoss, NLLLoss, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss,
+    TripletMarginLoss,
+)
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .transformer import (
     Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer,
@@ -31,5 +37,8 @@ __all__ = [
     "BCEWithLogitsLoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "RNNBase", "RNN", "LSTM", "GRU",
     "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell", "Transformer", "TransformerEncoder", "TransformerDecoder",
     "TransformerEncoderLayer", "TransformerDecoderLayer", "AdaptiveAvgPool2d",
-    "Conv1d", "BatchNorm1d", "MaxPool1d", "AvgPool1d",
+    "Conv1d", "BatchNorm1d", "MaxPool1d", "AvgPool1d", "SELU", "CELU", "GLU", "Hardsigmoid", "Hardswish", "Softsign",
+    "Tanhshrink", "Softmin", "Threshold", "PReLU", "CosineSimilarity", "PairwiseDistance", "MarginRankingLoss",
+    "SoftMarginLoss", "HingeEmbeddingLoss", "CosineEmbeddingLoss", "TripletMarginLoss", "PoissonNLLLoss",
+    "GaussianNLLLoss", "MultiLabelSoftMarginLoss",
 ]

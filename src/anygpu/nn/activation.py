@@ -4,10 +4,12 @@ LogSoftmax, Unflatten and the channel dropouts. Each calls its nn.functional for
 from __future__ import annotations
 
 from . import functional as F
-from .modules import Module
+from .modules import Module, Parameter
+from ..tensor import full
 
 __all__ = ["LeakyReLU", "ELU", "Softplus", "Hardtanh", "ReLU6", "LogSigmoid", "Mish", "LogSoftmax", "Unflatten",
-           "Dropout1d", "Dropout2d"]
+           "Dropout1d", "Dropout2d", "SELU", "CELU", "GLU", "Hardsigmoid", "Hardswish", "Softsign", "Tanhshrink",
+           "Softmin", "Threshold", "PReLU", "CosineSimilarity", "PairwiseDistance"]
 
 
 class LeakyReLU(Module):
@@ -154,3 +156,127 @@ class Dropout2d(_ChannelDropout):
 
     def forward(self, input):
         return F.dropout2d(input, self.p, self.training)
+
+
+class _Stateless(Module):
+    """An activation with an `inplace` flag that is accepted and ignored (results are new tensors)."""
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
+
+
+class SELU(_Stateless):
+    def forward(self, input):
+        return F.selu(input)
+
+
+class CELU(Module):
+    def __init__(self, alpha: float = 1.0, inplace: bool = False):
+        super().__init__()
+        self.alpha = alpha
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.celu(input, self.alpha)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class GLU(Module):
+    def __init__(self, dim: int = -1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.glu(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Hardsigmoid(_Stateless):
+    def forward(self, input):
+        return F.hardsigmoid(input)
+
+
+class Hardswish(_Stateless):
+    def forward(self, input):
+        return F.hardswish(input)
+
+
+class Softsign(Module):
+    def forward(self, input):
+        return F.softsign(input)
+
+
+class Tanhshrink(Module):
+    def forward(self, input):
+        return F.tanhshrink(input)
+
+
+class Softmin(Module):
+    def __init__(self, dim: int | None = None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.softmin(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Threshold(Module):
+    def __init__(self, threshold: float, value: float, inplace: bool = False):
+        super().__init__()
+        self.threshold = threshold
+        self.value = value
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.threshold(input, self.threshold, self.value)
+
+    def extra_repr(self) -> str:
+        return f"threshold={self.threshold}, value={self.value}" + (", inplace=True" if self.inplace else "")
+
+
+class PReLU(Module):
+    """x where x >= 0, a * x elsewhere, with a learned `weight` (num_parameters,) = init."""
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None, dtype=None):
+        super().__init__()
+        self.num_parameters = int(num_parameters)
+        self.init = init
+        self.weight = Parameter(full((self.num_parameters,), float(init)))
+
+    def forward(self, input):
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"
+
+
+class CosineSimilarity(Module):
+    def __init__(self, dim: int = 1, eps: float = 1e-8):
+        super().__init__()
+        self.dim = dim
+        self.eps = eps
+
+    def forward(self, x1, x2):
+        return F.cosine_similarity(x1, x2, self.dim, self.eps)
+
+
+class PairwiseDistance(Module):
+    def __init__(self, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False):
+        super().__init__()
+        self.norm = p
+        self.eps = eps
+        self.keepdim = keepdim
+
+    def forward(self, x1, x2):
+        return F.pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)

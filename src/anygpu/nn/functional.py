@@ -32,6 +32,11 @@ __all__ = [
     "log_softmax", "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy_with_logits",
     "binary_cross_entropy", "smooth_l1_loss", "huber_loss", "kl_div",
     "hardtanh", "relu6", "logsigmoid", "mish", "dropout1d", "dropout2d",
+    "conv1d", "max_pool1d", "avg_pool1d",
+    "selu", "celu", "glu", "hardsigmoid", "hardswish", "softsign", "tanhshrink", "softmin", "threshold", "prelu",
+    "cosine_similarity", "pairwise_distance", "margin_ranking_loss", "soft_margin_loss", "hinge_embedding_loss",
+    "cosine_embedding_loss", "triplet_margin_loss", "poisson_nll_loss", "gaussian_nll_loss",
+    "multilabel_soft_margin_loss",
     "scaled_dot_product_attention", "interpolate", "relu", "silu", "gelu", "sigmoid", "tanh", "leaky_relu",
     "elu", "softplus", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "dropout", "embedding", "pad",
     "one_hot", "normalize",
@@ -762,11 +767,67 @@ def _pool_input(op: str, input: Tensor):
     return x, unbatched
 
 
+def _one(op: str, name: str, value, minimum: int) -> int:
+    """An int, or a 1-tuple of one (torch's 1-D layers accept both)."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != 1:
+            raise ValueError(f"{op}: {name} must be an int or a 1-tuple, got {value!r}")
+        value = value[0]
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{op}: {name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _as_planes(op: str, input: Tensor) -> Tensor:
+    """(N, C, L) or (C, L) as (N, C, 1, L) or (C, 1, L): 1-D layers run as 2-D ones of height 1."""
+    _tensor(op, "input", input, ndims=(2, 3))
+    return input.unsqueeze(-2)
+
+
+def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
+           groups: int = 1) -> Tensor:
+    """1-D convolution: input (N, C_in, L) or (C_in, L), weight (C_out, C_in/groups, k),
+    bias (C_out) -> (N, C_out, L_out); padding an int, 'valid' or 'same'. Runs as conv2d
+    over a height of 1."""
+    op = "conv1d"
+    _tensor(op, "weight", weight, ndims=(3,))
+    padding = padding if isinstance(padding, str) else (0, _one(op, "padding", padding, 0))
+    out = conv2d(_as_planes(op, input), weight.unsqueeze(-2), bias, (1, _one(op, "stride", stride, 1)), padding,
+                 (1, _one(op, "dilation", dilation, 1)), groups)
+    return out.squeeze(-2)
+
+
+def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False):
+    """Max over kernel_size windows of input (N, C, L) or (C, L); indices are positions in L."""
+    op = "max_pool1d"
+    kernel = _one(op, "kernel_size", kernel_size, 1)
+    stride = kernel if stride is None or stride == [] or stride == () else _one(op, "stride", stride, 1)
+    out = max_pool2d(_as_planes(op, input), (1, kernel), (1, stride), (0, _one(op, "padding", padding, 0)),
+                     (1, _one(op, "dilation", dilation, 1)), ceil_mode, return_indices)
+    if return_indices:
+        return out[0].squeeze(-2), out[1].squeeze(-2)
+    return out.squeeze(-2)
+
+
+def avg_pool1d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True) -> Tensor:
+    """Mean over kernel_size windows of input (N, C, L) or (C, L)."""
+    op = "avg_pool1d"
+    kernel = _one(op, "kernel_size", kernel_size, 1)
+    stride = kernel if stride is None or stride == [] or stride == () else _one(op, "stride", stride, 1)
+    out = avg_pool2d(_as_planes(op, input), (1, kernel), (1, stride), (0, _one(op, "padding", padding, 0)),
+                     ceil_mode, count_include_pad)
+    return out.squeeze(-2)
+
+
 def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
                return_indices: bool = False):
     """Max over kernel_size windows of input (N, C, H, W) or (C, H, W); stride defaults to
     kernel_size. return_indices gives each max's flat position h*W + w in its plane (int)."""
     op = "max_pool2d"
+    if isinstance(input, Tensor) and input.ndim == 4 and input.shape[0] == 0:
+        return _empty_batch(max_pool2d, input, (), kernel_size, stride, padding, dilation, ceil_mode, return_indices)
     x, unbatched = _pool_input(op, input)
     kernel = _pair(op, "kernel_size", kernel_size, 1)
     stride = kernel if stride is None or stride == [] or stride == () else _pair(op, "stride", stride, 1)
@@ -1022,3 +1083,195 @@ def one_hot(tensor_: Tensor, num_classes: int = -1) -> Tensor:
     classes = tensor(np.arange(num_classes, dtype=np.int32))
     with no_grad():
         return (tensor_.unsqueeze(-1) == classes).long()
+
+
+
+# ===================================================================== more activations, distances, losses
+# Composed from Tensor ops (their backward comes with them), with torch's formulas.
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input: Tensor, inplace: bool = False) -> Tensor:
+    """scale * elu(x, alpha) with torch's fixed alpha and scale."""
+    return elu(input, _SELU_ALPHA) * _SELU_SCALE
+
+
+def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """x where x > 0, alpha * (exp(x / alpha) - 1) elsewhere."""
+    if alpha == 0:
+        raise ValueError("celu: alpha must not be 0")
+    return elu(input * (1.0 / alpha), 1.0) * alpha
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    """a * sigmoid(b), a and b the two halves of input along dim."""
+    _tensor("glu", "input", input, min_ndim=1)
+    if input.shape[dim] % 2:
+        raise ValueError(f"glu: halving only works on an even-sized dim, got size {input.shape[dim]} at dim {dim}")
+    first, second = input.chunk(2, dim)
+    return first * sigmoid(second)
+
+
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
+    """relu6(x + 3) / 6."""
+    return (_tensor("hardsigmoid", "input", input) + 3.0).clamp(0.0, 6.0) * (1.0 / 6.0)
+
+
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
+    """x * relu6(x + 3) / 6."""
+    return input * hardsigmoid(input)
+
+
+def softsign(input: Tensor) -> Tensor:
+    """x / (1 + |x|)."""
+    return input / (_tensor("softsign", "input", input).abs() + 1.0)
+
+
+def tanhshrink(input: Tensor) -> Tensor:
+    return input - tanh(input)
+
+
+def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """softmax(-x) along dim."""
+    return softmax(-_tensor("softmin", "input", input), dim)
+
+
+def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    """x where x > threshold, value elsewhere."""
+    return where(_tensor("threshold", "input", input) > threshold, input, float(value))
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """x where x >= 0, weight * x elsewhere; weight (1,) or (C,) along dim 1 (dim 0 of a 1-D input)."""
+    _tensor("prelu", "input", input)
+    _tensor("prelu", "weight", weight, ndims=(1,))
+    channels = weight.shape[0]
+    if channels != 1:
+        channel_dim = 1 if input.ndim >= 2 else 0
+        if input.ndim == 0 or input.shape[channel_dim] != channels:
+            raise ValueError(f"prelu: weight has {channels} parameters, expected the input's channel count "
+                             f"(dim 1 of shape {input.shape})")
+        weight = weight.reshape((channels,) + (1,) * (input.ndim - channel_dim - 1))
+    return where(input >= 0, input, input * weight)
+
+
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """sum(x1 * x2) / (max(||x1||, eps) * max(||x2||, eps)) along dim (inputs broadcast)."""
+    _tensor("cosine_similarity", "x1", x1)
+    _tensor("cosine_similarity", "x2", x2)
+    shape = broadcast_shapes("cosine_similarity", x1.shape, x2.shape)
+    x1, x2 = x1.expand(*shape), x2.expand(*shape)
+    norm1 = (x1 * x1).sum(dim, keepdim=True).sqrt().clamp(min=eps)
+    norm2 = (x2 * x2).sum(dim, keepdim=True).sqrt().clamp(min=eps)
+    return ((x1 / norm1) * (x2 / norm2)).sum(dim)
+
+
+def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
+    """||x1 - x2 + eps||_p over the last dim."""
+    _tensor("pairwise_distance", "x1", x1)
+    _tensor("pairwise_distance", "x2", x2)
+    diff = x1 - x2 + eps
+    if p == 2:
+        return (diff * diff).sum(-1, keepdim=keepdim).sqrt()
+    if p == 1:
+        return diff.abs().sum(-1, keepdim=keepdim)
+    if math.isinf(p):
+        return diff.abs().max(-1, keepdim=keepdim)[0] if p > 0 else diff.abs().min(-1, keepdim=keepdim)[0]
+    return (diff.abs() ** p).sum(-1, keepdim=keepdim) ** (1.0 / p)
+
+
+def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, size_average=None,
+                        reduce=None, reduction: str = "mean") -> Tensor:
+    """max(0, -y (x1 - x2) + margin)."""
+    reduction = _reduction("margin_ranking_loss", reduction, size_average, reduce)
+    return _reduce((-target * (input1 - input2) + margin).clamp(min=0.0), reduction)
+
+
+def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
+                     reduction: str = "mean") -> Tensor:
+    """log(1 + exp(-y x))."""
+    reduction = _reduction("soft_margin_loss", reduction, size_average, reduce)
+    return _reduce(softplus(-target * input), reduction)
+
+
+def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, size_average=None, reduce=None,
+                         reduction: str = "mean") -> Tensor:
+    """x where y = 1, max(0, margin - x) where y = -1."""
+    reduction = _reduction("hinge_embedding_loss", reduction, size_average, reduce)
+    loss = where(target != 1, (margin - input).clamp(min=0.0), 0.0) + where(target != -1, input, 0.0)
+    return _reduce(loss, reduction)
+
+
+def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, size_average=None,
+                          reduce=None, reduction: str = "mean") -> Tensor:
+    """1 - cos(x1, x2) where y = 1, max(0, cos(x1, x2) - margin) where y = -1, over the
+    last dim (torch's cos with 1e-12 added to each squared norm)."""
+    reduction = _reduction("cosine_embedding_loss", reduction, size_average, reduce)
+    dim = input1.ndim - 1
+    dot = (input1 * input2).sum(dim)
+    cos = dot / (((input1 * input1).sum(dim) + 1e-12) * ((input2 * input2).sum(dim) + 1e-12)).sqrt()
+    loss = where(target == 1, 1.0 - cos, 0.0) + where(target == -1, (cos - margin).clamp(min=0.0), 0.0)
+    return _reduce(loss, reduction)
+
+
+def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0, p: float = 2,
+                        eps: float = 1e-6, swap: bool = False, size_average=None, reduce=None,
+                        reduction: str = "mean") -> Tensor:
+    """max(0, margin + d(a, p) - d(a, n)) with d the pairwise p-norm distance (swap: d(a, n)
+    replaced by min(d(a, n), d(p, n)))."""
+    reduction = _reduction("triplet_margin_loss", reduction, size_average, reduce)
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = d_neg.minimum(pairwise_distance(positive, negative, p, eps))
+    return _reduce((margin + d_pos - d_neg).clamp(min=0.0), reduction)
+
+
+def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full: bool = False, size_average=None,
+                     eps: float = 1e-8, reduce=None, reduction: str = "mean") -> Tensor:
+    """exp(x) - t x (log_input) or x - t log(x + eps); full adds Stirling's term
+    t log t - t + 0.5 log(2 pi t) where t > 1."""
+    reduction = _reduction("poisson_nll_loss", reduction, size_average, reduce)
+    loss = input.exp() - target * input if log_input else input - target * (input + eps).log()
+    if full:
+        safe = where(target > 1, target, 1.0)
+        stirling = safe * safe.log() - safe + (safe * (2 * math.pi)).log() * 0.5
+        loss = loss + where(target > 1, stirling, 0.0)
+    return _reduce(loss, reduction)
+
+
+def gaussian_nll_loss(input: Tensor, target: Tensor, var, full: bool = False, eps: float = 1e-6,
+                      reduction: str = "mean") -> Tensor:
+    """0.5 (log(var) + (input - target)^2 / var) (+ 0.5 log(2 pi) when full), var clamped to
+    eps; var has the input's shape, or one dim less / a last dim of 1 (one variance per
+    sample), or is a number."""
+    op = "gaussian_nll_loss"
+    reduction = _reduction(op, reduction)
+    if not isinstance(var, Tensor):
+        var = tensor(np.full(input.shape, float(var), np.float32))
+    if var.shape != input.shape:
+        if var.shape == input.shape[:-1]:
+            var = var.unsqueeze(-1)
+        elif not (var.ndim == input.ndim and var.shape[:-1] == input.shape[:-1] and var.shape[-1] == 1):
+            raise ValueError(f"{op}: var of shape {var.shape} does not fit input of shape {input.shape}")
+    # torch clamps var in place without recording it: the gradient passes as if unclamped.
+    with no_grad():
+        floor = (var.clamp(min=eps) - var).detach()
+    var = var + floor
+    loss = ((input - target) ** 2 / var + var.log()) * 0.5
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction)
+
+
+def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
+                                reduce=None, reduction: str = "mean") -> Tensor:
+    """-(t logsigmoid(x) + (1 - t) logsigmoid(-x)), averaged over the classes (dim 1)."""
+    reduction = _reduction("multilabel_soft_margin_loss", reduction, size_average, reduce)
+    loss = -(target * logsigmoid(input) + (1.0 - target) * logsigmoid(-input))
+    if weight is not None:
+        loss = loss * weight
+    classes = input.shape[-1] if input.ndim else 1
+    return _reduce(loss.sum(input.ndim - 1) * (1.0 / classes), reduction)

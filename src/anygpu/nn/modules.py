@@ -808,10 +808,13 @@ class BatchNorm2d(_Norm):
         self.reset_running_stats()
         super().reset_parameters()
 
-    def forward(self, input):
+    def _check_input_dim(self, input) -> None:
         if input.ndim != 4:
             raise ValueError(f"BatchNorm2d: expected 4D input (N, C, H, W), got {input.ndim}D input "
                              f"of shape {tuple(input.shape)}")
+
+    def forward(self, input):
+        self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             count = int(self.num_batches_tracked.item()) + 1  # a host copy: no GPU sync
