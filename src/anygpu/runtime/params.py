@@ -53,8 +53,14 @@ class Params:
         return "struct Params { " + ", ".join(parts) + " }"
 
     def format(self, dtype: str = "f32") -> str:
-        return "".join(f"{count}{_FORMAT[self._type(kind, dtype)]}" if count else _FORMAT[self._type(kind, dtype)]
-                       for name, kind, count in self.fields)
+        # Called on every launch: memoised per dtype (building it cost ~1 us per op).
+        known = self.__dict__.setdefault("_formats", {})
+        text = known.get(dtype)
+        if text is None:
+            text = known[dtype] = "".join(
+                f"{count}{_FORMAT[self._type(kind, dtype)]}" if count else _FORMAT[self._type(kind, dtype)]
+                for name, kind, count in self.fields)
+        return text
 
     def subs(self, dtype: str = "f32") -> dict[str, str]:
         return {"PARAMS": self.wgsl(dtype)}
