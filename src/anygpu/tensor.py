@@ -2198,7 +2198,7 @@ def _triangle(x: Tensor, diagonal: int, lower: bool) -> Tensor:
     rows, cols = x.shape[-2:]
     make = np.tril if lower else np.triu
     keep = tensor(make(np.ones((rows, cols), np.float32), int(diagonal)))
-    return where(keep, x, 0.0)
+    return where(keep, x, 0.0 if x.dtype.is_floating_point else False if x.dtype is bool_ else 0)  # keeps the dtype
 
 
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:

@@ -326,6 +326,8 @@ INT_CASES = {
     "cumprod-int": lambda m, a, b: b.cumprod(1),
     "scatter-int": lambda m, a, b: a.scatter(1, m.tensor([[0], [2]]), 5),
     "median-int": lambda m, a, b: a.median(),
+    "tril-int": lambda m, a, b: a.tril(),
+    "triu-bool": lambda m, a, b: (a > 0).triu(1),
 }
 
 
