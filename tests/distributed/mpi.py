@@ -26,10 +26,15 @@ def mpiexec() -> str:
     return found
 
 
+def python_path() -> str:
+    """This checkout's src first, then whatever PYTHONPATH already holds (a GPU kit's packages)."""
+    return os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))
+
+
 def run(argv: list[str], n: int = 2, timeout: float = 120.0, env: dict | None = None,
         cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run `mpiexec -n n <argv>`; kill the whole job (its own process group) on timeout."""
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PYTHONUNBUFFERED": "1", **(env or {})}
+    full_env = {**os.environ, "PYTHONPATH": python_path(), "PYTHONUNBUFFERED": "1", **(env or {})}
     process = subprocess.Popen([mpiexec(), "-n", str(n), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env=full_env, cwd=cwd, start_new_session=True)
     try:

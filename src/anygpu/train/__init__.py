@@ -109,6 +109,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         # For tests and quick looks: the first N samples of each split only.
         parser.add_argument("--limit", type=_positive_int, help=argparse.SUPPRESS)
         parser.add_argument("--no-progress", dest="progress", action="store_false", help=argparse.SUPPRESS)
+        parser.add_argument("--balance", choices=["throughput"],
+                            help="under mpiexec: split each global batch across ranks by their measured speed")
         if stratagem.name == "classifier":
             parser.add_argument("--size", type=_positive_int, metavar="PX",
                                 help="images are centre-cropped and resized to PX x PX (default 32)")
@@ -162,6 +164,7 @@ def resolve(args: argparse.Namespace) -> tuple[Stratagem, Settings, Any]:
         resume=args.resume,
         progress=args.progress,
         extra={key: value for key, value in extra.items() if value is not None},
+        balance=getattr(args, "balance", None),
     )
     return stratagem, settings, saved
 
