@@ -1,10 +1,17 @@
-"""Helpers for checking Layer-0 ops against an independent reference (torch on the CPU).
+"""Fixtures for checking Layer-0 ops against torch on the CPU: the oracle helpers of
+tests/tensor/helper.py (one `close`, one `torch_vjp`) and Buffer upload/read.
 
 All are stateless, so they are session-scoped (hypothesis tests may use them too)."""
 
+import pathlib
+import sys
+
 import numpy as np
 import pytest
-import torch
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from tensor.helper import close as oracle_close  # noqa: E402  (the one torch-oracle helper)
+from tensor.helper import torch_vjp  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -22,16 +29,6 @@ def read(dev):
     return _read
 
 
-def torch_vjp(fn, inputs, grad_out):
-    """Run fn on torch copies of `inputs` (numpy arrays, or None passed through) and
-    backpropagate grad_out: returns (output, [gradient of each input or None])."""
-    tensors = [None if x is None else torch.tensor(x, dtype=torch.float64, requires_grad=True) for x in inputs]
-    out = fn(*tensors)
-    out.backward(torch.tensor(grad_out, dtype=torch.float64))
-    grads = [None if t is None else t.grad.numpy() for t in tensors]
-    return out.detach().numpy(), grads
-
-
 @pytest.fixture(scope="session")
 def vjp():
     return torch_vjp
@@ -39,10 +36,5 @@ def vjp():
 
 @pytest.fixture(scope="session")
 def close():
-    """assert_allclose with float32-sized default tolerances, scaled to the data."""
-    def _close(actual, expected, rtol=1e-4, atol=None):
-        expected = np.asarray(expected)
-        if atol is None:
-            atol = 1e-5 * max(1.0, float(np.abs(expected).max(initial=0.0)))
-        np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
-    return _close
+    """tensor/helper.py's close: float32-sized tolerances, atol scaled to the data."""
+    return oracle_close

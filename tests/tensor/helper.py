@@ -1,4 +1,6 @@
-"""The one torch-oracle helper (in the manner of tinygrad's helper_test_op)."""
+"""The one torch-oracle helper (in the manner of tinygrad's helper_test_op): `check_op` for
+Tensor-level ops, `torch_vjp` for Layer-0 and Tape values (torch.autograd in float64), and
+`close`, the one tolerance rule. tests/ops and tests/autograd take theirs from here."""
 
 from __future__ import annotations
 
@@ -19,6 +21,22 @@ def _as_numpy(value) -> np.ndarray:
     if isinstance(value, ag.Tensor):
         return value.numpy()
     return np.asarray(value)
+
+
+def close(actual, expected, rtol: float = 1e-4, atol: float = 1e-5) -> None:
+    """assert_allclose with float32-sized tolerances; atol scales with the data's magnitude."""
+    expected = np.asarray(expected, dtype=np.float64)
+    atol = atol * max(1.0, float(np.abs(expected).max(initial=0.0)))
+    np.testing.assert_allclose(np.asarray(actual, dtype=np.float64), expected, rtol=rtol, atol=atol)
+
+
+def torch_vjp(fn, inputs, grad_out):
+    """Run fn on float64 torch copies of `inputs` (numpy arrays, or None passed through) and
+    backpropagate grad_out: returns (output, [gradient of each input or None])."""
+    tensors = [None if x is None else torch.tensor(x, dtype=torch.float64, requires_grad=True) for x in inputs]
+    out = fn(*tensors)
+    out.backward(torch.tensor(grad_out, dtype=torch.float64))
+    return out.detach().numpy(), [None if t is None else t.grad.numpy() for t in tensors]
 
 
 def check_op(inputs, torch_fn, ag_fn=None, *, atol: float = 1e-5, rtol: float = 1e-4,

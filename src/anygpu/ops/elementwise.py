@@ -269,6 +269,7 @@ def sigmoid_backward(dev, grad, y):
 
 def swish_backward(dev, grad, x):
     """grad * (s + x s (1 - s)), s = sigmoid(x) (x is the forward input)."""
+    check_same_len("swish_backward", grad, x)  # errors name the seed's op
     return binary(dev, "silu_backward", grad, x)
 
 
