@@ -5,13 +5,7 @@
 // input[n, g*cg + ic, oh*stride_h - pad_h + r*dil_h, ow*stride_w - pad_w + s*dil_w].
 // That reduction is long and the output small, so it is split: the caller sums the
 // `splits` partials.
-struct Params {
-    batch: u32, in_c: u32, in_h: u32, in_w: u32,
-    out_c: u32, out_h: u32, out_w: u32, groups: u32,
-    kh: u32, kw: u32, stride_h: u32, stride_w: u32,
-    pad_h: u32, pad_w: u32, dil_h: u32, dil_w: u32,
-    has_bias: u32, tiles_n: u32, tiles_m: u32, splits: u32, k_per_split: u32,
-}
+{{PARAMS}}  // ops/conv_gen.py PARAMS["conv2d_grad_weight"]
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<storage, read> b_source: array<f32>;  // input
 @group(0) @binding(2) var<storage, read> grad_out: array<f32>;

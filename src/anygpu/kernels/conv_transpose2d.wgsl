@@ -7,16 +7,7 @@
 // tap. So no product is spent on the zeros a strided scatter inserts. Per group g:
 //   out[n, g*m + row, oh, ow] = bias + sum_k weight[g*cg + ic, row, r, s] * input[n, g*cg + ic, ih, iw]
 // rows: m = out_c/groups; columns: (n, th, tw); k = (ic, rr, ss), cg = in_c/groups.
-struct Params {
-    batch: u32, in_c: u32, in_h: u32, in_w: u32,
-    out_c: u32, out_h: u32, out_w: u32, groups: u32,
-    kh: u32, kw: u32, stride_h: u32, stride_w: u32,
-    pad_h: u32, pad_w: u32, dil_h: u32, dil_w: u32,
-    has_bias: u32, tiles_n: u32, tiles_m: u32, splits: u32, k_per_split: u32,
-    phase_h: u32, phase_w: u32, phase_rows: u32, phase_cols: u32,
-    tap_r0: u32, tap_r_step: u32, taps_r: u32,
-    tap_s0: u32, tap_s_step: u32, taps_s: u32,
-}
+{{PARAMS}}  // ops/conv_gen.py PARAMS["conv_transpose2d"]
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<storage, read> b_source: array<f32>;  // input
 @group(0) @binding(2) var<storage, read> weight: array<f32>;

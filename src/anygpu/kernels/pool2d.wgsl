@@ -4,12 +4,7 @@
 //   of the chosen element (torch's return_indices layout).
 // mode 1 (avg): sum over the window / divisor, where the divisor is the window clipped to
 //   the padded input (count_include_pad = 1), to the input (0), or `divisor` when > 0.
-struct Params {
-    n: u32, in_h: u32, in_w: u32, out_h: u32,
-    out_w: u32, kh: u32, kw: u32, stride_h: u32,
-    stride_w: u32, pad_h: u32, pad_w: u32, dil_h: u32,
-    dil_w: u32, mode: u32, count_include_pad: u32, divisor: u32,
-}
+{{PARAMS}}  // ops/pool.py POOL_PARAMS
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;

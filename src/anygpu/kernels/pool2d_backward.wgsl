@@ -2,12 +2,7 @@
 // it gathers from every output window that covers it (no atomics, deterministic).
 // mode 0 (max): adds grad_out where that window's recorded index is this element.
 // mode 1 (avg): adds grad_out / divisor of each covering window (same divisor rule).
-struct Params {
-    n: u32, in_h: u32, in_w: u32, out_h: u32,
-    out_w: u32, kh: u32, kw: u32, stride_h: u32,
-    stride_w: u32, pad_h: u32, pad_w: u32, dil_h: u32,
-    dil_w: u32, mode: u32, count_include_pad: u32, divisor: u32,
-}
+{{PARAMS}}  // ops/pool.py POOL_PARAMS
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<storage, read> grad_out: array<f32>;
 @group(0) @binding(2) var<storage, read> indices: array<i32>;

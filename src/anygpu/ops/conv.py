@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from ._common import check_buffer, check_pair, check_positive
-from .conv_gen import generate
+from .conv_gen import PARAMS, generate
 from .reduce import sum_inner, sum_rows
 
 __all__ = ["conv2d", "conv_transpose2d", "conv2d_grad_input", "conv2d_grad_weight", "conv2d_grad_bias"]
@@ -25,8 +25,8 @@ _GRAD_WEIGHT_MIN_SPLIT = 256
 _GRAD_WEIGHT_MAX_PARTIAL = 1 << 24
 
 # Parameter blocks (see Params in kernels/conv2d.wgsl, conv_transpose2d.wgsl, conv2d_grad_weight.wgsl).
-_CONV_PARAMS = "I" * 21
-_TRANSPOSE_PARAMS = "I" * 31
+_CONV_PARAMS = PARAMS["conv2d"].format()
+_TRANSPOSE_PARAMS = PARAMS["conv_transpose2d"].format()
 
 
 def conv_output_size(size: int, kernel: int, stride: int, padding: int, dilation: int) -> int:

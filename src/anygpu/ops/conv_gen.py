@@ -15,9 +15,21 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from ..runtime import load_shader
+from ..runtime import Params, load_shader
 
 KINDS = ("conv2d", "conv_transpose2d", "conv2d_grad_weight")
+
+# The uniform parameters of each kind: the WGSL struct and the launch's format both come from here.
+_GEOMETRY = ("batch", "in_c", "in_h", "in_w", "out_c", "out_h", "out_w", "groups", "kh", "kw",
+             "stride_h", "stride_w", "pad_h", "pad_w", "dil_h", "dil_w",
+             "has_bias", "tiles_n", "tiles_m", "splits", "k_per_split")
+_PHASE = ("phase_h", "phase_w", "phase_rows", "phase_cols", "tap_r0", "tap_r_step", "taps_r",
+          "tap_s0", "tap_s_step", "taps_s")
+PARAMS = {
+    "conv2d": Params(*(f"{name}: u32" for name in _GEOMETRY)),
+    "conv2d_grad_weight": Params(*(f"{name}: u32" for name in _GEOMETRY)),
+    "conv_transpose2d": Params(*(f"{name}: u32" for name in _GEOMETRY + _PHASE)),
+}
 _LANES = "xyzw"
 
 
@@ -131,7 +143,7 @@ def generate(kind: str, tiles: ConvTiles) -> str:
         raise ValueError(f"conv kernel kind must be one of {KINDS}, got {kind!r}")
     return load_shader(
         "conv_gemm.wgsl",
-        KIND=load_shader(f"{kind}.wgsl"),
+        KIND=load_shader(f"{kind}.wgsl", **PARAMS[kind].subs()),
         TILE_M=tiles.tile_m, TILE_N=tiles.tile_n, TILE_K=tiles.tile_k,
         THREADS_X=tiles.threads_x, THREADS_Y=tiles.threads_y,
         DECLARE=_indent(_declare(tiles), 1),

@@ -6,12 +6,16 @@ Backward kernels gather over the windows covering each input element: determinis
 
 from __future__ import annotations
 
-from ..runtime import load_shader
+from ..runtime import Params, load_shader
 from ._common import check_buffer, check_pair, check_positive, grid_1d
 
 __all__ = ["pool2d_output_size", "max_pool2d", "max_pool2d_backward", "avg_pool2d", "avg_pool2d_backward"]
 
-_PARAMS = "I" * 16
+# The kernels' uniform parameters: their WGSL struct and the launch's format.
+POOL_PARAMS = Params("n: u32", "in_h: u32", "in_w: u32", "out_h: u32", "out_w: u32", "kh: u32", "kw: u32",
+                     "stride_h: u32", "stride_w: u32", "pad_h: u32", "pad_w: u32", "dil_h: u32", "dil_w: u32",
+                     "mode: u32", "count_include_pad: u32", "divisor: u32")
+_PARAMS = POOL_PARAMS.format()
 
 
 def pool2d_output_size(op: str, in_h: int, in_w: int, kernel, stride, padding, dilation=1,
@@ -58,7 +62,7 @@ def max_pool2d(dev, x, planes: int, in_h: int, in_w: int, kernel, stride, paddin
     out_h, out_w = pool2d_output_size("max_pool2d", in_h, in_w, kernel, stride, padding, dilation, ceil_mode)
     n = planes * out_h * out_w
     out, indices = dev.empty(n), dev.empty(n, "i32")
-    kernel_ = dev.kernel("pool2d", load_shader("pool2d.wgsl"), 1, 2, _PARAMS)
+    kernel_ = dev.kernel("pool2d", load_shader("pool2d.wgsl", **POOL_PARAMS.subs()), 1, 2, _PARAMS)
     dev.launch(kernel_, [x], [out, indices],
                _params(n, in_h, in_w, out_h, out_w, kernel, stride, padding, dilation, 0), grid_1d(dev, n))
     return out, indices, out_h, out_w
@@ -71,7 +75,7 @@ def max_pool2d_backward(dev, grad_out, indices, planes: int, in_h: int, in_w: in
     check_buffer("max_pool2d_backward", "indices", indices, planes * out_h * out_w, "planes*out_h*out_w")
     n = planes * in_h * in_w
     grad_in = dev.empty(n)
-    kernel_ = dev.kernel("pool2d_backward", load_shader("pool2d_backward.wgsl"), 2, 1, _PARAMS)
+    kernel_ = dev.kernel("pool2d_backward", load_shader("pool2d_backward.wgsl", **POOL_PARAMS.subs()), 2, 1, _PARAMS)
     dev.launch(kernel_, [grad_out, indices], [grad_in],
                _params(n, in_h, in_w, out_h, out_w, kernel, stride, padding, dilation, 0), grid_1d(dev, n))
     return grad_in
@@ -87,7 +91,7 @@ def avg_pool2d(dev, x, planes: int, in_h: int, in_w: int, kernel, stride, paddin
     n = planes * out_h * out_w
     out = dev.empty(n)
     unused_indices = dev.empty(1, "i32")
-    kernel_ = dev.kernel("pool2d", load_shader("pool2d.wgsl"), 1, 2, _PARAMS)
+    kernel_ = dev.kernel("pool2d", load_shader("pool2d.wgsl", **POOL_PARAMS.subs()), 1, 2, _PARAMS)
     dev.launch(kernel_, [x], [out, unused_indices],
                _params(n, in_h, in_w, out_h, out_w, kernel, stride, padding, 1, 1,
                        count_include_pad, divisor_override), grid_1d(dev, n))
@@ -102,7 +106,7 @@ def avg_pool2d_backward(dev, grad_out, planes: int, in_h: int, in_w: int, out_h:
     n = planes * in_h * in_w
     grad_in = dev.empty(n)
     unused_indices = dev.empty(1, "i32")
-    kernel_ = dev.kernel("pool2d_backward", load_shader("pool2d_backward.wgsl"), 2, 1, _PARAMS)
+    kernel_ = dev.kernel("pool2d_backward", load_shader("pool2d_backward.wgsl", **POOL_PARAMS.subs()), 2, 1, _PARAMS)
     dev.launch(kernel_, [grad_out, unused_indices], [grad_in],
                _params(n, in_h, in_w, out_h, out_w, kernel, stride, padding, 1, 1,
                        count_include_pad, divisor_override), grid_1d(dev, n))
