@@ -35,7 +35,8 @@ __all__ = [
     "scatter", "scatter_add", "masked_select", "prod", "cumprod", "repeat_interleave", "tile", "broadcast_to",
     "broadcast_tensors", "movedim", "moveaxis", "swapaxes", "select", "unflatten", "lerp", "addmm", "baddbmm",
     "count_nonzero", "tan", "sinh", "cosh", "logit", "frac", "diff", "median", "unique", "bincount", "meshgrid",
-    "hstack", "vstack", "finfo", "iinfo", "Size", "bernoulli", "logspace",
+    "hstack", "vstack", "finfo", "iinfo", "Size", "bernoulli", "logspace", "atan", "arctan", "asin", "acos",
+    "erf", "atan2", "arctan2",
 ]
 
 
@@ -62,7 +63,7 @@ for _name in ("abs", "exp", "log", "log2", "log10", "log1p", "expm1", "sqrt", "r
               "scatter", "scatter_add", "masked_select", "prod", "cumprod", "repeat_interleave", "tile",
               "broadcast_to", "movedim", "moveaxis", "swapaxes", "select", "unflatten", "lerp", "addmm", "baddbmm",
               "count_nonzero", "tan", "sinh", "cosh", "logit", "frac", "diff", "median", "unique", "bincount",
-              "true_divide"):
+              "true_divide", "atan", "arctan", "asin", "acos", "erf", "atan2", "arctan2"):
     globals()[_name] = _method(_name)
 
 absolute = abs  # noqa: F821 — defined by the loop above

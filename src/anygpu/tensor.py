@@ -1202,6 +1202,32 @@ def _infer_dtype(arr: np.ndarray) -> dtypes.dtype:
     def tan(self):
         return self.sin() / self.cos()
 
+    def atan(self):
+        return _unary("atan", self)
+
+    arctan = atan
+
+    def asin(self):
+        return _unary("asin", self)
+
+    def acos(self):
+        return _unary("acos", self)
+
+    def erf(self):
+        return _unary("erf", self)
+
+    def atan2(self, other):
+        """The angle of (other, self) in (-pi, pi], as torch.atan2(self, other)."""
+        # 2 atan(y / (r + x)): smooth everywhere but the negative x axis and the origin,
+        # so its gradient is torch's x / r^2, -y / r^2 (no where() around a division by 0)
+        other = _to_tensor(other)
+        denominator = (self * self + other * other).sqrt() + other
+        on_axis = denominator == 0
+        angle = (self / where(on_axis, 1.0, denominator)).atan() * 2.0
+        return where(on_axis, where(other < 0, math.pi, 0.0), angle)
+
+    arctan2 = atan2
+
     def sinh(self):
         return (self.exp() - (-self).exp()) * 0.5
 

@@ -81,6 +81,11 @@ UNARY_RULES: dict[str, Callable] = {
     "sin": lambda dev, g, x, y, a, b: dev.mul(g, dev.unary("cos", x)),
     "cos": lambda dev, g, x, y, a, b: dev.scale(dev.mul(g, dev.unary("sin", x)), -1.0),
     "reciprocal": lambda dev, g, x, y, a, b: dev.scale(dev.mul(g, dev.mul(y, y)), -1.0),
+    "atan": lambda dev, g, x, y, a, b: dev.binary("div", g, dev.unary("add_scalar", dev.mul(x, x), 1.0)),
+    "asin": lambda dev, g, x, y, a, b: dev.binary("div", g, dev.unary("sqrt", dev.unary("rsub_scalar", dev.mul(x, x), 1.0))),
+    "acos": lambda dev, g, x, y, a, b: dev.scale(
+        dev.binary("div", g, dev.unary("sqrt", dev.unary("rsub_scalar", dev.mul(x, x), 1.0))), -1.0),
+    "erf": lambda dev, g, x, y, a, b: dev.mul(g, dev.scale(dev.unary("exp", dev.scale(dev.mul(x, x), -1.0)), 1.1283791671)),
     "leaky_relu": lambda dev, g, x, y, a, b: dev.binary("leaky_relu_backward", g, x, a),
     "elu": lambda dev, g, x, y, a, b: dev.binary("elu_backward", g, x, a),
     "softplus": lambda dev, g, x, y, a, b: dev.mul(g, dev.unary("softplus_grad", x, a, b)),
