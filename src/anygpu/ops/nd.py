@@ -12,7 +12,7 @@ from ..runtime import Params
 from ..runtime.dtypes import DTYPES
 from . import reduce
 from ._common import check_buffer, grid_1d
-from .elementwise import binary, check_same_dtype, expression, out_dtype_of, scalar_param, source
+from .elementwise import UNARY_PARAMS, binary, check_same_dtype, expression, out_dtype_of, scalar_param, source
 
 MAX_DIMS = 8
 
@@ -223,9 +223,11 @@ def cast(dev, x, dtype: str):
     expr = expr.format(C=src.compute, OUT_C=dst.compute)
     out = dev.empty(x.len, dtype)
     if x.len:
-        kernel = dev.kernel(f"cast_{x.dtype}_{dtype}", source("nd_cast.wgsl", expr, COUNT_PARAMS, x.dtype, dtype),
-                            1, 1, COUNT_PARAMS.format())
-        dev.launch(kernel, [x], [out], (x.len,), grid_1d(dev, x.len))
+        # The unary template with the conversion as its expression (alpha, beta unused).
+        kernel = dev.kernel(f"cast_{x.dtype}_{dtype}", source("unary.wgsl", expr, UNARY_PARAMS, x.dtype, dtype),
+                            1, 1, UNARY_PARAMS.format(x.dtype))
+        zero = scalar_param(x.dtype, 0)
+        dev.launch(kernel, [x], [out], (x.len, zero, zero), grid_1d(dev, x.len))
     return out
 
 
