@@ -1095,36 +1095,6 @@ class Tensor:
     def diag(self, diagonal: int = 0):
         return diag(self, diagonal)
 
-    def relu_(self):
-        return _inplace(self, self.relu(), "relu_")
-
-    def exp_(self):
-        return _inplace(self, self.exp(), "exp_")
-
-    def sqrt_(self):
-        return _inplace(self, self.sqrt(), "sqrt_")
-
-    def abs_(self):
-        return _inplace(self, self.abs(), "abs_")
-
-    def sigmoid_(self):
-        return _inplace(self, self.sigmoid(), "sigmoid_")
-
-    def tanh_(self):
-        return _inplace(self, self.tanh(), "tanh_")
-
-
-
-# ===================================================================== construction
-
-def _infer_dtype(arr: np.ndarray) -> dtypes.dtype:
-    """torch's dtype for data: bool, int64 (int32 for int32/smaller numpy arrays), float32."""
-    if arr.dtype.kind == "b":
-        return bool_
-    if arr.dtype.kind in "iu":
-        return int64 if arr.dtype.itemsize >= 8 or arr.dtype == np.uint32 else int32
-    return float32
-
     # ------------------------------------------------------------- more of torch's Tensor methods
     def scatter(self, dim: int, index, src=None, value=None, reduce=None):
         return scatter(self, dim, index, src if src is not None else value, add=False)
@@ -1298,6 +1268,37 @@ def _infer_dtype(arr: np.ndarray) -> dtypes.dtype:
 
     def __contains__(self, element) -> bool:
         return bool(_compare("eq", self, element).any())
+
+    def relu_(self):
+        return _inplace(self, self.relu(), "relu_")
+
+    def exp_(self):
+        return _inplace(self, self.exp(), "exp_")
+
+    def sqrt_(self):
+        return _inplace(self, self.sqrt(), "sqrt_")
+
+    def abs_(self):
+        return _inplace(self, self.abs(), "abs_")
+
+    def sigmoid_(self):
+        return _inplace(self, self.sigmoid(), "sigmoid_")
+
+    def tanh_(self):
+        return _inplace(self, self.tanh(), "tanh_")
+
+
+
+# ===================================================================== construction
+
+def _infer_dtype(arr: np.ndarray) -> dtypes.dtype:
+    """torch's dtype for data: bool, int64 (int32 for int32/smaller numpy arrays), float32."""
+    if arr.dtype.kind == "b":
+        return bool_
+    if arr.dtype.kind in "iu":
+        return int64 if arr.dtype.itemsize >= 8 or arr.dtype == np.uint32 else int32
+    return float32
+
 
 
 def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:

@@ -56,6 +56,16 @@ UNARY = {
              + ")" * 9 + ", abs(v) < 0.1)",
     "sin": "sin(v)",
     "cos": "cos(v)",
+    "atan": "atan(v)",
+    # through atan: lavapipe's asin/acos are off by ~4e-4
+    "asin": "atan(v / sqrt(1.0 - v * v))",
+    "acos": "1.5707963268 - atan(v / sqrt(1.0 - v * v))",
+    # erf: Abramowitz-Stegun 7.1.26 (abs error 1.5e-7), its series near 0 where that error is relative
+    "erf": "select(erf_approx(v), 1.1283791671 * v * (1.0 - v * v * (0.333333333 - v * v * 0.1)), abs(v) < 0.05)",
+    "floor": "floor(v)",
+    "ceil": "ceil(v)",
+    "round": "round(v)",
+    "trunc": "trunc(v)",
     "leaky_relu": "select(v * alpha, v, v > 0.0)",
     "elu": "select(alpha * (exp(min(v, 0.0)) - 1.0), v, v > 0.0)",
     # softplus with threshold beta (torch: x itself above it), alpha = beta parameter.
@@ -65,10 +75,6 @@ UNARY = {
 
 # Expressions of `a`, `b` and `alpha`.
 BINARY = {
-    "floor": "floor(v)",
-    "ceil": "ceil(v)",
-    "round": "round(v)",
-    "trunc": "trunc(v)",
     "add": "a + b",
     "sub": "a - b",
     "mul": "a * b",
@@ -83,12 +89,6 @@ BINARY = {
     "silu_backward": "a * (1.0 / (1.0 + exp(-b))) * (1.0 + b * (1.0 - 1.0 / (1.0 + exp(-b))))",  # b = x
     "tanh_backward": "a * (1.0 - b * b)",                 # b = y = tanh(x)
     # d gelu / dx = Phi(x) + x phi(x), b = x
-    "atan": "atan(v)",
-    # through atan: lavapipe's asin/acos are off by ~4e-4
-    "asin": "atan(v / sqrt(1.0 - v * v))",
-    "acos": "1.5707963268 - atan(v / sqrt(1.0 - v * v))",
-    # erf: Abramowitz-Stegun 7.1.26 (abs error 1.5e-7), its series near 0 where that error is relative
-    "erf": "select(erf_approx(v), 1.1283791671 * v * (1.0 - v * v * (0.333333333 - v * v * 0.1)), abs(v) < 0.05)",
     "gelu_backward": "a * (0.5 * (1.0 + erf_approx(b * 0.70710678118)) + b * 0.3989422804 * exp(-0.5 * b * b))",
     # d/dx of gelu_tanh: 0.5 (1 + t) + 0.5 x (1 - t^2) u', t = tanh(u), u = 0.79788456 (x + 0.044715 x^3), b = x
     "gelu_tanh_backward": "a * (0.5 * (1.0 + tanh(clamp(0.7978845608 * (b + 0.044715 * b * b * b), -15.0, 15.0)))"
