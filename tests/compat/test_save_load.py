@@ -198,3 +198,14 @@ def test_hostile_structure_is_a_value_error(tmp_path, structure):
                     metadata={serialization.FORMAT_KEY: serialization.FORMAT, serialization.STRUCTURE_KEY: structure})
     with pytest.raises(ValueError, match="load: "):
         ag.load(path)
+
+
+def test_torch_bfloat16_tensors_convert_to_float32(tmp_path):
+    """The conversion path: torch bfloat16 weights (no NumPy type) are widened exactly."""
+    weights = torch.randn(3, 4).to(torch.bfloat16)
+    for obj in ({"w": weights}, {"model": {"w": weights}, "step": 1}):
+        ag.save(obj, tmp_path / "bf16.safetensors")
+        loaded = ag.load(tmp_path / "bf16.safetensors")
+        w = loaded["w"] if "w" in loaded else loaded["model"]["w"]
+        assert w.dtype == ag.float32
+        np.testing.assert_array_equal(w.numpy(), weights.float().numpy())

@@ -57,7 +57,12 @@ def _host_array(value, where: str) -> np.ndarray:
         value = value.detach()
     try:
         return np.asarray(value.numpy())
-    except (TypeError, RuntimeError) as error:  # e.g. torch bfloat16 has no numpy type
+    except (TypeError, RuntimeError) as error:
+        if hasattr(value, "float"):  # e.g. a torch bfloat16 tensor: NumPy has no such type; widen exactly
+            try:
+                return np.asarray(value.float().numpy())
+            except (TypeError, RuntimeError):
+                pass
         raise ValueError(f"save: {where} could not be read as an array ({error}); "
                          "convert it first (e.g. .float())") from None
 
@@ -197,7 +202,9 @@ def save(obj, f, metadata: Mapping[str, str] | None = None, *, pickle_module=Non
     if pickle_module is not None:
         raise ValueError("save: pickle_module is not supported; anygpu writes safetensors and never pickles")
     if _is_flat(obj):
-        arrays, meta = obj, metadata
+        arrays = {key: value if isinstance(value, np.ndarray) else _host_array(value, f"obj[{key!r}]")
+                  for key, value in obj.items()}
+        meta = metadata
     else:
         if metadata is not None and (FORMAT_KEY in metadata or STRUCTURE_KEY in metadata):
             raise ValueError(f"save: metadata keys {FORMAT_KEY!r} and {STRUCTURE_KEY!r} are anygpu's own")
@@ -229,7 +236,7 @@ def _torch_file_help(where: str) -> str:
             "pickle can run any code. Convert it once where PyTorch and anygpu are installed:\n"
             f"    python -c \"import torch, anygpu; anygpu.save(torch.load({where!r}, map_location='cpu', "
             f"weights_only=True), {where + '.safetensors'!r})\"\n"
-            "then load the .safetensors file (bfloat16 tensors: .float() them first; without anygpu there, "
+            "then load the .safetensors file (bfloat16 tensors become float32; without anygpu there, "
             "safetensors.torch.save_file(state_dict, path) writes a flat state dict that "
             "anygpu.load(path, allow_unsigned=True) reads)")
 
