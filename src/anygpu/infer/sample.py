@@ -12,7 +12,9 @@ from anygpu.train import modelfile
 
 __all__ = ["DEFAULT_STEPS", "MAX_SAMPLES", "sample", "run"]
 
-DEFAULT_STEPS = 20  # DDIM at 20 of T = 200 steps: near the 50-step grid, quick on a software driver
+# DDIM at 8 of T = 200 steps already draws the starter model's 50-step grid closely
+# (docs/STARTER.md); each step costs ~1.5 CPU-seconds per 32x32 image on lavapipe.
+DEFAULT_STEPS = 8
 MAX_SAMPLES = 256   # one batch; bounds the activations (256 x 2w x 32 x 32 floats per tensor)
 
 
