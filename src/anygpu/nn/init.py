@@ -31,7 +31,11 @@ def _write(tensor: Tensor, values) -> Tensor:
 
 
 def _generator(generator) -> np.random.Generator:
-    return default_generator() if generator is None else generator
+    """The NumPy stream behind `generator=`: None (the global one), an anygpu.Generator or a
+    NumPy Generator."""
+    if generator is None:
+        return default_generator()
+    return getattr(generator, "numpy_rng", generator)
 
 
 def _calculate_fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:
