@@ -103,6 +103,11 @@ def _cmd_info(args: argparse.Namespace) -> int:
     if chosen_info is not None:
         others = sorted(set(chosen_info.features) - set(dev.features))
         print(f"other adapter features ({len(others)}): {', '.join(others) or 'none'}")
+        from anygpu.runtime import probe
+
+        index = next(i for i, a in enumerate(adapters) if a is chosen_info)
+        print(f"cooperative-matrix device (tensor cores from WGSL): "
+              f"{probe.cooperative_matrix(index, chosen_info.features)}")
     if args.measure:
         from anygpu.runtime import measure
 

@@ -201,6 +201,27 @@ def bench_add(dev, peers: Peers, sizes: Sizes) -> Row:
     return row
 
 
+def bench_add_f16(dev, peers: Peers, sizes: Sizes) -> Row:
+    """The add row on float16 storage (computed in f32): half the bytes of the f32 row."""
+    count = sizes.add
+    row = Row(f"add 2^{count.bit_length() - 1} halves (f16)", "GB/s", work=3.0 * 2 * count)
+    if not getattr(dev, "supports", lambda dtype: False)("f16"):
+        row.note = "skipped: the adapter lacks shader-f16"
+        return row
+    rng = np.random.default_rng(0)
+    a = rng.random(count, dtype=np.float32).astype(np.float16)
+    b = rng.random(count, dtype=np.float32).astype(np.float16)
+    a_gpu, b_gpu = dev.upload(a, "f16"), dev.upload(b, "f16")
+    row.anygpu = time_anygpu(dev, lambda: dev.add(a_gpu, b_gpu), sizes.budget_s)
+    want = (a.astype(np.float64) + b).astype(np.float16).astype(np.float64)
+    row.detail["max_rel_err"] = _rel_err(dev.read(dev.add(a_gpu, b_gpu)).astype(np.float64), want)
+    row.peers["numpy"] = time_host(lambda: np.add(a, b), budget_s=sizes.budget_s)
+    if peers.torch is not None:
+        ta, tb = peers.tensor(a), peers.tensor(b)
+        row.peers["torch"] = peers.time(lambda: ta + tb, sizes.budget_s)
+    return row
+
+
 def _softmax_np(x: np.ndarray) -> np.ndarray:
     e = np.exp(x - x.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
@@ -368,7 +389,8 @@ def run_suite(dev, sizes: Sizes, peers: Peers, only=None, tune: bool = False, pr
     if wanted("matmul"):
         for m, n, k in sizes.matmul:
             rows.append(done(bench_matmul(dev, peers, m, n, k, sizes.budget_s, tune)))
-    for name, bench in (("conv2d", bench_conv2d), ("add", bench_add), ("softmax", bench_softmax),
+    for name, bench in (("conv2d", bench_conv2d), ("add", bench_add), ("add", bench_add_f16),
+                        ("softmax", bench_softmax),
                         ("overhead", bench_overhead), ("train", bench_train_step),
                         ("train", functools.partial(bench_train_step, captured=True)),
                         ("train", bench_digits_step), ("train", functools.partial(bench_digits_step, captured=True))):

@@ -21,5 +21,38 @@ def main() -> int:
     return 0
 
 
+_COOPERATIVE_MATRIX_CHILD = r"""
+import sys, wgpu
+adapter = wgpu.gpu.enumerate_adapters_sync()[int(sys.argv[1])]
+try:
+    adapter.request_device_sync(required_features=["cooperative-matrix"])
+except Exception as exc:
+    print("refused: " + " ".join(str(exc).split())[:300])
+else:
+    print("granted")
+"""
+
+
+def cooperative_matrix(adapter_index: int, adapter_features, timeout_s: float = 60.0) -> str:
+    """Whether a device with the 'cooperative-matrix' feature (tensor cores from WGSL) can be
+    opened on adapter `adapter_index` of wgpu's enumeration: 'not offered by the adapter',
+    'granted' or 'refused: <wgpu's message>'. The request runs in a child process: wgpu-native
+    (29) lists the feature but its C API cannot enable experimental features, and a failed
+    request must not take the caller down with it."""
+    import subprocess
+    if "cooperative-matrix" not in set(adapter_features):
+        return "not offered by the adapter"
+    try:
+        done = subprocess.run([sys.executable, "-c", _COOPERATIVE_MATRIX_CHILD, str(adapter_index)],
+                              capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"probe failed: {exc}"
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        tail = " ".join(done.stderr.split())[-300:]
+        return f"refused: the probe process exited with {done.returncode} ({tail})"
+    return lines[-1]
+
+
 if __name__ == "__main__":
     sys.exit(main())
