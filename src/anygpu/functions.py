@@ -36,7 +36,7 @@ __all__ = [
     "broadcast_tensors", "movedim", "moveaxis", "swapaxes", "select", "unflatten", "lerp", "addmm", "baddbmm",
     "count_nonzero", "tan", "sinh", "cosh", "logit", "frac", "diff", "median", "unique", "bincount", "meshgrid",
     "hstack", "vstack", "finfo", "iinfo", "Size", "bernoulli", "logspace", "atan", "arctan", "asin", "acos",
-    "erf", "atan2", "arctan2",
+    "erf", "atan2", "arctan2", "FloatTensor", "LongTensor", "IntTensor", "BoolTensor",
 ]
 
 
@@ -198,6 +198,21 @@ class Size(tuple):
 
     def __repr__(self) -> str:
         return f"torch.Size({list(self)})"
+
+
+def _legacy_constructor(dtype):
+    """torch.FloatTensor(data) / torch.FloatTensor(*sizes) (zeros), as old scripts call them."""
+    def make(*args):
+        if len(args) == 1 and not isinstance(args[0], (int, np.integer)):
+            return tensor(args[0], dtype=dtype)
+        return zeros(*args, dtype=dtype)
+    return make
+
+
+FloatTensor = _legacy_constructor(dtypes.float32)
+LongTensor = _legacy_constructor(dtypes.int64)
+IntTensor = _legacy_constructor(dtypes.int32)
+BoolTensor = _legacy_constructor(dtypes.bool)
 
 
 def broadcast_tensors(*tensors):

@@ -1269,6 +1269,11 @@ class Tensor:
     def __contains__(self, element) -> bool:
         return bool(_compare("eq", self, element).any())
 
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
     def relu_(self):
         return _inplace(self, self.relu(), "relu_")
 

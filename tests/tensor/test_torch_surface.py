@@ -390,6 +390,12 @@ def test_type_finfo_iinfo_size():
     assert ag.Size([2, 3]) == (2, 3) and ag.Size([2, 3]).numel() == 6
     assert 3 in ag.tensor([1, 2, 3]) and 4 not in ag.tensor([1, 2, 3])
     assert [row.tolist() for row in ag.tensor([[1, 2], [3, 4]])] == [[1, 2], [3, 4]]  # iteration
+    with pytest.raises(TypeError, match="0-d"):
+        list(ag.tensor(1.0))
+    a, b = ag.tensor([[1.0, 2.0], [3.0, 4.0]])  # unpacking rows, as torch
+    assert b.tolist() == [3.0, 4.0]
+    assert ag.LongTensor([1, 2]).dtype == ag.int64 and ag.FloatTensor(2, 3).shape == (2, 3)
+    assert ag.FloatTensor([1, 2]).dtype == ag.float32 and ag.BoolTensor([1, 0]).tolist() == [True, False]
 
 
 def test_dtype_names_and_refusals():
