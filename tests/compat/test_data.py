@@ -217,6 +217,10 @@ def test_samplers_match_torch_lengths_and_ranges():
         assert ours == theirs and len(adata.BatchSampler(data, 4, drop_last)) == len(theirs)
     with pytest.raises(ValueError, match="batch_size"):
         adata.BatchSampler(data, 0, False)
+    with pytest.raises(ValueError, match="num_samples"):
+        tdata.RandomSampler([])
+    with pytest.raises(ValueError, match="num_samples"):
+        adata.RandomSampler([])
 
 
 def test_concat_subset_and_iterable_datasets_match_torch(arrays):

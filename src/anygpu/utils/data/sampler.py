@@ -65,8 +65,7 @@ class RandomSampler(Sampler):
         self.replacement = replacement
         self._num_samples = num_samples
         self.generator = generator
-        if num_samples is not None:
-            _positive_int("RandomSampler", "num_samples", num_samples)
+        _positive_int("RandomSampler", "num_samples", self.num_samples)  # an empty dataset too, as torch
 
     @property
     def num_samples(self) -> int:
