@@ -179,7 +179,7 @@ class Tensor:
     """A GPU array with autograd. Build with `anygpu.tensor`, `zeros`, `randn`, ..."""
 
     __slots__ = ("_buf", "shape", "dtype", "requires_grad", "grad", "_entry", "_parents",
-                 "_host", "_retain", "_key", "__weakref__")
+                 "_host", "_retain", "_key", "_torch_strides", "__weakref__")
     # _host: the host array an integer tensor was made from, kept only so index checks
     # (class indices, embedding ids) can run before GPU work. Never used for reads:
     # in-place updates of a shared buffer would leave it stale.
@@ -196,6 +196,9 @@ class Tensor:
         self._host = None
         self._retain = False
         self._key = id(self)  # the autograd engine's name for this value (a new one after an in-place op)
+        # None, or the strides torch's result would have where torch gives a non-contiguous
+        # view (permute, transpose, expand): `view` refuses what torch refuses on those.
+        self._torch_strides = None
 
     __hash__ = object.__hash__
 
@@ -317,7 +320,7 @@ class Tensor:
                        rule("clone", dev))
 
     def contiguous(self) -> "Tensor":
-        return self
+        return self if self._torch_strides is None else reshape(self, self.shape)
 
     def float(self) -> "Tensor":
         return self.to(float32)
@@ -606,13 +609,32 @@ class Tensor:
             correction = 0 if unbiased is False else 1
         if self._scalar_dim("var", dim):
             return self.reshape(1).var(0, correction=correction)
+        scale, ratio = self._scaled_var(dim, keepdim, correction)
+        return ratio * scale * scale
+
+    def _scaled_var(self, dim, keepdim: bool, correction):
+        """(scale, ratio) with var = scale**2 * ratio: the deviations are divided by their
+        largest magnitude (a constant for autograd) before squaring, so values near 1e30,
+        whose squares overflow float32, still give a finite std."""
         centered = self - self.mean(dim, keepdim=True)
-        total = (centered * centered).sum(dim, keepdim=keepdim)
+        peak = centered.detach().abs()
+        for d in sorted(_dims("var", dim, self.ndim), reverse=True):
+            peak = peak.max(d, keepdim=True)[0] if peak.shape[d] else peak.sum(d, keepdim=True)
+        peak = where(peak == 0.0, 1.0, peak)
+        normalized = centered / peak
+        total = (normalized * normalized).sum(dim, keepdim=keepdim)
         divisor = (self.numel() // max(total.numel(), 1) if self.numel() else 0) - correction
-        return total * (1.0 / divisor if divisor > 0 else math.nan)
+        return peak.reshape(total.shape), total * (1.0 / divisor if divisor > 0 else math.nan)
 
     def std(self, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
-        return self.var(dim, unbiased, keepdim, correction=correction).sqrt()
+        if isinstance(dim, bool):
+            dim, unbiased = None, dim
+        if correction is None:
+            correction = 0 if unbiased is False else 1
+        if self._scalar_dim("std", dim):
+            return self.reshape(1).std(0, correction=correction)
+        scale, ratio = self._scaled_var(dim, keepdim, correction)
+        return ratio.sqrt() * scale
 
     def logsumexp(self, dim, keepdim: bool = False):
         if self._scalar_dim("logsumexp", dim):
@@ -640,7 +662,15 @@ class Tensor:
         return reshape(self, shape)
 
     def view(self, *shape):
-        return reshape(self, shape)
+        out = reshape(self, shape)
+        if self._torch_strides is not None:
+            strides = _view_strides(self.shape, self._torch_strides, out.shape)
+            if strides is None:
+                raise ValueError(f"view: shape {out.shape} is not compatible with the size {self.shape} and strides "
+                                 f"{self._torch_strides} this tensor has in torch (a permuted or expanded view); "
+                                 f"use .reshape(...) or .contiguous().view(...)")
+            out._torch_strides = None if _torch_contiguous(out.shape, strides) else strides
+        return out
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1):
         start, end = _dim("flatten", start_dim, self.ndim), _dim("flatten", end_dim, self.ndim)
@@ -1012,7 +1042,7 @@ class Tensor:
         return self.dtype.is_floating_point
 
     def is_contiguous(self, memory_format=None) -> bool:
-        return True
+        return self._torch_strides is None
 
     def new_tensor(self, data, dtype=None, device=None, requires_grad: bool = False):
         return tensor(data, dtype=dtype or self.dtype, requires_grad=requires_grad)
@@ -1852,7 +1882,7 @@ def logsumexp(x: Tensor, dim, keepdim: bool = False) -> Tensor:
     """log(sum(exp(x))) over dim, computed around the max (numerically stable)."""
     d = _dim("logsumexp", dim, x.ndim)
     if x.shape[d] == 0:  # the log of an empty sum: -inf, as torch
-        out = full(x.shape[:d] + (1,) + x.shape[d + 1:], -math.inf)
+        out = linked_empty(full(x.shape[:d] + (1,) + x.shape[d + 1:], -math.inf), x)
         return out if keepdim else out.squeeze(d)
     peak = _max_detached(x, d)
     # An infinite max shifts by 0 instead: inf - inf would be NaN where torch gives +-inf.
@@ -1881,6 +1911,46 @@ def reshape(x: Tensor, shape) -> Tensor:
     return _record("reshape", out, (x,), rule("reshape", None))
 
 
+def _torch_contiguous(shape, strides) -> bool:
+    """torch's is_contiguous: every dim of size > 1 has the row-major stride."""
+    expected = 1
+    for size, stride in reversed(list(zip(shape, strides))):
+        if size != 1:
+            if stride != expected:
+                return False
+            expected *= size
+    return True
+
+
+def _view_strides(shape, strides, new_shape):
+    """The strides of `new_shape` viewing memory laid out as (shape, strides), or None when
+    no view exists (torch's rule: each group of old dims merged or split must be
+    contiguous within itself). Size-1 dims take any stride."""
+    if numel(shape) == 0:
+        return tuple(contiguous_strides(new_shape))
+    old = [(size, stride) for size, stride in zip(shape, strides) if size != 1]
+    new = list(new_shape)
+    out = [1] * len(new)
+    oi = ni = 0
+    while oi < len(old) and ni < len(new):
+        new_size, old_size = new[ni], old[oi][0]
+        nj, oj = ni + 1, oi + 1
+        while new_size != old_size:
+            if new_size < old_size:
+                new_size *= new[nj]
+                nj += 1
+            else:
+                old_size *= old[oj][0]
+                oj += 1
+        if any(old[k][1] != old[k + 1][0] * old[k + 1][1] for k in range(oi, oj - 1)):
+            return None
+        out[nj - 1] = old[oj - 1][1]
+        for k in range(nj - 1, ni, -1):
+            out[k - 1] = out[k] * new[k]
+        oi, ni = oj, nj
+    return tuple(out)
+
+
 def permute(x: Tensor, dims) -> Tensor:
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
@@ -1893,6 +1963,8 @@ def permute(x: Tensor, dims) -> Tensor:
     strides = contiguous_strides(x.shape)
     shape = tuple(x.shape[d] for d in dims)
     out = Tensor(dev.strided_gather(x._buf, shape, tuple(strides[d] for d in dims)), shape, x.dtype)
+    permuted = tuple((x._torch_strides or strides)[d] for d in dims)
+    out._torch_strides = None if _torch_contiguous(shape, permuted) else permuted
     return _record("permute", out, (x,), rule("permute", dev, x.shape, dims))
 
 
@@ -1907,6 +1979,9 @@ def expand(x: Tensor, shape) -> Tensor:
     dev = gpu()
     strides = [0] * pad + [0 if s == 1 else st for s, st in zip(x.shape, contiguous_strides(x.shape))]
     out = Tensor(dev.strided_gather(x._buf, shape, strides), shape, x.dtype)
+    torch_strides = tuple([0] * pad + [0 if old == 1 and new != 1 else st for old, new, st in zip(
+        x.shape, shape[pad:], x._torch_strides or contiguous_strides(x.shape))])
+    out._torch_strides = None if _torch_contiguous(shape, torch_strides) else torch_strides
     return _record("expand", out, (x,), rule("expand", dev, x.shape, shape))
 
 
@@ -2172,13 +2247,20 @@ def _index_tensor(op: str, index) -> Tensor:
     return index
 
 
-def _check_index_range(op: str, index: Tensor, size: int, dim: int) -> None:
-    """Host-side bounds check (free where the index tensor keeps its host copy)."""
-    if index._host is None or index._host.size == 0:
+def _check_index_range(op: str, index: Tensor, size: int, dim: int, negative: bool = True) -> None:
+    """Host-side bounds check (free where the index tensor keeps its host copy). With
+    negative=False (gather, index_select: torch refuses negatives there) an index computed
+    on the GPU is read back to be checked: wrapping it silently would be a wrong answer."""
+    if index.numel() == 0:
         return
-    low, high = int(index._host.min()), int(index._host.max())
-    if low < -size or high >= size:
-        bad = low if low < -size else high
+    host = index._host
+    if host is None:
+        if negative:
+            return
+        host = index.numpy()
+    low, high = int(host.min()), int(host.max())
+    if low < (-size if negative else 0) or high >= size:
+        bad = low if low < (-size if negative else 0) else high
         raise IndexError(f"{op}: index {bad} is out of bounds for dimension {dim} with size {size}")
 
 
@@ -2194,7 +2276,7 @@ def gather(x: Tensor, dim: int, index) -> Tensor:
                          f"like the input of shape {x.shape}")
     if any(i > s for k, (i, s) in enumerate(zip(index.shape, x.shape)) if k != d):
         raise ValueError(f"gather: index of shape {index.shape} is larger than the input {x.shape} outside dim {d}")
-    _check_index_range("gather", index, x.shape[d], d)
+    _check_index_range("gather", index, x.shape[d], d, negative=False)
     if any(i != s for k, (i, s) in enumerate(zip(index.shape, x.shape)) if k != d):
         x = getitem(x, tuple(slice(None) if k == d else slice(0, i) for k, i in enumerate(index.shape)))
     dev = gpu()
@@ -2208,13 +2290,13 @@ def gather(x: Tensor, dim: int, index) -> Tensor:
 
 
 def index_select(x: Tensor, dim: int, index) -> Tensor:
-    """The entries of x at positions `index` (1-D integers) along dim; negative wrap."""
+    """The entries of x at positions `index` (1-D integers in [0, size)) along dim."""
     index = _index_tensor("index_select", index)
     d = _dim("index_select", dim, x.ndim)
     if index.ndim > 1:
         raise ValueError(f"index_select: index must be 0-D or 1-D, got shape {index.shape}")
     size = x.shape[d] if x.ndim else 1
-    _check_index_range("index_select", index, size, d)
+    _check_index_range("index_select", index, size, d, negative=False)
     dev = gpu()
     outer, inner = numel(x.shape[:d]), numel(x.shape[d + 1:])
     n_index = index.numel()

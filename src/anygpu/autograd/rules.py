@@ -76,16 +76,17 @@ UNARY_RULES: dict[str, Callable] = {
     "silu": lambda dev, g, x, y, a, b: dev.binary("silu_backward", g, x),
     "gelu": lambda dev, g, x, y, a, b: dev.binary("gelu_backward", g, x),
     "gelu_tanh": lambda dev, g, x, y, a, b: dev.binary("gelu_tanh_backward", g, x),
-    "clamp": lambda dev, g, x, y, a, b: dev.mul(g, dev.unary("inside", x, a, b)),
+    # mask_mul selects: an infinite g gives 0 outside the range, not inf * 0 = NaN.
+    "clamp": lambda dev, g, x, y, a, b: dev.binary("mask_mul", g, dev.unary("inside", x, a, b)),
     "log1p": lambda dev, g, x, y, a, b: dev.binary("div", g, dev.unary("add_scalar", x, 1.0)),
     "sin": lambda dev, g, x, y, a, b: dev.mul(g, dev.unary("cos", x)),
     "cos": lambda dev, g, x, y, a, b: dev.scale(dev.mul(g, dev.unary("sin", x)), -1.0),
-    "reciprocal": lambda dev, g, x, y, a, b: dev.scale(dev.mul(g, dev.mul(y, y)), -1.0),
     "atan": lambda dev, g, x, y, a, b: dev.binary("div", g, dev.unary("add_scalar", dev.mul(x, x), 1.0)),
     "asin": lambda dev, g, x, y, a, b: dev.binary("div", g, dev.unary("sqrt", dev.unary("rsub_scalar", dev.mul(x, x), 1.0))),
     "acos": lambda dev, g, x, y, a, b: dev.scale(
         dev.binary("div", g, dev.unary("sqrt", dev.unary("rsub_scalar", dev.mul(x, x), 1.0))), -1.0),
     "erf": lambda dev, g, x, y, a, b: dev.mul(g, dev.scale(dev.unary("exp", dev.scale(dev.mul(x, x), -1.0)), 1.1283791671)),
+    "reciprocal": lambda dev, g, x, y, a, b: dev.scale(dev.mul(g, dev.mul(y, y)), -1.0),
     "leaky_relu": lambda dev, g, x, y, a, b: dev.binary("leaky_relu_backward", g, x, a),
     "elu": lambda dev, g, x, y, a, b: dev.binary("elu_backward", g, x, a),
     "softplus": lambda dev, g, x, y, a, b: dev.mul(g, dev.unary("softplus_grad", x, a, b)),
@@ -193,8 +194,10 @@ def _extreme_rule(op: str):
             share = dev.binary(op + "_share", a, b)
         else:
             share, _ = dev.broadcast_binary(op + "_share", a, a_shape, b, b_shape)
-        ga = dev.mul(grad_out, share)
-        return _reduced(dev, (ga if needs[0] else None, dev.sub(grad_out, ga) if needs[1] else None), shapes)
+        # Select, not multiply (mask_mul): an infinite grad_out gives 0 to the input that lost.
+        ga = dev.binary("mask_mul", grad_out, share) if needs[0] else None
+        gb = dev.binary("mask_mul", grad_out, dev.unary("rsub_scalar", share, 1.0)) if needs[1] else None
+        return _reduced(dev, (ga, gb), shapes)
     return extreme_backward
 
 
@@ -231,7 +234,7 @@ def extreme_all_backward(dev, grad_out, x, value, x_shape):
     n = x.len
     hits, _ = dev.broadcast_binary("eq", x, tuple(x_shape), value, ())
     share = dev.binary("div", grad_out, dev.reduce_axis(hits, 1, n, 1, "sum"))
-    return (dev.broadcast_binary("mul", hits, tuple(x_shape), share, ())[0],)
+    return (dev.broadcast_binary("mask_mul", share, (), hits, tuple(x_shape))[0],)
 
 
 @rule("max_dim", "min_dim")
@@ -240,7 +243,7 @@ def extreme_dim_backward(dev, grad_out, indices, outer: int, mid: int, inner: in
     (i32): grad_out routed to the arg position (one-hot(index) * grad_out)."""
     positions = dev.upload(np.arange(mid, dtype=np.float32))
     onehot, _ = dev.broadcast_binary("eq", positions, (1, mid, 1), dev.cast(indices, "f32"), (outer, 1, inner))
-    return (dev.broadcast_binary("mul", onehot, (outer, mid, inner), grad_out, (outer, 1, inner))[0],)
+    return (dev.broadcast_binary("mask_mul", grad_out, (outer, 1, inner), onehot, (outer, mid, inner))[0],)
 
 
 @rule("softmax")

@@ -24,7 +24,6 @@ import gzip
 import math
 import os
 import struct
-import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -208,7 +207,8 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     """
     path = Path(path)
     try:
-        blob = path.read_bytes()
+        with nanosign.open_regular(path, "read_idx") as handle:  # a FIFO or device is refused, not read
+            blob = handle.read()
     except OSError as exc:
         raise DataError(f"{path}: cannot read file ({exc.strerror or exc})") from None
     if blob[:2] == b"\x1f\x8b":
@@ -864,14 +864,8 @@ def save_image_grid(
 
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
-    )
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            picture.save(stream, format="PNG")
-        os.replace(temp_name, target)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
+    # nanosign's writer: fsynced, and its temporary file (left by a crash) is recognised
+    # and removed by the next write.
+    with nanosign.atomic_writer(target) as stream:
+        picture.save(stream, format="PNG")
     return target

@@ -30,5 +30,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (i32(c) == target_class) { hit = 1.0; }
     let d_nll = w_t * (p - hit);
     let d_smooth = stats[2u * r + 1u] * p - weight[c];
-    grad_logits[i] = grad_parts[r] * d_nll + grad_parts[P.rows + r] * d_smooth;
+    // Select, not multiply: a zero derivative gives 0 even for an infinite upstream gradient
+    // (inf * 0 would be NaN where torch has 0).
+    grad_logits[i] = select(0.0, grad_parts[r] * d_nll, d_nll != 0.0)
+                   + select(0.0, grad_parts[P.rows + r] * d_smooth, d_smooth != 0.0 && grad_parts[P.rows + r] != 0.0);
 }

@@ -27,12 +27,17 @@ fn main(@builtin(local_invocation_index) tid: u32,
     var local_sum = 0.0;
     for (var e = tid; e < count; e = e + WG) { local_sum = local_sum + x[base + e]; }
     let mean = workgroup_sum(tid, local_sum) / f32(count);
+    // Scaled by the largest deviation before squaring (see layer_norm.wgsl): finite near 1e30.
+    var peak = 0.0;
+    for (var e = tid; e < count; e = e + WG) { peak = max(peak, abs(x[base + e] - mean)); }
+    let top = workgroup_max(tid, peak);
+    let unit = select(1.0, top, top > 0.0);
     var local_sq = 0.0;
     for (var e = tid; e < count; e = e + WG) {
-        let d = x[base + e] - mean;
+        let d = (x[base + e] - mean) / unit;
         local_sq = local_sq + d * d;
     }
-    let rstd = inverseSqrt(workgroup_sum(tid, local_sq) / f32(count) + P.eps);
+    let rstd = inverseSqrt(workgroup_sum(tid, local_sq) / f32(count) + P.eps / (unit * unit)) / unit;
 
     for (var e = tid; e < count; e = e + WG) {
         let c = channel0 + e / P.spatial;

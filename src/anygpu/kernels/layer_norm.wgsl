@@ -24,12 +24,18 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     var acc = 0.0;
     for (var c = t; c < P.cols; c += WG) { acc += x[base + c]; }
     let mean = workgroup_sum(t, acc) / n;
+    // Deviations are divided by their largest magnitude before squaring: values near 1e30
+    // (whose squares overflow f32) still normalise, as a scaled computation does.
+    var peak = 0.0;
+    for (var c = t; c < P.cols; c += WG) { peak = max(peak, abs(x[base + c] - mean)); }
+    let top = workgroup_max(t, peak);
+    let unit = select(1.0, top, top > 0.0);
     acc = 0.0;
     for (var c = t; c < P.cols; c += WG) {
-        let d = x[base + c] - mean;
+        let d = (x[base + c] - mean) / unit;
         acc += d * d;
     }
-    let rstd = inverseSqrt(workgroup_sum(t, acc) / n + P.eps);
+    let rstd = inverseSqrt(workgroup_sum(t, acc) / n + P.eps / (unit * unit)) / unit;
     for (var c = t; c < P.cols; c += WG) {
         var v = (x[base + c] - mean) * rstd;
         if ((P.flags & 1u) != 0u) { v = v * gamma[c]; }

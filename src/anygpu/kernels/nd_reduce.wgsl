@@ -11,14 +11,18 @@
 var<workgroup> vals: array<{{C}}, 256>;
 var<workgroup> idxs: array<u32, 256>;
 
+// NaN test of the element kind: a bit test for floats ({{NAN_TEST}} of `v`), since
+// compilers may fold `v != v` to false; `false` for integers.
+fn is_nan(v: {{C}}) -> bool { return {{NAN_TEST}}; }
+
 fn better(op: u32, a: {{C}}, ia: u32, b: {{C}}, ib: u32) -> bool {
-    // Is (b, ib) preferred over (a, ia)? NaN wins, like torch.
+    // Is (b, ib) preferred over (a, ia)? NaN wins, like torch (the first NaN for arg-ops).
+    if (is_nan(b)) { return !is_nan(a) || ib < ia; }
+    if (is_nan(a)) { return false; }
     if (op == 1u || op == 3u) {
-        if (b != b) { return a == a || ib < ia; }
-        return a == a && (b > a || (b == a && ib < ia));
+        return b > a || (b == a && ib < ia);
     }
-    if (b != b) { return a == a || ib < ia; }
-    return a == a && (b < a || (b == a && ib < ia));
+    return b < a || (b == a && ib < ia);
 }
 
 @compute @workgroup_size(256)

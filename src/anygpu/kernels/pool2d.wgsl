@@ -10,6 +10,9 @@
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
 @group(0) @binding(3) var<storage, read_write> indices: array<i32>;
 
+// A bit test: compilers may fold `v != v` to false.
+fn is_nan(v: f32) -> bool { return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u; }
+
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = gid.x + gid.y * nwg.x * 256u;
@@ -23,7 +26,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let in_h = i32(P.in_h);
     let in_w = i32(P.in_w);
     if (P.mode == 0u) {
-        var best = 0.0;
+        var best = bitcast<f32>(0xff800000u);  // -inf: a window wholly in the padding, as in torch
         var best_index = -1;
         for (var r = 0i; r < i32(P.kh); r++) {
             let ih = h0 + r * i32(P.dil_h);
@@ -32,13 +35,13 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
                 let iw = w0 + s * i32(P.dil_w);
                 if (iw < 0 || iw >= in_w) { continue; }
                 let v = x[base + u32(ih * in_w + iw)];
-                if (best_index < 0 || v > best || v != v) {
+                if (best_index < 0 || v > best || is_nan(v)) {
                     best = v;
                     best_index = ih * in_w + iw;
-                    if (v != v) { break; }
+                    if (is_nan(v)) { break; }
                 }
             }
-            if (best != best) { break; }
+            if (is_nan(best)) { break; }
         }
         out[i] = best;
         indices[i] = best_index;

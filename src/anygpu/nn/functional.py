@@ -20,6 +20,7 @@ from ..ops import gpu
 from ..ops._common import check_pair
 from ..ops.conv import conv_output_size, conv_transpose_output_size
 from ..ops.nd import broadcast_shapes, contiguous_strides, numel
+from ..tensor import linked_empty, zeros
 from ..tensor import (
     Tensor, _record, default_generator, float32, full, int32, int64, no_grad, ones, tensor, unary_op,
     where,
@@ -134,8 +135,9 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     rows = numel(input.shape[:-1])
     out_shape = input.shape[:-1] + (out_f,)
     dev = gpu()
-    if rows == 0:
-        return Tensor(dev.alloc(0), out_shape)
+    if rows == 0 or in_f == 0 or out_f == 0:  # empty product: zeros (+ bias) as torch, kept in the graph
+        out = zeros(out_shape) if bias is None or rows == 0 or out_f == 0 else zeros(out_shape) + bias
+        return linked_empty(out, input, weight, bias)
     buf = dev.matmul_strided(input._buf, weight._buf, 1, rows, out_f, in_f, trans_b=True, op=op)
     if bias is not None:
         buf = dev.add_per_col(buf, bias._buf, rows, out_f)
@@ -159,12 +161,26 @@ def _conv_padding(op: str, padding, kh: int, kw: int, stride, dilation):
     return _pair(op, "padding", padding, 0), (0, 0)
 
 
+def _empty_batch(fn, input: Tensor, linked, *args, **kwargs):
+    """fn on a batch of 0 samples (input (0, ...)): torch returns an empty batch. Its shape
+    comes from one zero sample (checking every argument on the way); the result stays in
+    the graph, so input and parameters get zero gradients as torch's."""
+    with no_grad():
+        probe = fn(zeros((1,) + tuple(input.shape[1:])), *args, **kwargs)
+    parts = probe if isinstance(probe, tuple) else (probe,)
+    empty = tuple(linked_empty(zeros((0,) + tuple(p.shape[1:]), dtype=p.dtype), input, *linked)
+                  if p.dtype.is_floating_point else zeros((0,) + tuple(p.shape[1:]), dtype=p.dtype) for p in parts)
+    return empty if isinstance(probe, tuple) else empty[0]
+
+
 def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
            groups: int = 1) -> Tensor:
     """2-D convolution (cross-correlation): input (N, C_in, H, W) or (C_in, H, W),
     weight (C_out, C_in/groups, kH, kW), bias (C_out) -> (N, C_out, H_out, W_out).
     padding: int, (ph, pw), 'valid' or 'same' (stride 1)."""
     op = "conv2d"
+    if isinstance(input, Tensor) and input.ndim == 4 and input.shape[0] == 0:
+        return _empty_batch(conv2d, input, (weight, bias), weight, bias, stride, padding, dilation, groups)
     _tensor(op, "input", input)
     _tensor(op, "weight", weight, ndims=(4,))
     x, unbatched = _batched(op, input, 2)
@@ -210,6 +226,9 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
     weight (C_in, C_out/groups, kH, kW), bias (C_out) -> (N, C_out, H_out, W_out),
     H_out = (H - 1)*stride - 2*padding + dilation*(kH - 1) + output_padding + 1."""
     op = "conv_transpose2d"
+    if isinstance(input, Tensor) and input.ndim == 4 and input.shape[0] == 0:
+        return _empty_batch(conv_transpose2d, input, (weight, bias), weight, bias, stride, padding,
+                            output_padding, groups, dilation)
     _tensor(op, "input", input)
     _tensor(op, "weight", weight, ndims=(4,))
     x, unbatched = _batched(op, input, 2)
@@ -404,8 +423,11 @@ def _class_loss(op: str, input: Tensor, target: Tensor, weight, ignore_index: in
     _optional(op, "weight", weight, (classes,))
     _check_classes(op, target, classes, ignore_index)
     dev = gpu()
-    if rows == 0:
-        return _reduce(Tensor(dev.alloc(0), none_shape), reduction) if reduction != "mean" else full((), math.nan)
+    if rows == 0:  # torch's values (empty, 0 sum, NaN mean), still linked to input for backward
+        if reduction == "none":
+            return input.reshape(none_shape)
+        linked = input.sum() * 0.0
+        return linked if reduction == "sum" else linked + math.nan
     weight_buf = weight._buf if weight is not None else ones(classes)._buf
     parts_buf, stats, row_weight = dev.cross_entropy_rows(logits._buf, flat_target._buf, weight_buf, rows, classes,
                                                           ignore_index, log_probs)
@@ -647,6 +669,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     if query.shape[-1] != key.shape[-1]:
         raise ValueError(f"{op}: query of shape {query.shape} and key of shape {key.shape} differ in the "
                          f"embedding dim ({query.shape[-1]} != {key.shape[-1]})")
+    if query.shape[-2] == 0 or key.shape[-2] == 0:  # no queries: empty; no keys: zeros, as torch
+        batch = broadcast_shapes(op, query.shape[:-2], key.shape[:-2], value.shape[:-2])
+        return linked_empty(zeros(batch + (query.shape[-2], value.shape[-1])), query, key, value)
     if key.shape[-2] != value.shape[-2]:
         raise ValueError(f"{op}: key of shape {key.shape} and value of shape {value.shape} differ in the "
                          f"sequence dim ({key.shape[-2]} != {value.shape[-2]})")
@@ -709,6 +734,9 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     upscales of 2-D images take the upsample kernel; other sizes gather rows per axis."""
     op = "interpolate"
     _tensor(op, "input", input, ndims=(3, 4, 5))
+    if input.shape[0] == 0:
+        return _empty_batch(interpolate, input, (), size, scale_factor, mode, align_corners,
+                            recompute_scale_factor, antialias)
     if mode not in ("nearest", "nearest-exact"):
         raise ValueError(f"interpolate: mode {mode!r} is not supported (use 'nearest' or 'nearest-exact')")
     if align_corners is not None:
@@ -852,6 +880,9 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
     """Mean over kernel_size windows of input (N, C, H, W) or (C, H, W); stride defaults to
     kernel_size; the divisor counts padding unless count_include_pad=False."""
     op = "avg_pool2d"
+    if isinstance(input, Tensor) and input.ndim == 4 and input.shape[0] == 0:
+        return _empty_batch(avg_pool2d, input, (), kernel_size, stride, padding, ceil_mode,
+                            count_include_pad, divisor_override)
     x, unbatched = _pool_input(op, input)
     kernel = _pair(op, "kernel_size", kernel_size, 1)
     stride = kernel if stride is None or stride == [] or stride == () else _pair(op, "stride", stride, 1)
@@ -904,8 +935,8 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
         before[input.ndim - 1 - i], after[input.ndim - 1 - i] = pad[2 * i], pad[2 * i + 1]
     if any(b < 0 or a < 0 for b, a in zip(before, after)):  # crop first
         crop = tuple(slice(max(-b, 0), s - max(-a, 0)) for s, b, a in zip(input.shape, before, after))
-        if any(c.stop <= c.start for c in crop):
-            raise ValueError(f"pad: pad {pad} crops input of shape {input.shape} to nothing")
+        if any(c.stop < c.start for c in crop):  # to exactly nothing is allowed, as in torch
+            raise ValueError(f"pad: pad {pad} crops input of shape {input.shape} to a negative size")
         input = input[crop]
         before, after = [max(b, 0) for b in before], [max(a, 0) for a in after]
     shape = tuple(s + b + a for s, b, a in zip(input.shape, before, after))
@@ -919,6 +950,8 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
         buf = dev.unary("fill", dev.empty(numel(shape)), fill)
     else:
         buf = dev.upload(np.full(numel(shape), fill, np.int32))
+    if input.numel() == 0:  # only the fill: no element to place, the gradient is empty
+        return linked_empty(Tensor(buf, shape, input.dtype), input)
     dev.strided_scatter(input._buf, buf, input.shape, strides, offset)
     out = Tensor(buf, shape, input.dtype)
     return _record(op, out, (input,), rule("pad", dev, input.shape, strides, offset))

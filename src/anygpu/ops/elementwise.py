@@ -19,6 +19,30 @@ from ._common import WORKGROUP_1D, check_buffer, check_same_len
 __all__ = ["unary", "binary", "add", "sub", "mul", "scale", "relu", "sigmoid", "swish", "tanh_act",
            "relu_backward", "sigmoid_backward", "swish_backward", "tanh_backward"]
 
+def _nan(x: str) -> str:
+    """WGSL test that f32 `x` is NaN. Compilers may assume no NaN and fold `x != x` to
+    false (lavapipe does), so the test reads the bits."""
+    return f"((bitcast<u32>({x}) & 0x7fffffffu) > 0x7f800000u)"
+
+
+_INF, _NEG_INF = "bitcast<f32>(0x7f800000u)", "bitcast<f32>(0xff800000u)"
+
+
+def _pow_expr(base: str, exponent: str) -> str:
+    """base ** exponent as torch: real results for negative bases and integer exponents,
+    x ** 0 = 1 (NaN too), NaN ** y = NaN, 0 ** negative = inf (-inf for -0 and odd y)."""
+    odd = f"abs({exponent} - 2.0 * floor({exponent} * 0.5)) == 1.0"
+    core = (f"select(select(select(pow(abs({base}), {exponent}), -pow(abs({base}), {exponent}), {odd}),"
+            f" pow({base}, {exponent}), {base} >= 0.0 || {exponent} != floor({exponent})), 1.0, {exponent} == 0.0)")
+    # Exponents -1, 2, 3 exactly, as torch: exp2(y * log2(x)) loses bits near 1e38.
+    core = (f"select(select(select({core}, {base} * {base} * {base}, {exponent} == 3.0), {base} * {base},"
+            f" {exponent} == 2.0), 1.0 / {base}, {exponent} == -1.0)")
+    negative_zero = f"(bitcast<u32>({base}) & 0x80000000u) != 0u"
+    at_zero = f"select({_INF}, select({_INF}, {_NEG_INF}, {negative_zero}), {odd})"
+    return (f"select(select({core}, {base}, {_nan(base)} && {exponent} != 0.0), {at_zero},"
+            f" {base} == 0.0 && {exponent} < 0.0)")
+
+
 # Expressions of `v` (input), `alpha`, `beta` (parameters).
 UNARY = {
     "scale": "v * alpha",
@@ -37,10 +61,14 @@ UNARY = {
     "abs": "abs(v)",
     "square": "v * v",
     "reciprocal": "1.0 / v",
-    "clamp": "clamp(v, alpha, beta)",
+    "clamp": f"select(clamp(v, alpha, beta), v, {_nan('v')})",  # NaN stays NaN, as in torch
     "gelu": "0.5 * v * (1.0 + erf_approx(v * 0.70710678118))",
     "gelu_tanh": "0.5 * v * (1.0 + tanh(clamp(0.7978845608 * (v + 0.044715 * v * v * v), -15.0, 15.0)))",
     "sign": "sign(v)",
+    "floor": "floor(v)",
+    "ceil": "ceil(v)",
+    "round": "round(v)",
+    "trunc": "trunc(v)",
     "inside": "select(0.0, 1.0, v >= alpha && v <= beta)",
     "fill": "alpha",
     # Scalar operands of Tensor arithmetic (one launch instead of a fill plus a broadcast).
@@ -48,8 +76,7 @@ UNARY = {
     "rsub_scalar": "alpha - v",
     "rdiv_scalar": "alpha / v",
     # v ** alpha with torch's real results for negative bases and integer exponents.
-    "pow_scalar": "select(select(select(pow(abs(v), alpha), -pow(abs(v), alpha), abs(alpha - 2.0 * floor(alpha * 0.5)) == 1.0),"
-                  " pow(v, alpha), v >= 0.0 || alpha != floor(alpha)), 1.0, alpha == 0.0)",
+    "pow_scalar": _pow_expr("v", "alpha"),
     # log(1 + v), accurate for |v| < 0.1 by its series to v^10 (1 + v rounds v away, and
     # drivers' log is least accurate near 1: lavapipe's is off by ~5e-8 there).
     "log1p": "select(log(1.0 + v), v * " + "".join(f"({1 / k:.9g} - v * " for k in range(1, 10)) + "0.1"
@@ -62,12 +89,8 @@ UNARY = {
     "acos": "1.5707963268 - atan(v / sqrt(1.0 - v * v))",
     # erf: Abramowitz-Stegun 7.1.26 (abs error 1.5e-7), its series near 0 where that error is relative
     "erf": "select(erf_approx(v), 1.1283791671 * v * (1.0 - v * v * (0.333333333 - v * v * 0.1)), abs(v) < 0.05)",
-    "floor": "floor(v)",
-    "ceil": "ceil(v)",
-    "round": "round(v)",
-    "trunc": "trunc(v)",
     "leaky_relu": "select(v * alpha, v, v > 0.0)",
-    "elu": "select(alpha * (exp(min(v, 0.0)) - 1.0), v, v > 0.0)",
+    "elu": f"select(select(alpha * (exp(min(v, 0.0)) - 1.0), v, v > 0.0), v, {_nan('v')})",
     # softplus with threshold beta (torch: x itself above it), alpha = beta parameter.
     "softplus": "select(log(1.0 + exp(v * alpha)) / alpha, v, v * alpha > beta)",
     "softplus_grad": "select(1.0 / (1.0 + exp(-v * alpha)), 1.0, v * alpha > beta)",
@@ -80,11 +103,14 @@ BINARY = {
     "mul": "a * b",
     "div": "a / b",
     # a**b: pow() alone is NaN for a < 0, but torch gives a real result when b is an integer.
-    "pow": "select(select(select(pow(abs(a), b), -pow(abs(a), b), abs(b - 2.0 * floor(b * 0.5)) == 1.0),"
-           " pow(a, b), a >= 0.0 || b != floor(b)), 1.0, b == 0.0)",
-    "maximum": "max(a, b)",
-    "minimum": "min(a, b)",
-    "relu_backward": "select(0.0, a, b > 0.0)",          # a = grad, b = x
+    "pow": _pow_expr("a", "b"),
+    # NaN in either operand gives NaN, as in torch (a + b is that NaN).
+    "maximum": f"select(max(a, b), a + b, {_nan('a')} || {_nan('b')})",
+    "minimum": f"select(min(a, b), a + b, {_nan('a')} || {_nan('b')})",
+    # a * b where mask b is nonzero, else 0 even for an infinite or NaN a: backward rules
+    # route gradients with it (select, not multiply: inf * 0 would be NaN).
+    "mask_mul": "select(0.0, a * b, b != 0.0)",
+    "relu_backward": f"select(0.0, a, b > 0.0 || {_nan('b')})",  # a = grad, b = x (torch: 0 only where x <= 0)
     "sigmoid_backward": "a * b * (1.0 - b)",              # b = y = sigmoid(x)
     "silu_backward": "a * (1.0 / (1.0 + exp(-b))) * (1.0 + b * (1.0 - 1.0 / (1.0 + exp(-b))))",  # b = x
     "tanh_backward": "a * (1.0 - b * b)",                 # b = y = tanh(x)
@@ -141,6 +167,13 @@ COMPARISONS = {
     "gt": "select(0u, 1u, a > b)",
     "ge": "select(0u, 1u, a >= b)",
 }
+# Floats: NaN compares unequal to everything, itself included (bit tests, see _nan).
+FLOAT_COMPARISONS = {
+    "eq": f"select(0u, 1u, a == b && !{_nan('a')} && !{_nan('b')})",
+    "ne": f"select(0u, 1u, a != b || {_nan('a')} || {_nan('b')})",
+    **{name: f"select(0u, 1u, a {sign} b && !{_nan('a')} && !{_nan('b')})"
+       for name, sign in (("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">="))},
+}
 _TABLES = {"float": (UNARY, BINARY), "int": (INT_UNARY, INT_BINARY), "uint": ({}, {}),
            "bool": (BOOL_UNARY, BOOL_BINARY)}
 
@@ -154,7 +187,7 @@ def expression(op: str, name: str, dtype: str, arity: int) -> str:
     kind = DTYPES[dtype].kind
     table = _TABLES[kind][arity - 1]
     if arity == 2 and name in COMPARISONS:
-        return COMPARISONS[name]
+        return (FLOAT_COMPARISONS if kind == "float" else COMPARISONS)[name]
     if name not in table:
         known = sorted(table) + (sorted(COMPARISONS) if arity == 2 else [])
         raise ValueError(f"{op}: {name!r} is not defined for {dtype} elements "

@@ -188,8 +188,9 @@ def reduce_axis(dev, x, outer: int, mid: int, inner: int, op: str = "sum"):
     out = dev.empty(outer * inner, result)
     if outer * inner == 0:
         return out
-    kernel = dev.kernel("nd_reduce", source("nd_reduce.wgsl", "", REDUCE_PARAMS, dtype, result), 1, 1,
-                        REDUCE_PARAMS.format(dtype))
+    nan_test = "(bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u" if DTYPES[dtype].kind == "float" else "false"
+    kernel = dev.kernel("nd_reduce", source("nd_reduce.wgsl", "", REDUCE_PARAMS, dtype, result, NAN_TEST=nan_test),
+                        1, 1, REDUCE_PARAMS.format(dtype))
     dev.launch(kernel, [x], [out], (outer, mid, inner, _REDUCE_OPS[op]), dev.grid(outer * inner))
     return out
 
