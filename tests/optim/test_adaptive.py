@@ -51,6 +51,10 @@ CASES = [
     ("RAdam", dict()),
     ("RAdam", dict(lr=0.01, betas=(0.9, 0.9), weight_decay=0.1)),  # beta2=0.9: rectified from step 6 on
     ("RAdam", dict(lr=0.01, betas=(0.5, 0.8), weight_decay=0.2, decoupled_weight_decay=True, maximize=True)),
+    ("Adamax", dict()),
+    ("Adamax", dict(lr=0.01, betas=(0.8, 0.9), eps=1e-4, weight_decay=0.1, maximize=True)),
+    ("Rprop", dict()),
+    ("Rprop", dict(lr=0.05, etas=(0.3, 1.5), step_sizes=(1e-3, 0.2), maximize=True)),
 ]
 
 
@@ -81,7 +85,7 @@ def test_radam_switches_to_the_rectified_step():
 def test_defaults_match_torch():
     p = [nn.Parameter(ag.zeros(2))]
     tp = [torch.zeros(2, requires_grad=True)]
-    for name in ("Adadelta", "Adagrad", "RMSprop", "NAdam", "RAdam"):
+    for name in ("Adadelta", "Adagrad", "RMSprop", "NAdam", "RAdam", "Adamax", "Rprop"):
         ours = getattr(optim, name)(p).param_groups[0]
         theirs = getattr(torch.optim, name)(tp).param_groups[0]
         for key, value in ours.items():
@@ -113,7 +117,7 @@ def test_training_a_model_with_rmsprop_matches_torch():
 
 STATE_CASES = [("Adadelta", dict(lr=0.5)), ("Adagrad", dict(lr=0.1, initial_accumulator_value=0.1)),
                ("RMSprop", dict(lr=0.01, momentum=0.9, centered=True)), ("NAdam", dict(lr=0.01)),
-               ("RAdam", dict(lr=0.01))]
+               ("RAdam", dict(lr=0.01)), ("Adamax", dict(lr=0.01)), ("Rprop", dict(lr=0.02))]
 
 
 @pytest.mark.parametrize("name,kwargs", STATE_CASES, ids=[c[0] for c in STATE_CASES])

@@ -91,6 +91,8 @@ class Device(runtime.Device):
     rmsprop_step = optim.rmsprop_step
     nadam_step = optim.nadam_step
     radam_step = optim.radam_step
+    adamax_step = optim.adamax_step
+    rprop_step = optim.rprop_step
     # batchnorm.py
     batch_norm_stats = batchnorm.batch_norm_stats
     batch_norm_apply = batchnorm.batch_norm_apply

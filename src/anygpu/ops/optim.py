@@ -10,7 +10,8 @@ from __future__ import annotations
 from ..runtime import load_shader
 from ._common import check_buffer, grid_1d
 
-__all__ = ["sgd_step", "adam_step", "adadelta_step", "adagrad_step", "rmsprop_step", "nadam_step", "radam_step"]
+__all__ = ["sgd_step", "adam_step", "adadelta_step", "adagrad_step", "rmsprop_step", "nadam_step", "radam_step",
+           "adamax_step", "rprop_step"]
 
 
 def _check_f32(op: str, **buffers) -> int:
@@ -153,3 +154,27 @@ def radam_step(dev, param, grad, exp_avg, exp_avg_sq, *, lr: float, beta1: float
     params = (n, -1.0 if maximize else 1.0, decay, weight_decay, 1.0 - beta1, beta2, 1.0 - beta2, eps,
               bias_correction1, bias_correction2_sqrt, lr, 0.0 if rect is None else rect, int(rect is not None))
     dev.launch(kernel, [_distinct_grad(dev, grad, param)], [param, exp_avg, exp_avg_sq], params, grid_1d(dev, n))
+
+
+def adamax_step(dev, param, grad, exp_avg, exp_inf, *, clr: float, beta1: float, beta2: float, eps: float,
+                weight_decay: float = 0.0, maximize: bool = False) -> None:
+    """One Adamax update of `param`, `exp_avg` and `exp_inf` in place (torch.optim.Adamax's
+    rule; see optim_adamax.wgsl). clr = lr / (1 - beta1^t)."""
+    n = _check_f32("adamax_step", param=param, grad=grad, exp_avg=exp_avg, exp_inf=exp_inf)
+    if n == 0:
+        return
+    kernel = dev.kernel("adamax", load_shader("optim_adamax.wgsl"), 1, 3, "Iffffff", entry_point="adamax")
+    params = (n, -1.0 if maximize else 1.0, weight_decay, 1.0 - beta1, beta2, eps, -clr)
+    dev.launch(kernel, [_distinct_grad(dev, grad, param)], [param, exp_avg, exp_inf], params, grid_1d(dev, n))
+
+
+def rprop_step(dev, param, grad, prev, step_size, *, etaminus: float, etaplus: float, step_size_min: float,
+               step_size_max: float, maximize: bool = False) -> None:
+    """One Rprop update of `param`, `prev` and `step_size` in place (torch.optim.Rprop's
+    rule; see optim_rprop.wgsl)."""
+    n = _check_f32("rprop_step", param=param, grad=grad, prev=prev, step_size=step_size)
+    if n == 0:
+        return
+    kernel = dev.kernel("rprop", load_shader("optim_rprop.wgsl"), 1, 3, "Ifffff", entry_point="rprop")
+    params = (n, -1.0 if maximize else 1.0, etaminus, etaplus, step_size_min, step_size_max)
+    dev.launch(kernel, [_distinct_grad(dev, grad, param)], [param, prev, step_size], params, grid_1d(dev, n))

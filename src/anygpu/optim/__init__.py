@@ -9,7 +9,7 @@ from . import schedulers as lr_scheduler
 
 # `import torch.optim.lr_scheduler` / `from torch.optim.lr_scheduler import StepLR` as in torch.
 _sys.modules[__name__ + ".lr_scheduler"] = schedulers
-from .adaptive import Adadelta, Adagrad, NAdam, RAdam, RMSprop
+from .adaptive import Adadelta, Adagrad, Adamax, NAdam, RAdam, RMSprop, Rprop
 from .optimizers import SGD, Adam, AdamW, Optimizer, flatten_state_dict, unflatten_state_dict
 from .schedulers import (
     ConstantLR, CosineAnnealingLR, CosineAnnealingWarmRestarts, ExponentialLR, LambdaLR, LinearLR, LinearWarmup,
@@ -17,7 +17,8 @@ from .schedulers import (
     MultiplicativeLR, CyclicLR,
 )
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adadelta", "Adagrad", "RMSprop", "NAdam", "RAdam",
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adadelta", "Adagrad", "RMSprop", "NAdam", "RAdam", "Adamax",
+           "Rprop",
            "flatten_state_dict", "unflatten_state_dict", "LRScheduler", "StepLR", "CosineAnnealingLR", "LinearWarmup",
            "LambdaLR", "MultiStepLR", "ExponentialLR", "OneCycleLR", "ReduceLROnPlateau", "ConstantLR", "LinearLR",
            "PolynomialLR", "CosineAnnealingWarmRestarts", "SequentialLR", "ChainedScheduler",

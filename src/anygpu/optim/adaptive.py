@@ -1,5 +1,5 @@
 """More of torch.optim, with its names, defaults and update rules: Adadelta, Adagrad,
-RMSprop, NAdam and RAdam.
+RMSprop, NAdam, RAdam, Adamax and Rprop.
 
 As for SGD and Adam (optimizers.py): one fused kernel per parameter per step updates
 the parameter and its state buffers in place on the GPU (ops/optim.py, kernels/optim_*.wgsl);
@@ -18,7 +18,7 @@ import numpy as np
 from ..tensor import Tensor
 from .optimizers import Optimizer, _check_hyper, _gpu_state
 
-__all__ = ["Adadelta", "Adagrad", "RMSprop", "NAdam", "RAdam"]
+__all__ = ["Adadelta", "Adagrad", "RMSprop", "NAdam", "RAdam", "Adamax", "Rprop"]
 
 
 def _refuse(name: str, capturable: bool = False, differentiable: bool = False) -> None:
@@ -271,4 +271,74 @@ class RAdam(Optimizer):
                                 weight_decay=0.0 if decoupled else weight_decay,
                                 decay=1.0 - lr * weight_decay if decoupled else 1.0,
                                 maximize=bool(group["maximize"]))
+            _updated(p)
+
+
+class Adamax(Optimizer):
+    """Adamax (torch.optim.Adamax): Adam with the infinity norm, g = grad + weight_decay*p;
+    exp_avg = lerp(exp_avg, g, 1-beta1); exp_inf = max(beta2*exp_inf, |g| + eps);
+    p -= lr/(1-beta1^t) * exp_avg/exp_inf."""
+
+    _state_tensors = ("exp_avg", "exp_inf")
+
+    def __init__(self, params, lr: float = 2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
+                 foreach=None, *, maximize: bool = False, differentiable: bool = False, capturable: bool = False):
+        _check_hyper("learning rate", lr)
+        _check_hyper("epsilon value", eps)
+        _check_hyper("weight_decay value", weight_decay)
+        betas = _check_betas(betas)
+        _refuse("Adamax", capturable, differentiable)
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, maximize=maximize))
+
+    def _step_group(self, group: dict[str, Any]) -> None:
+        beta1, beta2 = (float(b) for b in group["betas"])
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            grad = self._grad_of(p)
+            state = self.state.setdefault(p, {})
+            if "step" not in state:
+                state["step"] = 0
+                state["exp_avg"] = _zeros_like(p)
+                state["exp_inf"] = _zeros_like(p)
+            state["step"] += 1
+            clr = float(group["lr"]) / (1 - beta1 ** state["step"])
+            p._dev.adamax_step(p._buf, grad._buf, state["exp_avg"]._buf, state["exp_inf"]._buf, clr=clr,
+                               beta1=beta1, beta2=beta2, eps=float(group["eps"]),
+                               weight_decay=float(group["weight_decay"]), maximize=bool(group["maximize"]))
+            _updated(p)
+
+
+class Rprop(Optimizer):
+    """Rprop (torch.optim.Rprop): each element's step size grows by etas[1] while the
+    gradient keeps its sign and shrinks by etas[0] when it flips (that step is skipped),
+    within step_sizes; p -= sign(grad) * step_size. State: step, prev, step_size (= lr at first)."""
+
+    _state_tensors = ("prev", "step_size")
+
+    def __init__(self, params, lr: float = 1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *,
+                 capturable: bool = False, foreach=None, maximize: bool = False, differentiable: bool = False):
+        _check_hyper("learning rate", lr)
+        if not 0.0 < etas[0] < 1.0 < etas[1]:
+            raise ValueError(f"Invalid eta values: {etas[0]}, {etas[1]}")
+        _refuse("Rprop", capturable, differentiable)
+        super().__init__(params, dict(lr=lr, etas=(float(etas[0]), float(etas[1])),
+                                      step_sizes=(float(step_sizes[0]), float(step_sizes[1])), maximize=maximize))
+
+    def _step_group(self, group: dict[str, Any]) -> None:
+        etaminus, etaplus = (float(e) for e in group["etas"])
+        low, high = (float(s) for s in group["step_sizes"])
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            grad = self._grad_of(p)
+            state = self.state.setdefault(p, {})
+            if "step" not in state:
+                state["step"] = 0
+                state["prev"] = _zeros_like(p)
+                state["step_size"] = _gpu_state(p._dev, np.full(p.numel(), float(group["lr"]), np.float32), p.shape)
+            state["step"] += 1
+            p._dev.rprop_step(p._buf, grad._buf, state["prev"]._buf, state["step_size"]._buf, etaminus=etaminus,
+                              etaplus=etaplus, step_size_min=low, step_size_max=high,
+                              maximize=bool(group["maximize"]))
             _updated(p)
