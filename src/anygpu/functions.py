@@ -13,7 +13,7 @@ import numpy as np
 from . import dtypes, placement
 from .dtypes import finfo, iinfo
 from .tensor import (
-    Tensor, meshgrid, _generator_rng, _to_tensor, arange, argsort, cat, cumsum, diag, einsum, flip,
+    Tensor, bucketize, cartesian_prod, cdist, meshgrid, searchsorted, _generator_rng, _to_tensor, arange, argsort, cat, cumsum, diag, einsum, flip,
     full, gather, index_select, log_softmax, logsumexp, matmul, multinomial, nonzero, randperm,
     reshape, roll, softmax, sort, stack, tensor, topk, where, zeros,
 )
@@ -36,7 +36,10 @@ __all__ = [
     "broadcast_tensors", "movedim", "moveaxis", "swapaxes", "select", "unflatten", "lerp", "addmm", "baddbmm",
     "count_nonzero", "tan", "sinh", "cosh", "logit", "frac", "diff", "median", "unique", "bincount", "meshgrid",
     "hstack", "vstack", "finfo", "iinfo", "Size", "bernoulli", "logspace", "atan", "arctan", "asin", "acos",
-    "erf", "atan2", "arctan2", "FloatTensor", "LongTensor", "IntTensor", "BoolTensor",
+    "erf", "atan2", "arctan2", "FloatTensor", "LongTensor", "IntTensor", "BoolTensor", "take_along_dim",
+    "diagonal", "trace", "index_add", "aminmax", "inner", "cross", "hypot", "rot90", "kthvalue", "quantile",
+    "bucketize", "searchsorted", "cdist", "cartesian_prod", "dist", "std_mean", "var_mean",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
 ]
 
 
@@ -63,7 +66,8 @@ for _name in ("abs", "exp", "log", "log2", "log10", "log1p", "expm1", "sqrt", "r
               "scatter", "scatter_add", "masked_select", "prod", "cumprod", "repeat_interleave", "tile",
               "broadcast_to", "movedim", "moveaxis", "swapaxes", "select", "unflatten", "lerp", "addmm", "baddbmm",
               "count_nonzero", "tan", "sinh", "cosh", "logit", "frac", "diff", "median", "unique", "bincount",
-              "true_divide", "atan", "arctan", "asin", "acos", "erf", "atan2", "arctan2"):
+              "true_divide", "atan", "arctan", "asin", "acos", "erf", "atan2", "arctan2", "take_along_dim",
+              "diagonal", "trace", "index_add", "aminmax", "inner", "cross", "hypot", "rot90", "kthvalue", "quantile"):
     globals()[_name] = _method(_name)
 
 absolute = abs  # noqa: F821 — defined by the loop above
@@ -239,3 +243,31 @@ def bernoulli(input: Tensor, p=None, generator=None) -> Tensor:
     """1 with probability input (or p) per element, else 0, in input's dtype (host draws)."""
     probs = input.numpy() if p is None else np.broadcast_to(p, input.shape)
     return tensor(_generator_rng(generator).random(input.shape) < probs, dtype=input.dtype)
+
+
+def dist(input: Tensor, other, p: float = 2.0) -> Tensor:
+    return (input - other).norm(p)
+
+
+def std_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    return input.std(dim, unbiased, keepdim, correction=correction), input.mean(dim, keepdim)
+
+
+def var_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    return input.var(dim, unbiased, keepdim, correction=correction), input.mean(dim, keepdim)
+
+
+def bitwise_and(input: Tensor, other) -> Tensor:
+    return input & other
+
+
+def bitwise_or(input: Tensor, other) -> Tensor:
+    return input | other
+
+
+def bitwise_xor(input: Tensor, other) -> Tensor:
+    return input ^ other
+
+
+def bitwise_not(input: Tensor) -> Tensor:
+    return ~input

@@ -1299,6 +1299,99 @@ class Tensor:
     def __contains__(self, element) -> bool:
         return bool(_compare("eq", self, element).any())
 
+    def stride(self, dim=None):
+        """The strides of this (always contiguous) tensor's layout."""
+        strides = contiguous_strides(self.shape)
+        return strides if dim is None else strides[_dim("stride", dim, self.ndim)]
+
+    def take_along_dim(self, indices, dim=None):
+        if dim is None:
+            return gather(self.reshape(-1), 0, indices.reshape(-1))
+        d = _dim("take_along_dim", dim, self.ndim)
+        shape = list(broadcast_shapes("take_along_dim", self.shape[:d] + (1,) + self.shape[d + 1:],
+                                      indices.shape[:d] + (1,) + indices.shape[d + 1:]))
+        x_shape, i_shape = list(shape), list(shape)
+        x_shape[d], i_shape[d] = self.shape[d], indices.shape[d]
+        x = self if tuple(x_shape) == self.shape else expand(self, tuple(x_shape))
+        return gather(x, d, indices if tuple(i_shape) == indices.shape else expand(indices, tuple(i_shape)))
+
+    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1):
+        d1, d2 = _dim("diagonal", dim1, self.ndim), _dim("diagonal", dim2, self.ndim)
+        moved = movedim(self, (d1, d2), (-2, -1))
+        rows, cols = moved.shape[-2:]
+        length = max(0, min(rows + min(offset, 0), cols - max(offset, 0)))
+        r = arange(length) + max(-offset, 0)
+        return getitem(moved, (Ellipsis, r, r + offset))
+
+    def trace(self):
+        return self.diagonal().sum()
+
+    def index_add(self, dim: int, index, source, *, alpha=1):
+        d = _dim("index_add", dim, self.ndim)
+        index = _index_tensor("index_add", index)
+        shape = [1] * self.ndim
+        shape[d] = index.numel()
+        full_index = expand(index.reshape(tuple(shape)), source.shape)
+        return self.scatter_add(d, full_index, source if alpha == 1 else source * alpha)
+
+    def index_add_(self, dim: int, index, source, *, alpha=1):
+        return _inplace(self, self.index_add(dim, index, source, alpha=alpha), "index_add_")
+
+    def aminmax(self, *, dim=None, keepdim: bool = False):
+        return namedtuple("aminmax", ["min", "max"])(self.amin(dim, keepdim), self.amax(dim, keepdim))
+
+    def inner(self, other):
+        other = _to_tensor(other)
+        if self.ndim == 0 or other.ndim == 0:
+            return self * other
+        return matmul(self, other.transpose(-1, -2) if other.ndim > 1 else other)
+
+    def cross(self, other, dim: int = -1):
+        d = _dim("cross", dim, self.ndim)
+        if self.shape[d] != 3:
+            raise ValueError(f"cross: dimension {d} must have size 3, got shape {self.shape}")
+        a, b = self.unbind(d), _to_tensor(other).unbind(d)
+        return stack([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]], d)
+
+    def hypot(self, other):
+        return (self * self + other * other).sqrt()
+
+    def rot90(self, k: int = 1, dims=(0, 1)):
+        k %= 4
+        a, b = dims
+        if k == 0:
+            return self.clone()
+        if k == 2:
+            return self.flip((a, b))
+        return self.flip(b).transpose(a, b) if k == 1 else self.transpose(a, b).flip(b)
+
+    def kthvalue(self, k: int, dim: int = -1, keepdim: bool = False):
+        d = _dim("kthvalue", dim, self.ndim)
+        values, indices = sort(self, d)
+        pick = (slice(None),) * d + (slice(k - 1, k),)
+        values, indices = values[pick], indices[pick]
+        return MaxResult(values if keepdim else values.squeeze(d), indices if keepdim else indices.squeeze(d))
+
+    def quantile(self, q, dim=None, keepdim: bool = False, interpolation: str = "linear"):
+        """Linear-interpolated quantile(s) q in [0, 1] (a number or a 1-D tensor), as torch."""
+        if interpolation != "linear":
+            raise ValueError(f"quantile: only interpolation='linear' is supported, got {interpolation!r}")
+        x = self.reshape(-1) if dim is None else self
+        d = 0 if dim is None else _dim("quantile", dim, self.ndim)
+        ordered = sort(x, d).values
+        n = x.shape[d]
+        qs = q.tolist() if isinstance(q, Tensor) else q
+        outs = []
+        for value in (qs if isinstance(qs, (list, tuple)) else [qs]):
+            pos = float(value) * (n - 1)
+            lo, frac = int(math.floor(pos)), pos - math.floor(pos)
+            below = ordered.narrow(d, lo, 1)
+            above = ordered.narrow(d, min(lo + 1, n - 1), 1)
+            out = below + (above - below) * frac
+            out = out if keepdim and dim is not None else out.squeeze(d)
+            outs.append(out)
+        return stack(outs) if isinstance(qs, (list, tuple)) else outs[0]
+
     def __iter__(self):
         if self.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
@@ -2798,3 +2891,32 @@ def meshgrid(*tensors, indexing: str = "ij"):
         shape[place] = t.numel()
         out.append(expand(t.reshape(tuple(shape)), tuple(sizes)))
     return tuple(out)
+
+
+def bucketize(input: Tensor, boundaries: Tensor, out_int32: bool = False, right: bool = False) -> Tensor:
+    """The index of the bucket of each input value among sorted 1-D boundaries, as torch
+    (right=False: boundaries[i-1] < x <= boundaries[i]); counts on the GPU."""
+    input = _to_tensor(input)
+    below = _compare("ge" if right else "gt", input.unsqueeze(-1), boundaries)
+    return _cast(_reduce_sum(below, -1, False), int32 if out_int32 else int64)
+
+
+def searchsorted(sorted_sequence: Tensor, values, out_int32: bool = False, right: bool = False, side=None) -> Tensor:
+    """Insertion indices of values into the last dim of sorted_sequence (left or right)."""
+    right = right or side == "right"
+    values = _to_tensor(values)
+    if sorted_sequence.ndim == 1:
+        return bucketize(values, sorted_sequence, out_int32, right)
+    below = _compare("ge" if right else "gt", values.unsqueeze(-1), sorted_sequence.unsqueeze(-2))
+    return _cast(_reduce_sum(below, -1, False), int32 if out_int32 else int64)
+
+
+def cdist(x1: Tensor, x2: Tensor, p: float = 2.0) -> Tensor:
+    """Pairwise p-norm distances between the rows of x1 [.., P, M] and x2 [.., R, M]."""
+    diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+    return diff.norm(p, dim=-1)
+
+
+def cartesian_prod(*tensors) -> Tensor:
+    grids = meshgrid(*tensors, indexing="ij")
+    return stack([g.reshape(-1) for g in grids], 1) if len(tensors) > 1 else tensors[0]
