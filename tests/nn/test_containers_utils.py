@@ -182,3 +182,25 @@ def test_module_list_extras_like_torch():
     joined, tjoined = ours + nn.ModuleList([nn.Sigmoid()]), theirs + torch.nn.ModuleList([torch.nn.Sigmoid()])
     assert [type(m).__name__ for m in joined] == [type(m).__name__ for m in tjoined] == ["ReLU", "Identity", "Sigmoid"]
     assert list(joined._modules) == list(tjoined._modules) == ["0", "1", "2"]
+
+
+@pytest.mark.parametrize("shape", [(6, 4), (3, 7), (4, 2, 3)])
+def test_orthogonal_init(shape):
+    t = nn.Parameter(ag.zeros(*shape))
+    nn.init.orthogonal_(t, gain=2.0)
+    flat = t.numpy().reshape(shape[0], -1)
+    small = min(flat.shape)
+    gram = flat.T @ flat if flat.shape[0] >= flat.shape[1] else flat @ flat.T
+    np.testing.assert_allclose(gram, 4.0 * np.eye(small), atol=1e-5)
+
+
+def test_eye_and_dirac_init_match_torch():
+    ours, theirs = nn.Parameter(ag.zeros(3, 5)), torch.zeros(3, 5)
+    nn.init.eye_(ours)
+    torch.nn.init.eye_(theirs)
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    for shape, groups in [((4, 2, 3), 2), ((6, 3, 3, 3), 1), ((4, 2, 3, 3), 2)]:
+        ours, theirs = nn.Parameter(ag.zeros(*shape)), torch.zeros(shape)
+        nn.init.dirac_(ours, groups)
+        torch.nn.init.dirac_(theirs, groups)
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())

@@ -15,7 +15,8 @@ import numpy as np
 from ..tensor import Tensor, default_generator, float32
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_", "xavier_uniform_",
-           "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "trunc_normal_"]
+           "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "trunc_normal_", "orthogonal_", "eye_",
+           "dirac_"]
 
 
 def _write(tensor: Tensor, values) -> Tensor:
@@ -141,3 +142,45 @@ def kaiming_normal_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlin
     if fan == 0:
         return tensor
     return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(fan), generator)
+
+
+def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
+    """Fill a (rows, *) tensor with a (semi-)orthogonal matrix times gain, flattened over
+    the trailing dims: the Q of a QR decomposition of a normal matrix, signs fixed by R's
+    diagonal, as torch does (popular for RNN weights)."""
+    if tensor.ndim < 2:
+        raise ValueError(f"orthogonal_: only tensors with 2 or more dimensions are supported, got shape "
+                         f"{tensor.shape}")
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows if rows else 0
+    flat = _generator(generator).normal(0.0, 1.0, (rows, cols))
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return _write(tensor, (gain * q).reshape(tensor.shape))
+
+
+def eye_(tensor: Tensor) -> Tensor:
+    """Fill a 2-D tensor with the identity (ones on the diagonal)."""
+    if tensor.ndim != 2:
+        raise ValueError(f"eye_: only 2-D tensors are supported, got shape {tensor.shape}")
+    return _write(tensor, np.eye(*tensor.shape))
+
+
+def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
+    """Fill a 3-, 4- or 5-D convolution weight with the Dirac delta, so the convolution
+    passes its input channels through (per group)."""
+    if tensor.ndim not in (3, 4, 5):
+        raise ValueError(f"dirac_: only 3, 4 or 5-D tensors are supported, got shape {tensor.shape}")
+    out_per_group = tensor.shape[0] // groups
+    if tensor.shape[0] % groups:
+        raise ValueError(f"dirac_: dim 0 ({tensor.shape[0]}) must be divisible by groups ({groups})")
+    values = np.zeros(tensor.shape, np.float32)
+    centre = tuple(size // 2 for size in tensor.shape[2:])
+    for g in range(groups):
+        for d in range(min(out_per_group, tensor.shape[1])):
+            values[(g * out_per_group + d, d) + centre] = 1.0
+    return _write(tensor, values)
