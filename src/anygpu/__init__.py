@@ -42,3 +42,9 @@ from .functions import *  # noqa: E402,F401,F403
 from .tensor import nonzero, sort, topk  # noqa: E402,F401
 from .dtypes import dtype, float32, float16, bfloat16, float64, int32, int64  # noqa: E402,F401
 from .dtypes import bool, double, float, half, int, long  # noqa: E402,F401,A004
+
+# torch.autograd.grad / Variable: the autograd package sits below Tensor, so they are attached here.
+from .tensor import autograd_grad as _autograd_grad  # noqa: E402
+autograd.grad = _autograd_grad  # noqa: F821 (the anygpu.autograd subpackage)
+autograd.Variable = lambda data, requires_grad=False, volatile=False: (  # noqa: F821 (legacy wrapper: the tensor itself)
+    data.requires_grad_(True) if requires_grad else data)

@@ -374,8 +374,14 @@ class Tensor:
         return self
 
     # ------------------------------------------------------------- autograd
-    def backward(self, gradient: "Tensor | None" = None) -> None:
-        """Accumulate d(self)/d(leaf) into every leaf's `.grad` that requires grad."""
+    def backward(self, gradient: "Tensor | None" = None, retain_graph: bool | None = None,
+                 create_graph: bool = False, inputs=None) -> None:
+        """Accumulate d(self)/d(leaf) into every leaf's `.grad` that requires grad; the graph
+        is freed unless retain_graph=True (higher-order gradients are not supported)."""
+        if create_graph:
+            raise ValueError("backward: create_graph=True (higher-order gradients) is not supported by anygpu")
+        if inputs is not None:
+            raise ValueError("backward: inputs= is not supported; use torch.autograd.grad(outputs, inputs)")
         if not self.requires_grad:
             raise RuntimeError("backward: tensor does not require grad and has no grad_fn")
         dev = self._dev
@@ -411,7 +417,7 @@ class Tensor:
                 leaf.grad = Tensor(grad, leaf.shape)
             else:
                 leaf.grad = Tensor(dev.add(leaf.grad._buf, grad), leaf.shape)
-        for t in order:  # free the graph, as torch does without retain_graph
+        for t in order if not retain_graph else ():  # free the graph, as torch does without retain_graph
             t._entry = None
             t._parents = ()
         for hook in tuple(post_backward_hooks):
@@ -2920,3 +2926,37 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0) -> Tensor:
 def cartesian_prod(*tensors) -> Tensor:
     grids = meshgrid(*tensors, indexing="ij")
     return stack([g.reshape(-1) for g in grids], 1) if len(tensors) > 1 else tensors[0]
+
+
+def autograd_grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False,
+                  allow_unused=None, is_grads_batched: bool = False, materialize_grads: bool = False):
+    """torch.autograd.grad: the gradients of outputs with respect to inputs, returned as a
+    tuple without touching any `.grad` (higher-order gradients are not supported)."""
+    if create_graph or is_grads_batched:
+        raise ValueError("autograd.grad: create_graph / is_grads_batched are not supported by anygpu")
+    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    if grad_outputs is None or isinstance(grad_outputs, Tensor):
+        grad_outputs = [grad_outputs] * len(outputs) if grad_outputs is None else [grad_outputs]
+    saved = [(t.grad, t._retain) for t in inputs]
+    try:
+        for t in inputs:
+            t.grad, t._retain = None, True
+        with enable_grad():
+            total = None
+            for out, weight in zip(outputs, grad_outputs):
+                term = out.sum() if weight is None else (out * weight).sum()
+                total = term if total is None else total + term
+        total.backward(retain_graph=retain_graph)
+        grads = [t.grad for t in inputs]
+    finally:
+        for t, (grad, retain) in zip(inputs, saved):
+            t.grad, t._retain = grad, retain
+    for k, g in enumerate(grads):
+        if g is None:
+            if materialize_grads:
+                grads[k] = zeros_like(inputs[k])
+            elif not allow_unused:
+                raise RuntimeError("autograd.grad: one of the differentiated tensors appears not to have been "
+                                   "used in the graph (pass allow_unused=True)")
+    return tuple(grads)

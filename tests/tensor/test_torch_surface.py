@@ -502,3 +502,44 @@ def test_in_place_result_dtype_rules():
     f = ag.zeros(3)
     f += ag.tensor([1, 2, 3])
     assert f.dtype == ag.float32 and f.tolist() == [1.0, 2.0, 3.0]
+
+
+# ===================================================================== torch.autograd.grad, retain_graph
+
+def test_autograd_grad_matches_torch_and_leaves_grad_alone():
+    data = np.random.default_rng(3).standard_normal((3, 4)).astype(np.float32)
+    results = []
+    for lib in (torch, ag):
+        x = lib.tensor(data, requires_grad=True)
+        hidden = (x * 2.0).tanh()
+        loss = (hidden * hidden).sum() + x.sum()
+        gx, gh = lib.autograd.grad(loss, [x, hidden], retain_graph=True)
+        loss.backward()
+        results.append((gx.numpy() if lib is ag else gx.detach().numpy(), gh.numpy() if lib is ag else gh.detach().numpy(),
+                        x.grad.numpy() if lib is ag else x.grad.detach().numpy()))
+    for ours, theirs in zip(results[1], results[0]):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+
+
+def test_autograd_grad_rules():
+    x = ag.tensor([1.0, 2.0], requires_grad=True)
+    y = ag.tensor([3.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="allow_unused"):
+        ag.autograd.grad((x * 2).sum(), [x, y])
+    gx, gy = ag.autograd.grad((x * 2).sum(), [x, y], allow_unused=True)
+    assert gx.tolist() == [2.0, 2.0] and gy is None
+    with pytest.raises(ValueError, match="create_graph"):
+        ag.autograd.grad((x * 2).sum(), x, create_graph=True)
+    (g,) = ag.autograd.grad([x * 2, x * x], x, grad_outputs=[ag.ones(2), ag.tensor([1.0, 0.5])])
+    assert g.tolist() == [4.0, 4.0]
+    assert ag.autograd.Variable(ag.ones(2), requires_grad=True).requires_grad
+
+
+def test_retain_graph_allows_a_second_backward():
+    x = ag.tensor([1.0, 2.0], requires_grad=True)
+    loss = (x * x).sum()
+    loss.backward(retain_graph=True)
+    loss.backward()
+    assert x.grad.tolist() == [4.0, 8.0]
+    loss.backward()  # the graph is freed now: x's gradient does not change (torch raises here)
+    assert x.grad.tolist() == [4.0, 8.0]
