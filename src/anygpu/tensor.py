@@ -1434,7 +1434,6 @@ def _infer_dtype(arr: np.ndarray) -> dtypes.dtype:
     return float32
 
 
-
 def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
     """A new tensor holding a copy of `data` (list, number, numpy array or Tensor)."""
     placement.check_device("tensor", device)

@@ -1018,9 +1018,6 @@ class AvgPool2d(Module):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-class Upsample(Module):
-    """Resize (N, C, H, W) by `scale_factor` or to `size` (mode='nearest')."""
-
 class AdaptiveAvgPool2d(Module):
     """Average (N, C, H, W) down to `output_size` (an int or (h, w); ResNet heads use 1)."""
 
@@ -1034,6 +1031,9 @@ class AdaptiveAvgPool2d(Module):
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
 
+
+class Upsample(Module):
+    """Resize (N, C, H, W) by `scale_factor` or to `size` (mode='nearest')."""
 
     def __init__(self, size=None, scale_factor=None, mode: str = "nearest", align_corners=None):
         super().__init__()
