@@ -85,3 +85,22 @@ def test_symlinked_temporary_name_is_not_followed(tmp_path):
     os.utime(trap, (1, 1), follow_symlinks=False)
     nanosign.remove_stale_temporaries(tmp_path)
     assert victim.read_bytes() == b"keep me"
+
+
+@pytest.mark.parametrize("through_link", [False, True])
+def test_writes_never_replace_a_fifo_or_device(tmp_path, through_link):
+    """Run as root, replacing a symlink's target /dev/zero would swap the device for a file;
+    a FIFO stands in for it here (never a real device in a test)."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    path = tmp_path / "model.safetensors"
+    if through_link:
+        path.symlink_to(fifo)
+    else:
+        path = fifo
+    with pytest.raises(ValueError, match="FIFO; expected a regular file"):
+        checkpoint.save({"w": np.zeros(2, np.float32)}, path)
+    with pytest.raises(ValueError, match="FIFO"):
+        nanosign.sign(path)
+    assert os.path.exists(fifo) and __import__("stat").S_ISFIFO(os.stat(fifo).st_mode)
+    assert temporaries(tmp_path) == []

@@ -185,9 +185,16 @@ def atomic_writer(path: PathLike) -> Iterator[BinaryIO]:
     target = os.path.realpath(os.fspath(path))
     folder, name = os.path.split(target)
     try:
-        mode: int | None = os.stat(target).st_mode & 0o7777
+        info = os.stat(target)
     except FileNotFoundError:
-        mode = None
+        mode: int | None = None
+    else:
+        kind = _file_kind(info.st_mode)
+        if kind is not None:  # never replace a device, FIFO or folder (a symlink to /dev/zero, run as root)
+            if kind == "a directory":
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
+            raise NotRegularFileError(errno.EINVAL, f"write: is {kind}; expected a regular file", os.fspath(path))
+        mode = info.st_mode & 0o7777
     remove_stale_temporaries(folder, name)
 
     while True:
