@@ -104,6 +104,7 @@ def _rewrite_header(source, target, change):
     (lambda h: h.update(classes='["blue", "green"]'), "classes"),
     (lambda h: h.update(preprocess='{"color": "RGB"'), "not valid JSON"),
     (lambda h: h.update(input_shape="[3, 8]"), "input_shape"),
+    (lambda h: h.update(input_shape="[3, 16, 16]"), "input_shape"),
     (lambda h: h.update(stratagem="gan"), "stratagem"),
 ])
 def test_damaged_or_old_model_files_are_one_line_errors(capsys, trained, tmp_path, change, message):

@@ -156,7 +156,7 @@ def _entry(metadata: Mapping[str, str], key: str, path: Path, parse_json: bool =
         return metadata[key]
     try:
         return json.loads(metadata[key])
-    except json.JSONDecodeError as error:
+    except (json.JSONDecodeError, RecursionError) as error:  # RecursionError: "[[[[..." nested past Python's limit
         raise ModelFileError(f"{path}: the '{key}' entry is not valid JSON ({error})") from None
 
 
@@ -215,6 +215,11 @@ def read(path: str | Path) -> ModelFile:
     channels = input_shape[0]
     if architecture.get("channels", channels) != channels:
         raise _bad(path, "architecture", architecture, f"{channels} channels as input_shape says")
+    # the sizes each network's layers were built for (its first Linear depends on them)
+    fixed = {"digits_cnn": [1, 8, 8], "lenet": [1, architecture.get("height"), architecture.get("width")],
+             "small_cnn": [channels, architecture.get("size"), architecture.get("size")]}
+    if architecture["name"] in fixed and input_shape != fixed[architecture["name"]]:
+        raise _bad(path, "input_shape", input_shape, f"{fixed[architecture['name']]} for {architecture['name']}")
 
     preprocess = _entry(metadata, "preprocess", path)
     expected_range = [-1.0, 1.0] if stratagem == "diffusion" else [0.0, 1.0]
