@@ -239,7 +239,7 @@ def test_cli_killed_rank_stops_the_job_and_resume_continues(tmp_path):
 
     out = tmp_path / "run"
     argv = [mpi.mpiexec(), "-n", "2", sys.executable, "-m", "anygpu", "train", "digits", "--limit", "48",
-            "--batch-size", "8", "--epochs", "40", "--out", str(out), "--no-progress"]
+            "--batch-size", "8", "--epochs", "200", "--out", str(out), "--no-progress"]
     env = {**os.environ, "PYTHONPATH": mpi.python_path()}
     job = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                            start_new_session=True)

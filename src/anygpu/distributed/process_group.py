@@ -1,9 +1,9 @@
 """The process group: MPI's world through mpi4py, collectives on Tensors and host arrays.
 
 There is one process group per process (torch's default group); ``group=`` arguments are
-accepted for torch compatibility and must be None. Collectives are started as MPI
-non-blocking operations and waited for with a deadline (see ``_wait``), so a dead or hung
-peer becomes a ``DistributedError`` instead of a hang.
+accepted for torch compatibility and must be None. Collectives are blocking MPI
+calls made on one worker thread and waited for with a deadline (see ``_Worker``), so a dead
+or hung peer becomes a ``DistributedError`` instead of a hang.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import sys
 import threading
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+import queue
+from concurrent.futures import Future, TimeoutError as FutureTimeout
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -58,8 +59,7 @@ class _Group:
     local_rank: int
     local_size: int
     timeout: float
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    executor: ThreadPoolExecutor | None = None
+    executor: "_Worker | None" = None
 
 
 _group: _Group | None = None
@@ -147,8 +147,7 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
     local.Free()
     group = _Group(MPI, comm, my_rank, size, local_rank, local_size, seconds)
     if MPI.Query_thread() >= MPI.THREAD_SERIALIZED:
-        # DistributedDataParallel's reductions run here while the main thread reads the next bucket back.
-        group.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="anygpu-mpi")
+        group.executor = _Worker()
     _group = group
     _choose_local_adapter(local_rank, local_size)
     if size > 1:
@@ -236,7 +235,7 @@ def destroy_process_group(group=None) -> None:
     if group_state is None:
         return
     if group_state.executor is not None:
-        group_state.executor.shutdown(wait=True)
+        group_state.executor.shutdown()
     try:
         group_state.comm.Free()
     except Exception:  # MPI already finalized
@@ -256,20 +255,64 @@ def abort(message: str, code: int = 1) -> None:
 # --------------------------------------------------------------------------- waiting
 
 
-def _wait(group: _Group, request, what: str) -> None:
-    """Wait for an MPI request, polling, at most group.timeout seconds."""
-    if request.Test():
-        return
-    deadline = time.monotonic() + group.timeout
-    pause = 1e-5
-    while not request.Test():
-        if time.monotonic() > deadline:
-            raise DistributedError(
-                f"{what}: the other ranks did not answer within {group.timeout:g} s (rank {group.rank} of "
-                f"{group.size}); a rank died, hung or stopped early. Raise the limit with "
-                f"ANYGPU_DIST_TIMEOUT=<seconds> or init_process_group(timeout=...)")
-        time.sleep(pause)
-        pause = min(pause * 2, 2e-3)  # quick answers stay quick; long waits cost little CPU
+class _Worker:
+    """One daemon thread that makes every MPI call of the group, in submission order.
+
+    The callers wait for its Futures with a deadline, so the MPI calls themselves can be the
+    blocking ones: MPI progresses them at full speed in C, without the GIL (a polled
+    non-blocking call progresses only when polled, which made small all-reduces ~50x
+    slower). A call stuck on a dead peer leaves this thread blocked; the caller raises
+    DistributedError and the job is aborted. Daemon, so a stuck call never blocks exit."""
+
+    def __init__(self):
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._serve, name="anygpu-mpi", daemon=True)
+        self.thread.start()
+
+    def submit(self, call, *args) -> Future:
+        future: Future = Future()
+        self._jobs.put((future, call, args))
+        return future
+
+    def _serve(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            future, call, args = job
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(call(*args))
+                except BaseException as error:  # handed to the waiting caller
+                    future.set_exception(error)
+
+    def shutdown(self) -> None:
+        self._jobs.put(None)
+
+
+def _timeout_error(group: _Group, what: str, seconds: float) -> DistributedError:
+    return DistributedError(
+        f"{what}: the other ranks did not answer within {seconds:g} s (rank {group.rank} of "
+        f"{group.size}); a rank died, hung or stopped early. Raise the limit with "
+        f"ANYGPU_DIST_TIMEOUT=<seconds> or init_process_group(timeout=...)")
+
+
+def _await(group: _Group, future: Future, what: str, timeout: float | None = None):
+    """The result of a Future of the group's worker, waiting at most the group's timeout."""
+    seconds = group.timeout if timeout is None else timeout
+    try:
+        return future.result(timeout=seconds)
+    except FutureTimeout:
+        raise _timeout_error(group, what, seconds) from None
+
+
+def _run(group: _Group, call, what: str, timeout: float | None = None):
+    """Run a blocking MPI call within the group's timeout (on the worker thread)."""
+    if group.executor is None:  # MPI without thread support: a plain blocking call
+        return call()
+    if threading.current_thread() is group.executor.thread:
+        return call()  # already on the worker (DistributedDataParallel's pipelined buckets)
+    return _await(group, group.executor.submit(call), what, timeout)
 
 
 def _mpi_op(group: _Group, op: str, what: str):
@@ -293,8 +336,7 @@ def all_reduce_array(array: np.ndarray, op: str = ReduceOp.SUM, what: str = "all
     if op == ReduceOp.AVG and array.dtype.kind != "f":
         raise ValueError(f"{what}: ReduceOp.AVG needs a float tensor, got {array.dtype}")
     if group.size > 1 and array.size:
-        with group.lock:
-            _wait(group, group.comm.Iallreduce(group.mpi.IN_PLACE, array, op=mpi_op), what)
+        _run(group, lambda: group.comm.Allreduce(group.mpi.IN_PLACE, array, op=mpi_op), what)
     if op == ReduceOp.AVG:
         array /= group.size
     return array
@@ -351,8 +393,7 @@ def broadcast(tensor, src: int = 0, group=None, async_op: bool = False):
         raise ValueError(f"broadcast: src must be a rank in [0, {state.size}), got {src}")
     if state.size > 1:
         host = _to_host(tensor)
-        with state.lock:
-            _wait(state, state.comm.Ibcast(host, root=src), "broadcast")
+        _run(state, lambda: state.comm.Bcast(host, root=src), "broadcast")
         if state.rank != src:
             _write_back(tensor, host)
     return _Work() if async_op else None
@@ -372,8 +413,7 @@ def all_gather(tensor_list: list, tensor, group=None, async_op: bool = False):
                              f"got {tuple(item.shape)}")
     host = _to_host(tensor)
     gathered = np.empty((state.size, host.size), dtype=host.dtype)
-    with state.lock:
-        _wait(state, state.comm.Iallgather(host, gathered), "all_gather")
+    _run(state, lambda: state.comm.Allgather(host, gathered), "all_gather")
     for item, row in zip(tensor_list, gathered):
         _write_back(item, row)
     return _Work() if async_op else None
@@ -396,8 +436,7 @@ def reduce_scatter(output, input_list: list, op: str = ReduceOp.SUM, group=None,
     if op == ReduceOp.AVG and send.dtype.kind != "f":
         raise ValueError(f"reduce_scatter: ReduceOp.AVG needs float tensors, got {send.dtype}")
     received = np.empty(send.size // state.size, dtype=send.dtype)
-    with state.lock:
-        _wait(state, state.comm.Ireduce_scatter_block(send, received, op=mpi_op), "reduce_scatter")
+    _run(state, lambda: state.comm.Reduce_scatter_block(send, received, op=mpi_op), "reduce_scatter")
     if op == ReduceOp.AVG:
         received /= state.size
     _write_back(output, received)
@@ -408,8 +447,7 @@ def barrier(group=None, async_op: bool = False):
     """Wait until every rank reaches this point (bounded by the group's timeout)."""
     state = _need_group("barrier")
     if state.size > 1:
-        with state.lock:
-            _wait(state, state.comm.Ibarrier(), "barrier")
+        _run(state, state.comm.Barrier, "barrier")
     return _Work() if async_op else None
 
 
@@ -418,8 +456,7 @@ def all_gather_numbers(values) -> np.ndarray:
     state = _need_group("all_gather_numbers")
     local = np.ascontiguousarray(np.asarray(values, dtype=np.float64).reshape(-1))
     gathered = np.empty((state.size, local.size), dtype=np.float64)
-    with state.lock:
-        _wait(state, state.comm.Iallgather(local, gathered), "all_gather_numbers")
+    _run(state, lambda: state.comm.Allgather(local, gathered), "all_gather_numbers")
     return gathered
 
 
@@ -430,6 +467,5 @@ def all_gather_strings(text: str) -> list[str]:
     data = text.encode()[:_STRING_BYTES]
     local[:len(data)] = np.frombuffer(data, dtype=np.uint8)
     gathered = np.empty((state.size, _STRING_BYTES), dtype=np.uint8)
-    with state.lock:
-        _wait(state, state.comm.Iallgather(local, gathered), "all_gather_strings")
+    _run(state, lambda: state.comm.Allgather(local, gathered), "all_gather_strings")
     return [bytes(row).rstrip(b"\0").decode(errors="replace") for row in gathered]

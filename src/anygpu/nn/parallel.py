@@ -204,7 +204,7 @@ class DistributedDataParallel(Module):
 
         samples: this rank's batch size for weight_by_samples (default: counted by forward)."""
         from anygpu import distributed as dist
-        from anygpu.distributed.process_group import _need_group
+        from anygpu.distributed.process_group import _await, _need_group
         from anygpu.ops import gpu
 
         self._armed = False
@@ -234,7 +234,8 @@ class DistributedDataParallel(Module):
                 flat = (Tensor(flat, (size + 1,)) * weight)._buf
             dev.copy(weight_buf, flat, 1, dst_offset=size)
             flats.append(flat)
-        executor = _need_group("DistributedDataParallel").executor
+        group = _need_group("DistributedDataParallel")
+        executor = group.executor
         what = "DistributedDataParallel gradient all-reduce"
         pending = []
         for index, flat in enumerate(flats):
@@ -248,7 +249,7 @@ class DistributedDataParallel(Module):
             else:
                 pending.append(dist.all_reduce_array(host, dist.ReduceOp.SUM, what))
         for bucket, flat, result in zip(self._buckets, flats, pending):
-            host = result if isinstance(result, np.ndarray) else result.result()
+            host = result if isinstance(result, np.ndarray) else _await(group, result, what)
             dev.write(flat, host)
             averaged = Tensor(flat, (host.size,)) * (1.0 / float(host[-1]))
             for p, offset in bucket:

@@ -116,17 +116,11 @@ class DataParallel:
 
     def end_epoch(self) -> None:
         """Wait until rank 0 has evaluated and written the epoch's files."""
-        from anygpu.distributed.process_group import _need_group, _wait
+        from anygpu.distributed.process_group import _need_group, _run
 
         group = _need_group("train")
         if group.size > 1:
-            previous = group.timeout
-            group.timeout = previous * _EPOCH_END_TIMEOUT_FACTOR
-            try:
-                with group.lock:
-                    _wait(group, group.comm.Ibarrier(), "train: end of epoch")
-            finally:
-                group.timeout = previous
+            _run(group, group.comm.Barrier, "train: end of epoch", timeout=group.timeout * _EPOCH_END_TIMEOUT_FACTOR)
         self.ddp._last_sync_end = time.perf_counter()  # the next step's time starts here, not at the barrier
 
     def record(self) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from anygpu import nn, optim
 from anygpu.nn import functional as F
 from anygpu.nn.parallel import DistributedDataParallel
 
-STEPS, GLOBAL, SLOW_SECONDS_PER_SAMPLE = 9, 16, 0.004
+STEPS, GLOBAL, SLOW_SECONDS_PER_SAMPLE = 9, 16, 0.02
 
 dist.init_process_group("mpi")
 rank = dist.get_rank()
