@@ -60,9 +60,10 @@ def test_cuda_amp_spellings_and_decorator(rng):
     data = rng.standard_normal((4, 6)).astype(np.float32)
     a = ag.tensor(data)
 
-    @ag.cuda.amp.autocast()
-    def product():
-        return (a @ a.T).numpy()
+    with pytest.warns(UserWarning, match="float32"):
+        @ag.cuda.amp.autocast()
+        def product():
+            return (a @ a.T).numpy()
 
     plain = (a @ a.T).numpy()
     np.testing.assert_array_equal(product(), plain)
@@ -70,7 +71,8 @@ def test_cuda_amp_spellings_and_decorator(rng):
         np.testing.assert_array_equal((a @ a.T).numpy(), plain)
     with ag.autocast("cpu", enabled=False):
         pass
-    scaler = ag.cuda.amp.GradScaler(init_scale=1024.0, growth_interval=10)
+    with pytest.warns(UserWarning, match="not scaled"):
+        scaler = ag.cuda.amp.GradScaler(init_scale=1024.0, growth_interval=10)
     assert scaler.get_scale() == 1.0 and scaler.get_growth_interval() == 10
     loss = ag.tensor([2.0])
     assert scaler.scale(loss) is loss
