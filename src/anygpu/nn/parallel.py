@@ -215,6 +215,11 @@ class DistributedDataParallel(Module):
         if self.weight_by_samples and count <= 0:
             raise ValueError("DistributedDataParallel: weight_by_samples needs this rank's batch size; "
                              "call the wrapper's forward or pass sync_gradients(samples=...)")
+        if self.world_size == 1:  # one replica: its gradients are already the average
+            self.last_compute_seconds = time.perf_counter() - started
+            self._measure(count)
+            self._last_sync_end = time.perf_counter()
+            return
         dev = gpu()
         # Each bucket travels with one extra element: this rank's sample count (1 when not
         # weighting), so the sum of counts arrives with the sum of gradients and no other
