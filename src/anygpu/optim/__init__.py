@@ -10,6 +10,7 @@ from . import schedulers as lr_scheduler
 # `import torch.optim.lr_scheduler` / `from torch.optim.lr_scheduler import StepLR` as in torch.
 _sys.modules[__name__ + ".lr_scheduler"] = schedulers
 from .adaptive import Adadelta, Adagrad, Adamax, NAdam, RAdam, RMSprop, Rprop
+from .lbfgs import LBFGS
 from .optimizers import SGD, Adam, AdamW, Optimizer, flatten_state_dict, unflatten_state_dict
 from .schedulers import (
     ConstantLR, CosineAnnealingLR, CosineAnnealingWarmRestarts, ExponentialLR, LambdaLR, LinearLR, LinearWarmup,
@@ -18,7 +19,7 @@ from .schedulers import (
 )
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adadelta", "Adagrad", "RMSprop", "NAdam", "RAdam", "Adamax",
-           "Rprop",
+           "Rprop", "LBFGS",
            "flatten_state_dict", "unflatten_state_dict", "LRScheduler", "StepLR", "CosineAnnealingLR", "LinearWarmup",
            "LambdaLR", "MultiStepLR", "ExponentialLR", "OneCycleLR", "ReduceLROnPlateau", "ConstantLR", "LinearLR",
            "PolynomialLR", "CosineAnnealingWarmRestarts", "SequentialLR", "ChainedScheduler",
