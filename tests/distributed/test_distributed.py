@@ -70,6 +70,15 @@ def test_without_a_process_group():
         DistributedSampler(range(5))
 
 
+def test_without_mpi4py_the_error_says_what_to_install(monkeypatch):
+    import anygpu.distributed as dist
+
+    monkeypatch.setitem(sys.modules, "mpi4py", None)  # as if not installed
+    with pytest.raises(ImportError, match=r"pip install 'anygpu\[dist\]'"):
+        dist.init_process_group("mpi")
+    assert not dist.is_initialized()
+
+
 # --------------------------------------------------------------------------- DistributedSampler
 
 
