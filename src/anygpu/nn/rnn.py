@@ -39,10 +39,13 @@ def _rnn_step(gates_x: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None, rel
 def _lstm_step(gates_x: Tensor, h: Tensor, c: Tensor, w_hh: Tensor, b_hh: Tensor | None):
     gates = gates_x + F.linear(h, w_hh, b_hh)
     size = h.shape[-1]
-    i = F.sigmoid(gates[..., :size])
-    f = F.sigmoid(gates[..., size:2 * size])
+    # One sigmoid over all four gates (the cell gate's quarter is unused): fewer launches
+    # per step than four slices with an activation each.
+    squashed = F.sigmoid(gates)
+    i = squashed[..., :size]
+    f = squashed[..., size:2 * size]
+    o = squashed[..., 3 * size:]
     g = F.tanh(gates[..., 2 * size:3 * size])
-    o = F.sigmoid(gates[..., 3 * size:])
     c = f * c + i * g
     return o * F.tanh(c), c
 
