@@ -19,6 +19,10 @@ Inside the step: Tensor arguments are copied into buffers owned by the compiled 
 (parameters), which are passed as they are and must be the same objects on every call.
 Parameters' `.grad` tensors keep their identity across replays (they are overwritten
 in place, as CUDA-graph training does).
+
+Not guarded (as with CUDA graphs): Python state the step reads without launching a kernel
+(a module's train/eval mode, a flag, a scheduler stepped inside the step). After changing
+such state, call `step.release()` so the next calls record afresh.
 """
 
 from __future__ import annotations
