@@ -202,3 +202,20 @@ def test_a_compiled_step_inside_another_is_recorded_by_the_outer_one(rng):
     for x, y in _batches(rng, (5, 13), 6):
         assert outer(ag.tensor(x), ag.tensor(y)).item() == 2.0 * eager(ag.tensor(x), ag.tensor(y)).item()
     assert outer.stats["replayed"] >= 2 and inner.stats["replayed"] == 0
+
+
+def test_release_records_afresh_and_stays_exact(rng):
+    eager_model, eager_opt = _mlp_sgd()
+    model, opt = _mlp_sgd()
+    eager = _step_fn(eager_model, eager_opt)
+    step = ag.compile(_step_fn(model, opt))
+    batches = _batches(rng, (6, 13), 8)
+    for i, (x, y) in enumerate(batches):
+        if i == 4:
+            assert step.stats["replayed"] >= 1
+            step.release()
+            eager_before = step.stats["eager"]
+        assert step(ag.tensor(x), ag.tensor(y)).item() == eager(ag.tensor(x), ag.tensor(y)).item()
+    assert step.stats["eager"] > eager_before  # recorded again after release
+    for p_eager, p in zip(eager_model.parameters(), model.parameters()):
+        np.testing.assert_array_equal(p.numpy(), p_eager.numpy())
