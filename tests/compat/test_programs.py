@@ -18,6 +18,8 @@ _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[-+]?(?:inf|
 
 def run(backend: str, program: str, init: Path, mode: str) -> str:
     env = dict(os.environ, COMPAT_INIT=str(init), COMPAT_INIT_MODE=mode, PYTHONHASHSEED="0")
+    if backend == "torch":  # the oracle is torch on the CPU: on a CUDA machine the programs would take
+        env["CUDA_VISIBLE_DEVICES"] = ""  # their autocast-fp16 path there and print other losses
     done = subprocess.run([sys.executable, str(HERE / "torch_shim.py"), backend, str(HERE / "programs" / program)],
                           capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, f"{program} under {backend} failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"

@@ -364,7 +364,10 @@ def test_dtypes_follow_torch(name):
     theirs, ours = both(INT_CASES[name])
     assert str(ours.dtype) == str(theirs.dtype), f"{name}: dtype {ours.dtype}, torch {theirs.dtype}"
     assert ours.shape == tuple(theirs.shape), f"{name}: shape {ours.shape}, torch {tuple(theirs.shape)}"
-    np.testing.assert_array_equal(ours.numpy(), theirs.numpy(), err_msg=name)
+    if ours.numpy().dtype.kind == "f":  # WGSL's f32 division may be 2.5 ulp off (NVIDIA's is)
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=4e-7, atol=0, err_msg=name)
+    else:  # integers and bools exactly
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy(), err_msg=name)
     assert ours.numpy().dtype == theirs.numpy().dtype, name
 
 

@@ -1,13 +1,17 @@
 // Integer helpers: floor division and the remainder with the divisor's sign (torch's // and %
 // on integers), and a power by squaring (negative exponents give 1, as an empty product).
+// Both are written with `/` only: on NVIDIA's Vulkan driver (580.159, H200) the i32 `%` that
+// naga emits gave wrong remainders (e.g. -40 % 18 -> 0), while `/` was exact. Signs are
+// compared as (x ^ b) < 0.
 fn int_floor_div(a: i32, b: i32) -> i32 {
     let q = a / b;
-    return select(q, q - 1, (a % b != 0) && ((a < 0) != (b < 0)));
+    let r = a - q * b;
+    return select(q, q - 1, (r != 0) && ((r ^ b) < 0));
 }
 
 fn int_floor_mod(a: i32, b: i32) -> i32 {
-    let r = a % b;
-    return select(r, r + b, r != 0 && ((r < 0) != (b < 0)));
+    let r = a - (a / b) * b;
+    return select(r, r + b, (r != 0) && ((r ^ b) < 0));
 }
 
 fn int_pow(a: i32, b: i32) -> i32 {
