@@ -9,8 +9,8 @@ __version__ = "0.1.0"
 __all__ = ["Buffer", "Device", "GpuError", "LimitError", "Tape", "TensorId", "gpu", "__version__"]
 
 from .tensor import (  # noqa: E402  (Layer 2 sits on the device above)
-    Tensor, arange, cat, enable_grad, float32, from_numpy, full, full_like, int32, int64, is_grad_enabled,
-    log_softmax, long, manual_seed, matmul, no_grad, ones, ones_like, rand, randint, randn, softmax, stack,
+    Tensor, arange, cat, enable_grad, from_numpy, full, full_like, is_grad_enabled,
+    log_softmax, manual_seed, matmul, no_grad, ones, ones_like, rand, randint, randn, softmax, stack,
     tensor, where, zeros, zeros_like,
 )
 from . import nn, optim  # noqa: E402
@@ -45,6 +45,6 @@ from .dtypes import bool, double, float, half, int, long  # noqa: E402,F401,A004
 
 # torch.autograd.grad / Variable: the autograd package sits below Tensor, so they are attached here.
 from .tensor import autograd_grad as _autograd_grad  # noqa: E402
-autograd.grad = _autograd_grad  # noqa: F821 (the anygpu.autograd subpackage)
-autograd.Variable = lambda data, requires_grad=False, volatile=False: (  # noqa: F821 (legacy wrapper: the tensor itself)
+autograd.grad = _autograd_grad  # type: ignore[name-defined]  # noqa: F821 (the anygpu.autograd subpackage)
+autograd.Variable = lambda data, requires_grad=False, volatile=False: (  # type: ignore[name-defined]  # noqa: F821 (legacy wrapper: the tensor itself)
     data.requires_grad_(True) if requires_grad else data)

@@ -71,10 +71,10 @@ for _name in ("abs", "exp", "log", "log2", "log10", "log1p", "expm1", "sqrt", "r
     globals()[_name] = _method(_name)
 
 absolute = abs  # noqa: F821 — defined by the loop above
-negative = neg  # noqa: F821
-multiply = mul  # noqa: F821
-subtract = sub  # noqa: F821
-divide = div  # noqa: F821
+negative = neg  # type: ignore[name-defined]  # noqa: F821
+multiply = mul  # type: ignore[name-defined]  # noqa: F821
+subtract = sub  # type: ignore[name-defined]  # noqa: F821
+divide = div  # type: ignore[name-defined]  # noqa: F821
 concat = concatenate = cat
 
 

@@ -1344,7 +1344,7 @@ class Tensor:
         return _inplace(self, self.index_add(dim, index, source, alpha=alpha), "index_add_")
 
     def aminmax(self, *, dim=None, keepdim: bool = False):
-        return namedtuple("aminmax", ["min", "max"])(self.amin(dim, keepdim), self.amax(dim, keepdim))
+        return namedtuple("aminmax", ["min", "max"])(self.amin(dim, keepdim), self.amax(dim, keepdim))  # type: ignore[call-arg]
 
     def inner(self, other):
         other = _to_tensor(other)

@@ -10,7 +10,6 @@ import re
 import numpy as np
 import pytest
 
-import anygpu as ag
 from anygpu.ops import autotune, matmul_gen
 from anygpu.ops.matmul_gen import MatmulConfig, Problem, Variant
 

@@ -4,7 +4,6 @@ methods, errors still raised as GpuError, and the device keeps working after one
 import numpy as np
 import pytest
 
-import anygpu as ag
 from anygpu.runtime import native
 from anygpu.runtime.errors import GpuError
 

@@ -12,7 +12,6 @@ import datetime
 import os
 import sys
 import threading
-import time
 import warnings
 import queue
 from concurrent.futures import Future, TimeoutError as FutureTimeout

@@ -22,7 +22,7 @@ from ..ops.conv import conv_output_size, conv_transpose_output_size
 from ..ops.nd import broadcast_shapes, contiguous_strides, numel
 from ..tensor import linked_empty, zeros
 from ..tensor import (
-    Tensor, _record, default_generator, float32, full, int32, int64, no_grad, ones, tensor, unary_op,
+    Tensor, _record, default_generator, float32, int32, int64, no_grad, ones, tensor, unary_op,
     where,
 )
 from ..tensor import log_softmax as _log_softmax

@@ -284,7 +284,7 @@ def _store_lines(config: MatmulConfig, variant: Variant) -> list[str]:
     lines = ["let row_first = row0 + 4u * ty;", "let col_first = col0 + 4u * tx;"]
     for i in range(config.rows // 4):
         for r in range(4):
-            body = [f"let c_row = c_base + row * P.n + col_first;"]
+            body = ["let c_row = c_base + row * P.n + col_first;"]
             for j in range(config.cols // 4):
                 acc = f"acc_{i}_{r}_{j}"
                 col_off = 4 * j * tx_step

@@ -391,7 +391,6 @@ def _compiled_step(task: Task):
     """The task's training step through anygpu.compile (capture and replay), when the task
     splits its loss into `inputs(x, y, rng)` (host work, Tensors out) and `loss_of(*inputs)`
     (GPU work only). ANYGPU_COMPILE=0 keeps every step eager."""
-    import os
     if os.environ.get("ANYGPU_COMPILE", "1") == "0" or not hasattr(task, "inputs") or not hasattr(task, "loss_of"):
         return None
 
