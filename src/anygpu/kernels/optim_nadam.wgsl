@@ -10,38 +10,20 @@
 //   grad_coef = -lr * (1 - mu_t) / (1 - prod mu_1..t),
 //   avg_coef  = -lr * mu_{t+1} / (1 - prod mu_1..t+1).
 struct Params {
-    n: u32,
-    grad_sign: f32,       // -1 when maximizing
-    decay: f32,
-    weight_decay: f32,
-    beta1_weight: f32,    // 1 - beta1
-    beta2: f32,
-    beta2_weight: f32,    // 1 - beta2
-    eps: f32,
+    m: Moments,
     bias_correction2: f32,
     grad_coef: f32,
     avg_coef: f32,
 }
 @group(0) @binding(0) var<uniform> P: Params;
-@group(0) @binding(1) var<storage, read> grad: array<f32>;
-@group(0) @binding(2) var<storage, read_write> param: array<f32>;
-@group(0) @binding(3) var<storage, read_write> exp_avg: array<f32>;
-@group(0) @binding(4) var<storage, read_write> exp_avg_sq: array<f32>;
+//! include lib/adam_moments.wgsl
 
 @compute @workgroup_size(256)
 fn nadam(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = gid.x + gid.y * nwg.x * 256u;
-    if (i >= P.n) { return; }
-    let p = param[i] * P.decay;
-    let g = P.grad_sign * grad[i] + P.weight_decay * p;
-    let m0 = exp_avg[i];
-    let w = P.beta1_weight;
-    // torch's lerp: two forms, for weights below and above one half.
-    let m = select(g - (g - m0) * (1.0 - w), m0 + w * (g - m0), w < 0.5);
-    let v = exp_avg_sq[i] * P.beta2 + (P.beta2_weight * g) * g;
-    exp_avg[i] = m;
-    exp_avg_sq[i] = v;
-    let denom = sqrt(v / P.bias_correction2) + P.eps;
-    let stepped = p + P.grad_coef * (g / denom);
-    param[i] = stepped + P.avg_coef * (m / denom);
+    let i = element_index(gid, nwg);
+    if (i >= P.m.n) { return; }
+    let s = update_moments(i);
+    let denom = sqrt(s.v / P.bias_correction2) + P.m.eps;
+    let stepped = s.p + P.grad_coef * (s.g / denom);
+    param[i] = stepped + P.avg_coef * (s.m / denom);
 }

@@ -9,14 +9,7 @@
 //   param      = param - update
 // The host decides whether the step is rectified and computes rect in double precision.
 struct Params {
-    n: u32,
-    grad_sign: f32,       // -1 when maximizing
-    decay: f32,
-    weight_decay: f32,
-    beta1_weight: f32,    // 1 - beta1
-    beta2: f32,
-    beta2_weight: f32,    // 1 - beta2
-    eps: f32,
+    m: Moments,
     bias_correction1: f32,
     bias_correction2_sqrt: f32,
     lr: f32,
@@ -24,27 +17,16 @@ struct Params {
     rectified: u32,
 }
 @group(0) @binding(0) var<uniform> P: Params;
-@group(0) @binding(1) var<storage, read> grad: array<f32>;
-@group(0) @binding(2) var<storage, read_write> param: array<f32>;
-@group(0) @binding(3) var<storage, read_write> exp_avg: array<f32>;
-@group(0) @binding(4) var<storage, read_write> exp_avg_sq: array<f32>;
+//! include lib/adam_moments.wgsl
 
 @compute @workgroup_size(256)
 fn radam(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = gid.x + gid.y * nwg.x * 256u;
-    if (i >= P.n) { return; }
-    let p = param[i] * P.decay;
-    let g = P.grad_sign * grad[i] + P.weight_decay * p;
-    let m0 = exp_avg[i];
-    let w = P.beta1_weight;
-    // torch's lerp: two forms, for weights below and above one half.
-    let m = select(g - (g - m0) * (1.0 - w), m0 + w * (g - m0), w < 0.5);
-    let v = exp_avg_sq[i] * P.beta2 + (P.beta2_weight * g) * g;
-    exp_avg[i] = m;
-    exp_avg_sq[i] = v;
-    var update = m / P.bias_correction1 * P.lr;
+    let i = element_index(gid, nwg);
+    if (i >= P.m.n) { return; }
+    let s = update_moments(i);
+    var update = s.m / P.bias_correction1 * P.lr;
     if (P.rectified != 0u) {
-        update = update * (P.bias_correction2_sqrt / (sqrt(v) + P.eps)) * P.rect;
+        update = update * (P.bias_correction2_sqrt / (sqrt(s.v) + P.m.eps)) * P.rect;
     }
-    param[i] = p - update;
+    param[i] = s.p - update;
 }
