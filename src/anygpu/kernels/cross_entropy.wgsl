@@ -17,14 +17,9 @@ struct Params { rows: u32, classes: u32, ignore_index: i32, log_probs: u32 }
 @group(0) @binding(6) var<storage, read_write> row_weight: array<f32>;
 
 const WG: u32 = 64u;
-//! include lib/workgroup_reduce.wgsl
+//! include lib/row_per_workgroup.wgsl
 
-@compute @workgroup_size(64)
-fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
-        @builtin(num_workgroups) nwg: vec3<u32>) {
-    let r = wid.x + wid.y * nwg.x;
-    if (r >= P.rows) { return; }  // uniform per workgroup: safe before the barriers
-    let t = lid.x;
+fn row_body(r: u32, t: u32) {
     let base = r * P.classes;
     var row_max = 0.0;
     if (P.log_probs == 0u) {

@@ -9,14 +9,9 @@ struct Params { rows: u32, cols: u32 }
 
 const WG: u32 = {{WG}}u;
 const LOWEST: f32 = -3.40282347e+38;
-//! include lib/workgroup_reduce.wgsl
+//! include lib/row_per_workgroup.wgsl
 
-@compute @workgroup_size(WG)
-fn main(@builtin(local_invocation_index) tid: u32,
-        @builtin(workgroup_id) wid: vec3<u32>,
-        @builtin(num_workgroups) nwg: vec3<u32>) {
-    let row = wid.x + wid.y * nwg.x;
-    if (row >= P.rows) { return; }
+fn row_body(row: u32, tid: u32) {
     let base = row * P.cols;
 
     var local_max = LOWEST;
