@@ -627,8 +627,11 @@ class Linear(Module):
 
 
 class _ConvNd(Module):
+    _quote_padding = True  # repr of a string padding: 'same' (Conv1d prints it unquoted, as torch does)
+
     def _init_conv(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                   padding_mode, transposed, output_padding=0):
+                   padding_mode, transposed, output_padding=0, tuple_of=_pair):
+        """The layer's sizes as tuple_of makes them (_pair: 2-d; nn.layers1d._single: 1-d)."""
         name = type(self).__name__
         if groups <= 0 or in_channels % groups or out_channels % groups:
             raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels ({out_channels}) must be "
@@ -637,23 +640,22 @@ class _ConvNd(Module):
             raise ValueError(f"{name}: only padding_mode='zeros' is supported, got {padding_mode!r}")
         self.in_channels = int(in_channels)
         self.out_channels = int(out_channels)
-        self.kernel_size = _pair(kernel_size, "kernel_size")
-        self.stride = _pair(stride, "stride")
+        self.kernel_size = tuple_of(kernel_size, "kernel_size")
+        self.stride = tuple_of(stride, "stride")
         if isinstance(padding, str):
             if padding not in ("same", "valid") or transposed:
                 raise ValueError(f"{name}: padding must be an int, a pair, 'same' or 'valid', got {padding!r}")
             self.padding = padding
         else:
-            self.padding = _pair(padding, "padding")
-        self.dilation = _pair(dilation, "dilation")
-        self.output_padding = _pair(output_padding, "output_padding")
+            self.padding = tuple_of(padding, "padding")
+        self.dilation = tuple_of(dilation, "dilation")
+        self.output_padding = tuple_of(output_padding, "output_padding")
         self.groups = int(groups)
         self.padding_mode = padding_mode
-        kh, kw = self.kernel_size
         if transposed:
-            shape = (self.in_channels, self.out_channels // self.groups, kh, kw)
+            shape = (self.in_channels, self.out_channels // self.groups, *self.kernel_size)
         else:
-            shape = (self.out_channels, self.in_channels // self.groups, kh, kw)
+            shape = (self.out_channels, self.in_channels // self.groups, *self.kernel_size)
         self.weight = Parameter(zeros(*shape))
         if bias:
             self.bias = Parameter(zeros(self.out_channels))
@@ -665,12 +667,14 @@ class _ConvNd(Module):
         _reset_like_torch(self.weight, self.bias)
 
     def extra_repr(self) -> str:
+        zeros_, ones = (0,) * len(self.kernel_size), (1,) * len(self.kernel_size)
         text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
-        if self.padding != (0, 0):
-            text += f", padding={self.padding!r}" if isinstance(self.padding, str) else f", padding={self.padding}"
-        if self.dilation != (1, 1):
+        if self.padding != zeros_:
+            quoted = isinstance(self.padding, str) and self._quote_padding
+            text += f", padding={self.padding!r}" if quoted else f", padding={self.padding}"
+        if self.dilation != ones:
             text += f", dilation={self.dilation}"
-        if self.output_padding != (0, 0):
+        if self.output_padding != zeros_:
             text += f", output_padding={self.output_padding}"
         if self.groups != 1:
             text += f", groups={self.groups}"
@@ -979,7 +983,7 @@ class Dropout(Module):
         return f"p={self.p}, inplace={self.inplace}"
 
 
-class MaxPool2d(Module):
+class _MaxPoolNd(Module):
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices: bool = False,
                  ceil_mode: bool = False):
         super().__init__()
@@ -990,13 +994,15 @@ class MaxPool2d(Module):
         self.return_indices = return_indices
         self.ceil_mode = ceil_mode
 
-    def forward(self, input):
-        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
-
     def extra_repr(self) -> str:
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
                 f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class MaxPool2d(_MaxPoolNd):
+    def forward(self, input):
+        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
 
 
 class AvgPool2d(Module):
