@@ -178,10 +178,23 @@ def _store(measurements: list[Measurement]) -> None:
     os.replace(temporary, path)  # readers see the old file or the new one, never half of one
 
 
+def _short_reason(error: BaseException, width: int = 120) -> str:
+    """One line: the exception's first and last lines of text (wgpu puts the cause last),
+    its type when it has no text, cut to `width` characters."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if not lines:
+        text = type(error).__name__
+    else:
+        text = lines[0] if len(lines) == 1 else f"{lines[0].rstrip(':')}: {lines[-1]}"
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
 def measure_all(infos: list[AdapterInfo] | None = None,
                 use_cache: bool = False) -> list[tuple[AdapterInfo, Measurement | None, str]]:
     """(adapter, measurement or None, how) for each adapter; how is "measured", "cached" or
-    the error that stopped the suite there. New measurements are written to the cache."""
+    "unusable: <why>" (the adapter failed somewhere: device request, pipeline, dispatch,
+    read-back). New measurements are written to the cache; failures are not."""
     infos = adapter_infos() if infos is None else infos
     results, fresh = [], []
     for info in infos:
@@ -191,8 +204,14 @@ def measure_all(infos: list[AdapterInfo] | None = None,
             continue
         try:
             measurement = measure_adapter(info)
-        except (GpuError, ValueError) as error:  # an adapter that cannot run the suite is skipped
-            results.append((info, None, f"failed: {' '.join(str(error).split())}"))
+        except Exception as error:  # noqa: BLE001 -- see below
+            # An adapter may fail at any point: wgpu raises RuntimeError, not GPUError, for
+            # some (on an H200 host the OpenGL adapter's device request fails with "Parent
+            # device is lost" after its internal compute pipeline is refused: GL 3.3 has no
+            # compute shaders). Whatever the failure, the adapter is reported unusable and
+            # never chosen; the suite runs on a Device of its own, so the process's main
+            # device is untouched. KeyboardInterrupt/SystemExit are not Exceptions: they pass.
+            results.append((info, None, f"unusable: {_short_reason(error)}"))
             continue
         fresh.append(measurement)
         results.append((info, measurement, "measured"))
