@@ -71,3 +71,19 @@ def test_cache_file_that_is_a_fifo_does_not_block(dev, tmp_path):
     thread.start()
     thread.join(10)
     assert not thread.is_alive() and found == [{}]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+def test_generic_tuner_cache_fifo_and_deep_json(tmp_path):
+    from anygpu.ops import tuner  # shares autotune's file checks (ops/cache_file.py)
+
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    found = []
+    thread = threading.Thread(target=lambda: found.append(tuner.load_cache(fifo)), daemon=True)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive() and found == [{}]
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000)
+    assert tuner.load_cache(deep) == {}

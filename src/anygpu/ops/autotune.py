@@ -19,21 +19,19 @@ is skipped, and the simple kernel is always among the candidates.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import statistics
-import tempfile
 import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from stat import S_ISREG
 
 import numpy as np
 
 from ..runtime import GpuError
 from ..runtime.capture import paused
+from .cache_file import read_entries, write_entries
 from .matmul_gen import FAMILY_VERSION, MatmulConfig, Problem, Variant, launch
 
 CACHE_FILE = "matmul_autotune.json"
@@ -395,7 +393,6 @@ def tune(dev, problem: Problem, configs=None, rounds: int | None = None,
 _LOADED: dict = {}   # path -> ((mtime, size, inode), entries): the file is parsed again only when it changes
 
 
-_MAX_CACHE_BYTES = 16 << 20  # thousands of entries; anything larger is not ours
 
 
 def _cached_config(entry) -> MatmulConfig | None:
@@ -420,8 +417,7 @@ def load_cache(path: Path | None = None) -> dict:
     Any content must lead to a valid kernel: the file is read only when it is a regular
     file of sane size (a FIFO would block), and entries that do not name a buildable
     config are dropped here (they are tuned again), so one damaged entry never fails a
-    matmul. (Note for the generic tuner, ops/tuner.py: keep this validation when the
-    cache moves there.)"""
+    matmul. (The file checks are cache_file.read_entries, shared with ops/tuner.py.)"""
     path = path or cache_path()
     try:
         stat = path.stat()
@@ -429,15 +425,10 @@ def load_cache(path: Path | None = None) -> dict:
         known = _LOADED.get(str(path))
         if known is not None and known[0] == stamp:
             return known[1]
-        if not S_ISREG(stat.st_mode) or stat.st_size > _MAX_CACHE_BYTES:
-            return {}
-        data = json.loads(path.read_text())
-    except (OSError, ValueError, RecursionError):
-        return {}
-    if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT or not isinstance(data.get("entries"), dict):
+    except OSError:
         return {}
     entries = {}
-    for key, entry in data["entries"].items():
+    for key, entry in read_entries(path, CACHE_FORMAT, stat).items():
         try:
             _cached_config(entry)
         except (ValueError, TypeError, ArithmeticError):
@@ -460,19 +451,4 @@ def store(dev, problem: Problem, result: TuneResult, path: Path | None = None) -
         "shape": [problem.batch, problem.m, problem.n, problem.k],
         "tuned": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
-    text = json.dumps({"format": CACHE_FORMAT, "entries": entries}, indent=1, sort_keys=True)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-    except OSError:
-        return False
-    return True
+    return write_entries(path, CACHE_FORMAT, entries)

@@ -20,10 +20,8 @@ offers, are ignored (and dropped at the next write); a damaged file reads as emp
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import tempfile
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -34,6 +32,7 @@ import numpy as np
 from ..runtime import GpuError
 from ..runtime.capture import paused
 from . import autotune
+from .cache_file import read_entries, write_entries
 
 CACHE_FILE = "tuner.json"
 CACHE_FORMAT = 1
@@ -247,15 +246,8 @@ def load_cache(path: Path | None = None) -> dict:
     """The cache's valid entries (key -> {"choice": label, ...}); {} for a missing or
     damaged file. Entries of the wrong shape are left out, never an error."""
     path = path or cache_path()
-    # H2 (issue 13) for H7: a FIFO at this path blocks read_text forever, and "[[[..." deep
-    # JSON raises RecursionError; autotune.load_cache checks S_ISREG and size first.
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT or not isinstance(data.get("entries"), dict):
-        return {}
-    return {key: entry for key, entry in data["entries"].items()
+    # read_entries refuses a FIFO (read_text would block) and deep "[[[..." JSON (RecursionError).
+    return {key: entry for key, entry in read_entries(path, CACHE_FORMAT).items()
             if isinstance(key, str) and isinstance(entry, dict) and isinstance(entry.get("choice"), str)}
 
 
@@ -272,19 +264,4 @@ def store(dev, tunable: Tunable, problem, result: TuneResult, path: Path | None 
         "problem": repr(problem),
         "tuned": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
-    text = json.dumps({"format": CACHE_FORMAT, "entries": entries}, indent=1, sort_keys=True)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-    except OSError:
-        return False
-    return True
+    return write_entries(path, CACHE_FORMAT, entries)
