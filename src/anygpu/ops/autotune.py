@@ -227,6 +227,29 @@ def _decide(dev, problem: Problem, on: bool) -> MatmulConfig | None:
 # ---------------------------------------------------------------------------- timing
 
 
+def time_candidate(dev, run, best_seconds: float | None, budget_s: float, rounds: int, what: str) -> float | str:
+    """A tuning candidate's seconds per call of `run` (compiled and warmed up first, as many
+    repeats as fit in budget_s), or why it was dropped: one call took over ten times the best
+    so far (not worth more time). GpuError passes through."""
+    run()
+    dev.synchronize()   # compiles and warms up
+    start = time.perf_counter()
+    run()
+    dev.synchronize()
+    once = time.perf_counter() - start
+    if best_seconds is not None and once > max(10 * best_seconds, 0.01):
+        return f"slow: {once:.3g} s for {what}"
+    repeats = max(1, min(50, int(budget_s / max(once, 1e-6))))
+    return seconds_per_run(dev, run, repeats=repeats, rounds=rounds)
+
+
+def agrees(got, expected) -> bool:
+    """A candidate's full-size result matches the first one's: finite, and within 1e-3 of
+    the largest magnitude."""
+    return bool(np.isfinite(got).all()
+                and np.abs(got - expected).max() <= 1e-3 * (np.abs(expected).max() + 1e-30))
+
+
 def seconds_per_run(dev, run, repeats: int = 10, rounds: int = 3) -> float:
     """Median over `rounds` of the GPU seconds per call of `run` (which records work),
     with `repeats` calls per round after one warm-up call.
@@ -356,17 +379,10 @@ def tune(dev, problem: Problem, configs=None, rounds: int | None = None,
 
             def run(config=config):
                 launch(dev, config, problem, a, b, out)
-            run()
-            dev.synchronize()   # compiles and warms up
-            start = time.perf_counter()
-            run()
-            dev.synchronize()
-            once = time.perf_counter() - start
-            if best is not None and once > max(10 * best[0], 0.01):
-                timings[name] = f"slow: {once:.3g} s for one product"   # not worth more time
+            seconds = time_candidate(dev, run, None if best is None else best[0], budget_s, rounds, "one product")
+            if isinstance(seconds, str):
+                timings[name] = seconds
                 continue
-            repeats = max(1, min(50, int(budget_s / max(once, 1e-6))))
-            seconds = seconds_per_run(dev, run, repeats=repeats, rounds=rounds)
             got = _edge_rows(dev, out, problem)
         except GpuError as exc:
             if config is None:
@@ -376,8 +392,7 @@ def tune(dev, problem: Problem, configs=None, rounds: int | None = None,
             continue
         if expected is None:
             expected = got
-        elif not (np.isfinite(got).all()
-                  and np.abs(got - expected).max() <= 1e-3 * (np.abs(expected).max() + 1e-30)):
+        elif not agrees(got, expected):
             timings[name] = "wrong result at full size"
             continue
         timings[name] = seconds

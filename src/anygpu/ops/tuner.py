@@ -209,17 +209,10 @@ def tune(dev, tunable: Tunable, problem, candidates=None, rounds: int | None = N
 
             def run(candidate=candidate):
                 outputs[:] = [tunable.run(dev, candidate, problem, buffers)]
-            run()
-            dev.synchronize()  # compiles and warms up
-            start = time.perf_counter()
-            run()
-            dev.synchronize()
-            once = time.perf_counter() - start
-            if best is not None and once > max(10 * best[0], 0.01):
-                timings[name] = f"slow: {once:.3g} s for one run"
+            seconds = autotune.time_candidate(dev, run, None if best is None else best[0], budget_s, rounds, "one run")
+            if isinstance(seconds, str):
+                timings[name] = seconds
                 continue
-            repeats = max(1, min(50, int(budget_s / max(once, 1e-6))))
-            seconds = autotune.seconds_per_run(dev, run, repeats=repeats, rounds=rounds)
             got = dev.read(outputs[0])
         except GpuError as exc:
             if index == 0:
@@ -229,8 +222,7 @@ def tune(dev, tunable: Tunable, problem, candidates=None, rounds: int | None = N
             continue
         if expected is None:
             expected = got.astype(np.float64)
-        elif not (np.isfinite(got).all()
-                  and np.abs(got - expected).max() <= 1e-3 * (np.abs(expected).max() + 1e-30)):
+        elif not autotune.agrees(got, expected):
             timings[name] = "wrong result at full size"
             continue
         timings[name] = seconds
