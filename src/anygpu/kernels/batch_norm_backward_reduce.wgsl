@@ -12,14 +12,10 @@ struct Params { batch: u32, channels: u32, spatial: u32, eps: f32 }
 @group(0) @binding(6) var<storage, read_write> grad_beta: array<f32>;
 
 const WG: u32 = 256u;
-//! include lib/workgroup_reduce.wgsl
+//! include lib/row_per_workgroup.wgsl
+fn row_count() -> u32 { return P.channels; }
 
-@compute @workgroup_size(256)
-fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
-        @builtin(num_workgroups) nwg: vec3<u32>) {
-    let c = wid.x + wid.y * nwg.x;
-    if (c >= P.channels) { return; }  // uniform per workgroup: safe before the barriers
-    let t = lid.x;
+fn row_body(c: u32, t: u32) {
     let m = mean[c];
     let rstd = inverseSqrt(variance[c] + P.eps);
     var sum_g = 0.0;

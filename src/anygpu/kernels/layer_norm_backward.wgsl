@@ -15,6 +15,7 @@ struct Params { rows: u32, cols: u32, eps: f32, flags: u32 }
 
 const WG: u32 = 64u;
 //! include lib/row_per_workgroup.wgsl
+fn row_count() -> u32 { return P.rows; }
 
 fn row_body(r: u32, t: u32) {
     let base = r * P.cols;

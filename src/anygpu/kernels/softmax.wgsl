@@ -10,6 +10,7 @@ struct Params { rows: u32, cols: u32 }
 const WG: u32 = {{WG}}u;
 const LOWEST: f32 = -3.40282347e+38;
 //! include lib/row_per_workgroup.wgsl
+fn row_count() -> u32 { return P.rows; }
 
 fn row_body(row: u32, tid: u32) {
     let base = row * P.cols;

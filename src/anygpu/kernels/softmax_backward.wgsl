@@ -8,6 +8,7 @@ struct Params { rows: u32, cols: u32 }
 
 const WG: u32 = {{WG}}u;
 //! include lib/row_per_workgroup.wgsl
+fn row_count() -> u32 { return P.rows; }
 
 fn row_body(row: u32, tid: u32) {
     let base = row * P.cols;
