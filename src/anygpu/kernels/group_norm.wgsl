@@ -11,14 +11,11 @@ struct Params { batch: u32, channels: u32, spatial: u32, groups: u32, eps: f32 }
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
 const WG: u32 = 256u;
-//! include lib/workgroup_reduce.wgsl
+//! include lib/row_per_workgroup.wgsl
 
-@compute @workgroup_size(256)
-fn main(@builtin(local_invocation_index) tid: u32,
-        @builtin(workgroup_id) wid: vec3<u32>,
-        @builtin(num_workgroups) nwg: vec3<u32>) {
-    let slot = wid.x + wid.y * nwg.x;  // n * groups + g
-    if (slot >= P.batch * P.groups) { return; }
+fn row_count() -> u32 { return P.batch * P.groups; }
+
+fn row_body(slot: u32, tid: u32) {  // slot = n * groups + g
     let group_c = P.channels / P.groups;
     let count = group_c * P.spatial;
     let base = slot * count;

@@ -17,19 +17,16 @@ const WG: u32 = 256u;
 // Channels with at least this many positions are summed by the whole workgroup,
 // shorter ones by one thread each (a workgroup tree per tiny channel is all barriers).
 const WIDE_CHANNEL: u32 = 32u;
-//! include lib/workgroup_reduce.wgsl
+//! include lib/row_per_workgroup.wgsl
 
 // Two sums over the workgroup at once, returned to every thread.
 fn workgroup_sum2(tid: u32, value: vec2<f32>) -> vec2<f32> {
     return workgroup_sum4(tid, vec4<f32>(value, 0.0, 0.0)).xy;
 }
 
-@compute @workgroup_size(256)
-fn main(@builtin(local_invocation_index) tid: u32,
-        @builtin(workgroup_id) wid: vec3<u32>,
-        @builtin(num_workgroups) nwg: vec3<u32>) {
-    let slot = wid.x + wid.y * nwg.x;  // n * groups + g
-    if (slot >= P.batch * P.groups) { return; }
+fn row_count() -> u32 { return P.batch * P.groups; }
+
+fn row_body(slot: u32, tid: u32) {  // slot = n * groups + g
     let group_c = P.channels / P.groups;
     let count = group_c * P.spatial;
     let base = slot * count;
