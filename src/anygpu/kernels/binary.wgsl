@@ -1,21 +1,10 @@
-{{ENABLE}}
+//! include lib/binary_io.wgsl
 // out[i] = f(a[i], b[i]) for a scalar expression f of `a`, `b` (and `alpha`), computed
 // in {{C}} on elements stored as {{T}}, written as {{OUT_T}}.
-{{PARAMS}}
-@group(0) @binding(0) var<uniform> P: Params;
-@group(0) @binding(1) var<storage, read> in_a: array<{{T}}>;
-@group(0) @binding(2) var<storage, read> in_b: array<{{T}}>;
-@group(0) @binding(3) var<storage, read_write> out: array<{{OUT_T}}>;
-
-//! include lib/erf.wgsl
-//! include lib/int.wgsl
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = gid.x + gid.y * nwg.x * 256u;
     if (i >= P.n) { return; }
-    let a = {{C}}(in_a[i]);
-    let b = {{C}}(in_b[i]);
-    let alpha = P.alpha;
-    out[i] = {{OUT_T}}({{EXPR}});
+    store_binary(i, i, i);
 }

@@ -1,14 +1,6 @@
-{{ENABLE}}
+//! include lib/binary_io.wgsl
 // out[i] = f(a[ia], b[ib]) with NumPy broadcasting: up to 8 dims, right-aligned,
 // a broadcast dim has stride 0. Expression of `a`, `b`, `alpha` in {{C}}.
-{{PARAMS}}
-@group(0) @binding(0) var<uniform> P: Params;
-@group(0) @binding(1) var<storage, read> in_a: array<{{T}}>;
-@group(0) @binding(2) var<storage, read> in_b: array<{{T}}>;
-@group(0) @binding(3) var<storage, read_write> out: array<{{OUT_T}}>;
-
-//! include lib/erf.wgsl
-//! include lib/int.wgsl
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -24,8 +16,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         ia = ia + coord * P.a_strides[d / 4][d % 4];
         ib = ib + coord * P.b_strides[d / 4][d % 4];
     }
-    let a = {{C}}(in_a[ia]);
-    let b = {{C}}(in_b[ib]);
-    let alpha = P.alpha;
-    out[i] = {{OUT_T}}({{EXPR}});
+    store_binary(i, ia, ib);
 }
