@@ -13,21 +13,16 @@
 @group(0) @binding(3) var<storage, read_write> out: array<{{T}}>;
 
 const MISSING: {{T}} = {{MISSING}};
+//! include lib/index_axis.wgsl
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = gid.x + gid.y * nwg.x * 256u;
     if (i >= P.n) { return; }
-    let row = i / P.inner;                 // o * n_index + j
-    let col = i % P.inner;
-    let o = row / P.n_index;
-    var k = row % P.n_index;
-    if (P.per_element == 1u) { k = i; }
-    var t = index[k];
-    if (t < 0) { t = t + i32(P.dim_size); }
-    if (t < 0 || t >= i32(P.dim_size)) {
+    let at = indexed_at(i);
+    if (!at.valid) {
         out[i] = MISSING;
         return;
     }
-    out[i] = x[(o * P.dim_size + u32(t)) * P.inner + col];
+    out[i] = x[at.at];
 }

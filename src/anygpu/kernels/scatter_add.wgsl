@@ -7,6 +7,7 @@ struct Params { n: u32, n_index: u32, inner: u32, dim_size: u32, per_element: u3
 @group(0) @binding(1) var<storage, read> src: array<f32>;
 @group(0) @binding(2) var<storage, read> index: array<i32>;
 @group(0) @binding(3) var<storage, read_write> out: array<atomic<u32>>;
+//! include lib/index_axis.wgsl
 
 fn atomic_add_f32(addr: u32, value: f32) {
     var old = atomicLoad(&out[addr]);
@@ -21,15 +22,9 @@ fn atomic_add_f32(addr: u32, value: f32) {
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = gid.x + gid.y * nwg.x * 256u;
     if (i >= P.n) { return; }
-    let row = i / P.inner;
-    let col = i % P.inner;
-    let o = row / P.n_index;
-    var k = row % P.n_index;
-    if (P.per_element == 1u) { k = i; }
-    var t = index[k];
-    if (t < 0) { t = t + i32(P.dim_size); }
-    if (t < 0 || t >= i32(P.dim_size) || t == P.skip) { return; }
+    let at = indexed_at(i);
+    if (!at.valid || at.t == P.skip) { return; }
     let value = src[i];
     if (value == 0.0) { return; }
-    atomic_add_f32((o * P.dim_size + u32(t)) * P.inner + col, value);
+    atomic_add_f32(at.at, value);
 }
