@@ -119,6 +119,15 @@ class Optimizer:
     def _step_group(self, group: dict[str, Any]) -> None:
         raise NotImplementedError
 
+    def _with_grads(self, group: dict[str, Any]):
+        """(parameter, its checked gradient, its state dict) for each parameter of the group
+        that has a gradient."""
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            grad = self._grad_of(p)
+            yield p, grad, self.state.setdefault(p, {})
+
     @staticmethod
     def _grad_of(p: Tensor) -> Tensor:
         grad = p.grad
@@ -248,12 +257,8 @@ class SGD(Optimizer):
 
     def _step_group(self, group: dict[str, Any]) -> None:
         momentum = float(group["momentum"])
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            grad = self._grad_of(p)
+        for p, grad, state in self._with_grads(group):
             dev = p._dev
-            state = self.state.setdefault(p, {})
             buf = state.get("momentum_buffer")
             first = False
             if momentum != 0.0 and buf is None:
@@ -302,12 +307,8 @@ class Adam(Optimizer):
 
     def _step_group(self, group: dict[str, Any]) -> None:
         amsgrad = bool(group["amsgrad"])
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            grad = self._grad_of(p)
+        for p, grad, state in self._with_grads(group):
             dev = p._dev
-            state = self.state.setdefault(p, {})
             if "step" not in state:
                 state["step"] = 0
                 state["exp_avg"] = Tensor(dev.alloc(p.numel()), p.shape)
