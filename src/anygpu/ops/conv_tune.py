@@ -43,6 +43,13 @@ def _out_size(size, kernel, stride, padding, dilation):
     return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
 
 
+def _out_hw(p) -> tuple[int, int]:
+    """The output height and width of a conv2d problem tuple (as the tunables below unpack it)."""
+    _, _, _, in_h, in_w, _, kh, kw, stride, padding, dilation, _ = p
+    return (_out_size(in_h, kh, stride[0], padding[0], dilation[0]),
+            _out_size(in_w, kw, stride[1], padding[1], dilation[1]))
+
+
 def _im2col(x: np.ndarray, kh, kw, stride, padding, dilation, out_h, out_w) -> np.ndarray:
     """x [n, c, h, w] -> [n, c*kh*kw, out_h*out_w] (float64)."""
     n, c = x.shape[:2]
@@ -95,8 +102,7 @@ class _Conv2d(_ConvTunable):
     # problem: (dtype, batch, in_c, in_h, in_w, out_c, kh, kw, stride, padding, dilation, groups)
     def gemm(self, p):
         _, batch, in_c, in_h, in_w, out_c, kh, kw, stride, padding, dilation, groups = p
-        out_h = _out_size(in_h, kh, stride[0], padding[0], dilation[0])
-        out_w = _out_size(in_w, kw, stride[1], padding[1], dilation[1])
+        out_h, out_w = _out_hw(p)
         return out_c // groups, batch * out_h * out_w, (in_c // groups) * kh * kw
 
     def input_sizes(self, p):
@@ -114,8 +120,7 @@ class _Conv2d(_ConvTunable):
     def reference(self, p, arrays):
         _, batch, in_c, in_h, in_w, out_c, kh, kw, stride, padding, dilation, groups = p
         assert groups == 1
-        out_h = _out_size(in_h, kh, stride[0], padding[0], dilation[0])
-        out_w = _out_size(in_w, kw, stride[1], padding[1], dilation[1])
+        out_h, out_w = _out_hw(p)
         x = arrays[0].astype(np.float64).reshape(batch, in_c, in_h, in_w)
         weight = arrays[1].astype(np.float64).reshape(out_c, -1)
         cols = _im2col(x, kh, kw, stride, padding, dilation, out_h, out_w)
@@ -125,14 +130,12 @@ class _Conv2d(_ConvTunable):
 class _Conv2dGradWeight(_Conv2d):
     def gemm(self, p):
         _, batch, in_c, in_h, in_w, out_c, kh, kw, stride, padding, dilation, groups = p
-        out_h = _out_size(in_h, kh, stride[0], padding[0], dilation[0])
-        out_w = _out_size(in_w, kw, stride[1], padding[1], dilation[1])
+        out_h, out_w = _out_hw(p)
         return out_c // groups, (in_c // groups) * kh * kw, batch * out_h * out_w
 
     def input_sizes(self, p):
         _, batch, in_c, in_h, in_w, out_c, kh, kw, stride, padding, dilation, groups = p
-        out_h = _out_size(in_h, kh, stride[0], padding[0], dilation[0])
-        out_w = _out_size(in_w, kw, stride[1], padding[1], dilation[1])
+        out_h, out_w = _out_hw(p)
         return [batch * in_c * in_h * in_w, batch * out_c * out_h * out_w]
 
     def small(self, p):
@@ -140,16 +143,14 @@ class _Conv2dGradWeight(_Conv2d):
 
     def run(self, dev, tiles, p, buffers):
         _, batch, in_c, in_h, in_w, out_c, kh, kw, stride, padding, dilation, groups = p
-        out_h = _out_size(in_h, kh, stride[0], padding[0], dilation[0])
-        out_w = _out_size(in_w, kw, stride[1], padding[1], dilation[1])
+        out_h, out_w = _out_hw(p)
         return dev.conv2d_grad_weight(buffers[0], buffers[1], batch, in_c, in_h, in_w, out_c, out_h, out_w,
                                       kh, kw, stride, padding, dilation, groups, tiles=tiles)
 
     def reference(self, p, arrays):
         _, batch, in_c, in_h, in_w, out_c, kh, kw, stride, padding, dilation, groups = p
         assert groups == 1
-        out_h = _out_size(in_h, kh, stride[0], padding[0], dilation[0])
-        out_w = _out_size(in_w, kw, stride[1], padding[1], dilation[1])
+        out_h, out_w = _out_hw(p)
         x = arrays[0].astype(np.float64).reshape(batch, in_c, in_h, in_w)
         grad = arrays[1].astype(np.float64).reshape(batch, out_c, out_h * out_w)
         cols = _im2col(x, kh, kw, stride, padding, dilation, out_h, out_w)
