@@ -10,27 +10,23 @@ import torch
 import anygpu as ag
 from anygpu import io, nn, optim
 
+from .pairs import assert_params_close, pair_params, set_grads
+
 SHAPES = [(3, 5), (7,), (2, 3, 3)]
 RTOL, ATOL = 2e-5, 1e-6
 STEPS = 7
 
 
 def _pair_params(rng, shapes=SHAPES):
-    arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
-    return [nn.Parameter(ag.tensor(a)) for a in arrays], [torch.tensor(a, requires_grad=True) for a in arrays]
+    return pair_params(rng, shapes)
 
 
 def _set_grads(rng, ours, theirs):
-    for p, tp in zip(ours, theirs):
-        g = rng.standard_normal(p.shape).astype(np.float32)
-        p.grad = ag.tensor(g)
-        tp.grad = torch.tensor(g)
+    set_grads(rng, ours, theirs)
 
 
 def _assert_params_close(ours, theirs, step):
-    for i, (p, tp) in enumerate(zip(ours, theirs)):
-        np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=RTOL, atol=ATOL,
-                                   err_msg=f"parameter {i} after step {step}")
+    assert_params_close(ours, theirs, step, RTOL, ATOL)
 
 
 CASES = [

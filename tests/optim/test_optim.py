@@ -8,6 +8,8 @@ import torch
 
 import anygpu as ag
 from anygpu import io, nn, optim
+
+from .pairs import assert_params_close, pair_params, set_grads
 from anygpu.tensor import Tensor
 
 SHAPES = [(3, 4), (5,), (2, 3, 2)]
@@ -15,23 +17,15 @@ RTOL, ATOL = 1e-5, 1e-6
 
 
 def _pair_params(rng, shapes=SHAPES):
-    arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
-    ours = [nn.Parameter(ag.tensor(a)) for a in arrays]
-    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
-    return ours, theirs
+    return pair_params(rng, shapes)
 
 
 def _set_grads(rng, ours, theirs):
-    for p, tp in zip(ours, theirs):
-        g = rng.standard_normal(p.shape).astype(np.float32)
-        p.grad = ag.tensor(g)
-        tp.grad = torch.tensor(g)
+    set_grads(rng, ours, theirs)
 
 
 def _assert_params_equal(ours, theirs, step):
-    for i, (p, tp) in enumerate(zip(ours, theirs)):
-        np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=RTOL, atol=ATOL,
-                                   err_msg=f"parameter {i} after step {step}")
+    assert_params_close(ours, theirs, step, RTOL, ATOL)
 
 
 CASES = [
