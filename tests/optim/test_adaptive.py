@@ -17,18 +17,6 @@ RTOL, ATOL = 2e-5, 1e-6
 STEPS = 7
 
 
-def _pair_params(rng, shapes=SHAPES):
-    return pair_params(rng, shapes)
-
-
-def _set_grads(rng, ours, theirs):
-    set_grads(rng, ours, theirs)
-
-
-def _assert_params_close(ours, theirs, step):
-    assert_params_close(ours, theirs, step, RTOL, ATOL)
-
-
 CASES = [
     ("Adadelta", dict()),
     ("Adadelta", dict(lr=0.5, rho=0.8, eps=1e-5, weight_decay=0.1)),
@@ -57,25 +45,25 @@ CASES = [
 @pytest.mark.parametrize("name,kwargs", CASES, ids=[f"{n}-{'-'.join(k) or 'defaults'}" for n, k in CASES])
 def test_matches_torch_step_for_step(name, kwargs):
     rng = np.random.default_rng(0)
-    ours, theirs = _pair_params(rng)
+    ours, theirs = pair_params(rng, SHAPES)
     opt, topt = getattr(optim, name)(ours, **kwargs), getattr(torch.optim, name)(theirs, **kwargs)
     for step in range(STEPS):
-        _set_grads(rng, ours, theirs)
+        set_grads(rng, ours, theirs)
         opt.step()
         topt.step()
-        _assert_params_close(ours, theirs, step)
+        assert_params_close(ours, theirs, step, RTOL, ATOL)
 
 
 def test_radam_switches_to_the_rectified_step():
     """With beta2 = 0.8 rho_t passes 5 at step 3: both branches are taken within a few steps."""
     rng = np.random.default_rng(1)
-    ours, theirs = _pair_params(rng, [(4, 3)])
+    ours, theirs = pair_params(rng, [(4, 3)])
     opt, topt = optim.RAdam(ours, lr=0.1, betas=(0.9, 0.8)), torch.optim.RAdam(theirs, lr=0.1, betas=(0.9, 0.8))
     for step in range(6):
-        _set_grads(rng, ours, theirs)
+        set_grads(rng, ours, theirs)
         opt.step()
         topt.step()
-        _assert_params_close(ours, theirs, step)
+        assert_params_close(ours, theirs, step, RTOL, ATOL)
 
 
 def test_defaults_match_torch():
@@ -119,10 +107,10 @@ STATE_CASES = [("Adadelta", dict(lr=0.5)), ("Adagrad", dict(lr=0.1, initial_accu
 @pytest.mark.parametrize("name,kwargs", STATE_CASES, ids=[c[0] for c in STATE_CASES])
 def test_state_dict_layout_matches_torch(name, kwargs):
     rng = np.random.default_rng(3)
-    ours, theirs = _pair_params(rng)
+    ours, theirs = pair_params(rng, SHAPES)
     opt, topt = getattr(optim, name)(ours, **kwargs), getattr(torch.optim, name)(theirs, **kwargs)
     for _ in range(2):
-        _set_grads(rng, ours, theirs)
+        set_grads(rng, ours, theirs)
         opt.step()
         topt.step()
     sd, tsd = opt.state_dict(), topt.state_dict()
@@ -137,7 +125,7 @@ def test_state_dict_layout_matches_torch(name, kwargs):
 @pytest.mark.parametrize("name,kwargs", STATE_CASES, ids=[c[0] for c in STATE_CASES])
 def test_state_dict_round_trip_through_a_checkpoint(tmp_path, name, kwargs):
     rng = np.random.default_rng(4)
-    first, _ = _pair_params(rng)
+    first, _ = pair_params(rng, SHAPES)
     opt = getattr(optim, name)(first, **kwargs)
     grads = [[rng.standard_normal(s).astype(np.float32) for s in SHAPES] for _ in range(6)]
     for step in range(3):
@@ -163,7 +151,7 @@ def test_state_dict_round_trip_through_a_checkpoint(tmp_path, name, kwargs):
 @pytest.mark.parametrize("name,kwargs", STATE_CASES, ids=[c[0] for c in STATE_CASES])
 def test_loads_a_torch_state_dict_and_continues_like_torch(name, kwargs):
     rng = np.random.default_rng(5)
-    _, theirs = _pair_params(rng)
+    _, theirs = pair_params(rng, SHAPES)
     topt = getattr(torch.optim, name)(theirs, **kwargs)
     for _ in range(3):
         for tp in theirs:
@@ -174,10 +162,10 @@ def test_loads_a_torch_state_dict_and_continues_like_torch(name, kwargs):
     opt.load_state_dict(topt.state_dict())
     assert opt.param_groups[0]["lr"] == kwargs["lr"]
     for step in range(3):
-        _set_grads(rng, ours, theirs)
+        set_grads(rng, ours, theirs)
         opt.step()
         topt.step()
-        _assert_params_close(ours, theirs, step)
+        assert_params_close(ours, theirs, step, RTOL, ATOL)
 
 
 def test_adagrad_state_exists_before_the_first_step():
@@ -212,7 +200,7 @@ def test_rejects_bad_arguments(make, match):
 
 def test_one_kernel_per_parameter_per_step():
     rng = np.random.default_rng(6)
-    ours, _ = _pair_params(rng)
+    ours, _ = pair_params(rng, SHAPES)
     dev = ag.gpu()
     for name, kwargs in [("RMSprop", dict(momentum=0.9, centered=True)), ("NAdam", {}), ("Adadelta", {})]:
         opt = getattr(optim, name)(ours, **kwargs)

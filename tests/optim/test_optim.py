@@ -16,18 +16,6 @@ SHAPES = [(3, 4), (5,), (2, 3, 2)]
 RTOL, ATOL = 1e-5, 1e-6
 
 
-def _pair_params(rng, shapes=SHAPES):
-    return pair_params(rng, shapes)
-
-
-def _set_grads(rng, ours, theirs):
-    set_grads(rng, ours, theirs)
-
-
-def _assert_params_equal(ours, theirs, step):
-    assert_params_close(ours, theirs, step, RTOL, ATOL)
-
-
 CASES = [
     ("sgd", dict(lr=0.1)),
     ("sgd", dict(lr=0.1, momentum=0.9)),
@@ -48,14 +36,14 @@ CLASSES = {"sgd": (optim.SGD, torch.optim.SGD), "adam": (optim.Adam, torch.optim
 @pytest.mark.parametrize("name,kwargs", CASES, ids=[f"{n}-{'-'.join(k)}" for n, k in CASES])
 def test_matches_torch_step_for_step(name, kwargs):
     rng = np.random.default_rng(0)
-    ours, theirs = _pair_params(rng)
+    ours, theirs = pair_params(rng, SHAPES)
     ours_cls, torch_cls = CLASSES[name]
     opt, topt = ours_cls(ours, **kwargs), torch_cls(theirs, **kwargs)
     for step in range(5):
-        _set_grads(rng, ours, theirs)
+        set_grads(rng, ours, theirs)
         opt.step()
         topt.step()
-        _assert_params_equal(ours, theirs, step)
+        assert_params_close(ours, theirs, step, RTOL, ATOL)
 
 
 def test_gradients_from_a_model_loss():
@@ -63,7 +51,7 @@ def test_gradients_from_a_model_loss():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((6, 4)).astype(np.float32)
     y = rng.standard_normal((6, 3)).astype(np.float32)
-    ours, theirs = _pair_params(rng, [(4, 3), (3,)])
+    ours, theirs = pair_params(rng, [(4, 3), (3,)])
     opt = optim.AdamW(ours, lr=0.05, weight_decay=0.1)
     topt = torch.optim.AdamW(theirs, lr=0.05, weight_decay=0.1)
     for step in range(4):
@@ -76,22 +64,22 @@ def test_gradients_from_a_model_loss():
         np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-5)
         opt.step()
         topt.step()
-        _assert_params_equal(ours, theirs, step)
+        assert_params_close(ours, theirs, step, RTOL, ATOL)
 
 
 def test_param_groups_and_params_without_grad():
     rng = np.random.default_rng(2)
-    ours, theirs = _pair_params(rng)
+    ours, theirs = pair_params(rng, SHAPES)
     opt = optim.SGD([{"params": ours[:2], "lr": 0.5}, {"params": ours[2:]}], lr=0.1, momentum=0.9)
     topt = torch.optim.SGD([{"params": theirs[:2], "lr": 0.5}, {"params": theirs[2:]}], lr=0.1, momentum=0.9)
     assert [g["lr"] for g in opt.param_groups] == [0.5, 0.1]
     for step in range(3):
-        _set_grads(rng, ours, theirs)
+        set_grads(rng, ours, theirs)
         ours[1].grad = None  # torch skips parameters without a gradient
         theirs[1].grad = None
         opt.step()
         topt.step()
-        _assert_params_equal(ours, theirs, step)
+        assert_params_close(ours, theirs, step, RTOL, ATOL)
     assert ours[1] not in opt.state
 
 
@@ -160,7 +148,7 @@ def test_rejects_bad_arguments():
 def test_state_dict_round_trip_through_a_checkpoint_resumes_identically(tmp_path, name, kwargs):
     rng = np.random.default_rng(4)
     ours_cls, _ = CLASSES[name]
-    first, _ = _pair_params(rng)
+    first, _ = pair_params(rng, SHAPES)
     opt = ours_cls(first, **kwargs)
     grads = [[rng.standard_normal(s).astype(np.float32) for s in SHAPES] for _ in range(6)]
     for step in range(3):
@@ -186,9 +174,9 @@ def test_state_dict_round_trip_through_a_checkpoint_resumes_identically(tmp_path
 
 def test_state_dict_layout_matches_torch():
     rng = np.random.default_rng(5)
-    ours, theirs = _pair_params(rng)
+    ours, theirs = pair_params(rng, SHAPES)
     opt, topt = optim.Adam(ours, lr=1e-2, amsgrad=True), torch.optim.Adam(theirs, lr=1e-2, amsgrad=True)
-    _set_grads(rng, ours, theirs)
+    set_grads(rng, ours, theirs)
     opt.step()
     topt.step()
     sd, tsd = opt.state_dict(), topt.state_dict()
@@ -203,7 +191,7 @@ def test_state_dict_layout_matches_torch():
 
 def test_loads_a_torch_optimizer_state_dict_and_continues_like_torch():
     rng = np.random.default_rng(6)
-    _, theirs = _pair_params(rng)
+    _, theirs = pair_params(rng, SHAPES)
     topt = torch.optim.SGD(theirs, lr=0.1, momentum=0.9)
     for _ in range(2):
         for tp in theirs:
@@ -214,15 +202,15 @@ def test_loads_a_torch_optimizer_state_dict_and_continues_like_torch():
     opt.load_state_dict(topt.state_dict())
     assert opt.param_groups[0]["momentum"] == 0.9
     for step in range(3):
-        _set_grads(rng, ours, theirs)
+        set_grads(rng, ours, theirs)
         opt.step()
         topt.step()
-        _assert_params_equal(ours, theirs, step)
+        assert_params_close(ours, theirs, step, RTOL, ATOL)
 
 
 def test_bad_state_dict_is_rejected_without_changing_anything():
     rng = np.random.default_rng(7)
-    ours, _ = _pair_params(rng)
+    ours, _ = pair_params(rng, SHAPES)
     opt = optim.Adam(ours, lr=1e-2)
     for p in ours:
         p.grad = ag.tensor(rng.standard_normal(p.shape).astype(np.float32))
