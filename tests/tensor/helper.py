@@ -81,3 +81,25 @@ def check_op(inputs, torch_fn, ag_fn=None, *, atol: float = 1e-5, rtol: float = 
                                    rtol=grad_rtol if grad_rtol is not None else rtol,
                                    err_msg=f"gradient of input {i} differs from torch")
     return torch_out, ag_out
+
+
+class Inputs:
+    """Input makers for oracle cases, drawing from one seeded generator (its own per test file)."""
+
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+
+    def pos(self, *shape):
+        """Floats in [0.5, 2): safe for log, sqrt, division, fractional powers."""
+        return self.rng.uniform(0.5, 2.0, size=shape).astype(np.float32)
+
+    def ints(self, high, *shape, low=0):
+        return self.rng.integers(low, high, size=shape).astype(np.int64)
+
+    def grid(self, *shape):
+        """Integer-valued floats in [-2, 2]: exact ties for comparisons and max/min."""
+        return self.rng.integers(-2, 3, size=shape).astype(np.float32)
+
+    def distinct(self, *shape):
+        """A permutation of well-separated values: no ties for max/min/argmax."""
+        return (self.rng.permutation(int(np.prod(shape))).reshape(shape) * 0.37 - 3.0).astype(np.float32)

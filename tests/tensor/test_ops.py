@@ -16,33 +16,15 @@ import torch.nn.functional as TF
 import anygpu as ag
 import anygpu.nn.functional as F
 
-from .helper import check_op
+from .helper import Inputs, check_op
 
 pytestmark = [pytest.mark.filterwarnings("ignore:Using padding='same'"),  # torch's note on even kernels
               pytest.mark.filterwarnings("ignore:Implicit dimension choice")]  # torch's legacy softmax dim
 
 TORCH = SimpleNamespace(lib=torch, F=TF)
 ANYGPU = SimpleNamespace(lib=ag, F=F)
-_rng = np.random.default_rng(7)
-
-
-def pos(*shape):
-    """Floats in [0.5, 2): safe for log, sqrt, division, fractional powers."""
-    return _rng.uniform(0.5, 2.0, size=shape).astype(np.float32)
-
-
-def ints(high, *shape, low=0):
-    return _rng.integers(low, high, size=shape).astype(np.int64)
-
-
-def grid(*shape):
-    """Integer-valued floats in [-2, 2]: exact ties for comparisons and max/min."""
-    return _rng.integers(-2, 3, size=shape).astype(np.float32)
-
-
-def distinct(*shape):
-    """A permutation of well-separated values: no ties for max/min/argmax."""
-    return (_rng.permutation(int(np.prod(shape))).reshape(shape) * 0.37 - 3.0).astype(np.float32)
+_inputs = Inputs(7)
+pos, ints, grid, distinct = _inputs.pos, _inputs.ints, _inputs.grid, _inputs.distinct
 
 
 def case(name, inputs, fn, **tol):

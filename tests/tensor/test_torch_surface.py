@@ -12,27 +12,12 @@ import torch
 
 import anygpu as ag
 
-from .helper import check_op
+from .helper import Inputs, check_op
 
 TORCH = SimpleNamespace(lib=torch)
 ANYGPU = SimpleNamespace(lib=ag)
-_rng = np.random.default_rng(11)
-
-
-def pos(*shape):
-    return _rng.uniform(0.5, 2.0, size=shape).astype(np.float32)
-
-
-def ints(high, *shape, low=0):
-    return _rng.integers(low, high, size=shape).astype(np.int64)
-
-
-def grid(*shape):
-    return _rng.integers(-2, 3, size=shape).astype(np.float32)
-
-
-def distinct(*shape):
-    return (_rng.permutation(int(np.prod(shape))).reshape(shape) * 0.37 - 3.0).astype(np.float32)
+_inputs = Inputs(11)
+pos, ints, grid, distinct = _inputs.pos, _inputs.ints, _inputs.grid, _inputs.distinct
 
 
 def case(name, inputs, fn, **tol):
