@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from anygpu.io.nanosign import TamperedError
+from anygpu.train import non_negative_int, positive_int
 
 __all__ = ["register", "EXIT_TAMPERED", "STARTER_MODEL", "starter_model_path"]
 
@@ -26,26 +27,6 @@ def starter_model_path() -> Path:
     from importlib import resources
 
     return Path(str(resources.files("anygpu").joinpath("models", STARTER_MODEL)))
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-    return value
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text}")
-    return value
 
 
 def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -73,11 +54,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("model", type=Path, metavar="MODEL", help="a model.safetensors written by anygpu train")
     parser.add_argument("inputs", type=Path, nargs="+", metavar="INPUT",
                         help="image files (PNG, JPEG, BMP, GIF, WebP) or folders searched recursively for them")
-    parser.add_argument("--top-k", type=_positive_int, default=1, metavar="K",
+    parser.add_argument("--top-k", type=positive_int, default=1, metavar="K",
                         help="report the K most probable classes (default 1; at most the number of classes)")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON array of {path, label, probability, top_k: [{label, probability}]}")
-    parser.add_argument("--batch-size", type=_positive_int, default=64, metavar="N",
+    parser.add_argument("--batch-size", type=positive_int, default=64, metavar="N",
                         help="images per forward pass (default 64)")
     parser.set_defaults(func=_guarded(predict.run))
 
@@ -103,10 +84,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("model", type=Path, nargs="?", metavar="MODEL",
                         help="a diffusion model.safetensors (default: the bundled starter model)")
-    parser.add_argument("-n", type=_positive_int, default=16, metavar="N", help="images to draw (default 16)")
-    parser.add_argument("--steps", type=_positive_int, default=sample.DEFAULT_STEPS, metavar="S",
+    parser.add_argument("-n", type=positive_int, default=16, metavar="N", help="images to draw (default 16)")
+    parser.add_argument("--steps", type=positive_int, default=sample.DEFAULT_STEPS, metavar="S",
                         help=f"DDIM steps (default {sample.DEFAULT_STEPS}; at most the model's timesteps)")
-    parser.add_argument("--seed", type=_seed, default=0, metavar="K", help="seed of the starting noise (default 0)")
+    parser.add_argument("--seed", type=non_negative_int, default=0, metavar="K",
+                        help="seed of the starting noise (default 0)")
     parser.add_argument("--out", type=Path, default=Path("samples.png"), metavar="FILE.png",
                         help="the PNG grid to write (default samples.png)")
     parser.set_defaults(func=_guarded(sample.run))

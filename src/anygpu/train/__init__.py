@@ -16,7 +16,8 @@ from typing import Any, Callable
 
 from anygpu.train.loop import CHECKPOINT, Settings, fit, read_checkpoint_settings
 
-__all__ = ["Stratagem", "STRATAGEMS", "register", "run", "Settings", "fit"]
+__all__ = ["Stratagem", "STRATAGEMS", "register", "run", "Settings", "fit", "positive_int", "non_negative_int",
+           "positive_float"]
 
 
 @dataclass(frozen=True)
@@ -75,9 +76,10 @@ def _number(parse, what: str, accept):
     return convert
 
 
-_positive_int = _number(int, "a positive integer", lambda v: v >= 1)
-_seed = _number(int, "a non-negative integer", lambda v: v >= 0)
-_positive_float = _number(float, "a positive number", lambda v: 0 < v < float("inf"))
+# The argparse types of the train commands, shared with anygpu.infer's commands.
+positive_int = _number(int, "a positive integer", lambda v: v >= 1)
+non_negative_int = _number(int, "a non-negative integer", lambda v: v >= 0)
+positive_float = _number(float, "a positive number", lambda v: 0 < v < float("inf"))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -95,28 +97,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                 "--data", type=Path, metavar="DIR", required=stratagem.data == "required",
                 help="the data folder" + (" (default: procedurally drawn sprites)" if stratagem.data == "optional" else ""),
             )
-        parser.add_argument("--epochs", type=_positive_int, metavar="N",
+        parser.add_argument("--epochs", type=positive_int, metavar="N",
                             help=f"total epochs (default {stratagem.epochs}; on --resume, the checkpoint's)")
-        parser.add_argument("--batch-size", type=_positive_int, metavar="N",
+        parser.add_argument("--batch-size", type=positive_int, metavar="N",
                             help=f"samples per step (default {stratagem.batch_size})")
-        parser.add_argument("--lr", type=_positive_float, metavar="LR",
+        parser.add_argument("--lr", type=positive_float, metavar="LR",
                             help=f"peak learning rate (default {stratagem.lr:g})")
         parser.add_argument("--out", type=Path, metavar="DIR",
                             help=f"run folder for weights, checkpoint, metrics and plots (default runs/{stratagem.name})")
         parser.add_argument("--resume", action="store_true",
                             help="continue from DIR/checkpoint.safetensors (signature verified) at the next epoch")
-        parser.add_argument("--seed", type=_seed, metavar="N", help="seed of initialisation and batch order (default 0)")
+        parser.add_argument("--seed", type=non_negative_int, metavar="N",
+                            help="seed of initialisation and batch order (default 0)")
         # For tests and quick looks: the first N samples of each split only.
-        parser.add_argument("--limit", type=_positive_int, help=argparse.SUPPRESS)
+        parser.add_argument("--limit", type=positive_int, help=argparse.SUPPRESS)
         parser.add_argument("--no-progress", dest="progress", action="store_false", help=argparse.SUPPRESS)
         parser.add_argument("--balance", choices=["throughput"],
                             help="under mpiexec: split each global batch across ranks by their measured speed")
         if stratagem.name == "classifier":
-            parser.add_argument("--size", type=_positive_int, metavar="PX",
+            parser.add_argument("--size", type=positive_int, metavar="PX",
                                 help="images are centre-cropped and resized to PX x PX (default 32)")
         if stratagem.name == "diffusion":
             for option in ("--timesteps", "--sample-steps", "--samples", "--width"):
-                parser.add_argument(option, type=_positive_int, help=argparse.SUPPRESS)
+                parser.add_argument(option, type=positive_int, help=argparse.SUPPRESS)
         parser.set_defaults(func=run)
 
 
