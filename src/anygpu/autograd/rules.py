@@ -438,6 +438,12 @@ def cross_entropy_rows_backward(dev, grad_out, logits, target, weight, stats, ro
 
 # ============================================================ images and normalisation
 
+def _conv_grad_bias(dev, grad_out, batch: int, out_c: int, out_h: int, out_w: int, needs):
+    """d bias [out_c] of conv2d and conv_transpose2d (grad_out summed over batch and positions)
+    when a third input (the bias) needs it, else None."""
+    return dev.conv2d_grad_bias(grad_out, batch, out_c, out_h, out_w) if len(needs) > 2 and needs[2] else None
+
+
 @rule("conv2d")
 def conv2d_backward(dev, grad_out, input, weight, batch: int, in_c: int, in_h: int, in_w: int,
                     out_c: int, kh: int, kw: int, stride=(1, 1), padding=(0, 0), dilation=(1, 1),
@@ -450,16 +456,14 @@ def conv2d_backward(dev, grad_out, input, weight, batch: int, in_c: int, in_h: i
     ((in + 2 pad - dil (k - 1) - 1) mod stride != 0): conv2d_grad_input pads for it."""
     out_h = conv_output_size(in_h, kh, stride[0], padding[0], dilation[0])
     out_w = conv_output_size(in_w, kw, stride[1], padding[1], dilation[1])
-    grad_input = grad_weight = grad_bias = None
+    grad_input = grad_weight = None
     if needs[0]:
         grad_input = dev.conv2d_grad_input(grad_out, weight, batch, in_c, in_h, in_w, out_c, out_h, out_w,
                                            kh, kw, stride, padding, dilation, groups)
     if needs[1]:
         grad_weight = dev.conv2d_grad_weight(input, grad_out, batch, in_c, in_h, in_w, out_c, out_h, out_w,
                                              kh, kw, stride, padding, dilation, groups)
-    if len(needs) > 2 and needs[2]:
-        grad_bias = dev.conv2d_grad_bias(grad_out, batch, out_c, out_h, out_w)
-    return grad_input, grad_weight, grad_bias
+    return grad_input, grad_weight, _conv_grad_bias(dev, grad_out, batch, out_c, out_h, out_w, needs)
 
 
 @rule("conv_transpose2d")
@@ -483,7 +487,7 @@ def conv_transpose2d_backward(dev, grad_out, input, weight, batch: int, in_c: in
     back_h = conv_output_size(out_h, kh, stride[0], padding[0], dilation[0])
     back_w = conv_output_size(out_w, kw, stride[1], padding[1], dilation[1])
     exact = (back_h, back_w) == (in_h, in_w)
-    grad_input = grad_weight = grad_bias = None
+    grad_input = grad_weight = None
     if needs[0]:
         grad_input = dev.conv2d(grad_out, weight, None, batch, out_c, out_h, out_w, in_c, kh, kw,
                                 stride, padding, dilation, groups)
@@ -497,9 +501,7 @@ def conv_transpose2d_backward(dev, grad_out, input, weight, batch: int, in_c: in
             dev.strided_scatter(input, x, (batch * in_c, in_h, in_w), (back_h * back_w, back_w, 1), 0)
         grad_weight = dev.conv2d_grad_weight(grad_out, x, batch, out_c, out_h, out_w, in_c, back_h, back_w,
                                              kh, kw, stride, padding, dilation, groups)
-    if len(needs) > 2 and needs[2]:
-        grad_bias = dev.conv2d_grad_bias(grad_out, batch, out_c, out_h, out_w)
-    return grad_input, grad_weight, grad_bias
+    return grad_input, grad_weight, _conv_grad_bias(dev, grad_out, batch, out_c, out_h, out_w, needs)
 
 
 @rule("group_norm")
