@@ -173,6 +173,17 @@ def _empty_batch(fn, input: Tensor, linked, *args, **kwargs):
     return empty if isinstance(probe, tuple) else empty[0]
 
 
+def _conv_operands(op: str, input: Tensor, weight: Tensor, groups) -> tuple[Tensor, bool]:
+    """The Tensor-level checks of conv2d and conv_transpose2d: input and a 4-D weight are
+    Tensors, groups a positive int; returns the batched input and whether it was unbatched."""
+    _tensor(op, "input", input)
+    _tensor(op, "weight", weight, ndims=(4,))
+    batched = _batched(op, input, 2)
+    if not isinstance(groups, int) or groups < 1:
+        raise ValueError(f"{op}: groups must be a positive integer, got {groups!r}")
+    return batched
+
+
 def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
            groups: int = 1) -> Tensor:
     """2-D convolution (cross-correlation): input (N, C_in, H, W) or (C_in, H, W),
@@ -181,11 +192,7 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
     op = "conv2d"
     if isinstance(input, Tensor) and input.ndim == 4 and input.shape[0] == 0:
         return _empty_batch(conv2d, input, (weight, bias), weight, bias, stride, padding, dilation, groups)
-    _tensor(op, "input", input)
-    _tensor(op, "weight", weight, ndims=(4,))
-    x, unbatched = _batched(op, input, 2)
-    if not isinstance(groups, int) or groups < 1:
-        raise ValueError(f"conv2d: groups must be a positive integer, got {groups!r}")
+    x, unbatched = _conv_operands(op, input, weight, groups)
     out_c, in_c_per_group, kh, kw = weight.shape
     batch, in_c, in_h, in_w = x.shape
     if in_c != in_c_per_group * groups:
@@ -229,11 +236,7 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
     if isinstance(input, Tensor) and input.ndim == 4 and input.shape[0] == 0:
         return _empty_batch(conv_transpose2d, input, (weight, bias), weight, bias, stride, padding,
                             output_padding, groups, dilation)
-    _tensor(op, "input", input)
-    _tensor(op, "weight", weight, ndims=(4,))
-    x, unbatched = _batched(op, input, 2)
-    if not isinstance(groups, int) or groups < 1:
-        raise ValueError(f"conv_transpose2d: groups must be a positive integer, got {groups!r}")
+    x, unbatched = _conv_operands(op, input, weight, groups)
     w_in_c, out_c_per_group, kh, kw = weight.shape
     batch, in_c, in_h, in_w = x.shape
     if in_c != w_in_c:
