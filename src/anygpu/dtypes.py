@@ -11,23 +11,23 @@ a clear error until half-precision storage exists.
 from __future__ import annotations
 
 import builtins
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 
+@dataclass(eq=False, slots=True)  # eq=False: dtypes compare and hash by identity, as torch's
 class dtype:
     """An element type: `is_floating_point`, `itemsize` (the size torch reports) and the
     Buffer dtype it is stored in (None: not available in this build)."""
 
-    __slots__ = ("name", "is_floating_point", "is_signed", "itemsize", "storage", "host")
-
-    def __init__(self, name: str, is_floating_point: bool, is_signed: bool, itemsize: int, storage, host):
-        self.name = name
-        self.is_floating_point = is_floating_point
-        self.is_signed = is_signed
-        self.itemsize = itemsize
-        self.storage = storage
-        self.host = host
+    name: str
+    is_floating_point: builtins.bool
+    is_signed: builtins.bool
+    itemsize: builtins.int
+    storage: str | None
+    host: Any
 
     @property
     def is_complex(self) -> bool:
