@@ -10,12 +10,7 @@
 // A thread owns row groups (4 rows) ty, ty + THREADS_Y, ... and column groups tx,
 // tx + THREADS_X, ...: neighbouring threads read neighbouring vec4s of Bs (no bank
 // conflicts) and write neighbouring vec4s of C (coalesced).
-struct Params {
-    m: u32, n: u32, k: u32, batch: u32,
-    a_rs: u32, a_cs: u32, b_rs: u32, b_cs: u32,
-    a_bs: u32, b_bs: u32, c_bs: u32, alpha_bits: u32,
-}
-@group(0) @binding(0) var<uniform> P: Params;
+//! include lib/matmul_params.wgsl
 @group(0) @binding(1) var<storage, read> A: array<{{A_ELEM}}>;
 @group(0) @binding(2) var<storage, read> B: array<{{B_ELEM}}>;
 @group(0) @binding(3) var<storage, read_write> C: array<{{C_ELEM}}>;

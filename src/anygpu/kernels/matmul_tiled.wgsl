@@ -3,12 +3,7 @@
 // A 64x64 output tile per workgroup of 16x16 threads, 4x4 outputs per thread held in
 // vec4 accumulators (not arrays: arrays spill to local memory on some drivers).
 // Elements are stored as {{T}} and multiplied and summed in {{C}} (f16 accumulates in f32).
-struct Params {
-    m: u32, n: u32, k: u32, batch: u32,
-    a_rs: u32, a_cs: u32, b_rs: u32, b_cs: u32,
-    a_bs: u32, b_bs: u32, c_bs: u32, alpha_bits: u32,
-}
-@group(0) @binding(0) var<uniform> P: Params;
+//! include lib/matmul_params.wgsl
 @group(0) @binding(1) var<storage, read> A: array<{{T}}>;
 @group(0) @binding(2) var<storage, read> B: array<{{T}}>;
 @group(0) @binding(3) var<storage, read_write> C: array<{{T}}>;
