@@ -40,6 +40,10 @@ _rng = [np.random.default_rng()]
 # Called as hook(leaves) after every backward has written the leaves' .grad (DistributedDataParallel
 # averages the gradients across processes there).
 post_backward_hooks: list = []
+# Called as hook(leaf) during backward as soon as the leaf's .grad is final for this backward
+# (every op that reads it has been differentiated), while the rest is still being recorded
+# (DistributedDataParallel starts reducing a bucket there). Costs nothing while empty.
+grad_ready_hooks: list = []
 
 MaxResult = namedtuple("MaxResult", ["values", "indices"])
 
@@ -407,16 +411,42 @@ class Tensor:
         if self._entry is None or self._retain:
             leaves[self._key] = self
         grads = {self._key: seed}
-        reverse_walk([t._entry for t in order], grads, dev.add,
-                     wants_grad=wanted.__contains__, keep=lambda key: key in leaves)
-        for key, leaf in leaves.items():
+        entries = [t._entry for t in order]
+        written: set = set()
+
+        def write_grad(key) -> None:
             grad = grads.get(key)
             if grad is None:
-                continue
+                return
+            written.add(key)
+            leaf = leaves[key]
             if leaf.grad is None:
                 leaf.grad = Tensor(grad, leaf.shape)
             else:
                 leaf.grad = Tensor(dev.add(leaf.grad._buf, grad), leaf.shape)
+
+        done = None
+        if grad_ready_hooks:  # a leaf is complete once the walk passes the first entry reading it
+            complete_at: dict = {}
+            for position in range(len(entries) - 1, -1, -1):
+                for key in entries[position].inputs:
+                    if key in leaves:
+                        complete_at[key] = position
+            finished: dict = {}
+            for key, position in complete_at.items():
+                finished.setdefault(position, []).append(key)
+
+            def done(position: int) -> None:
+                for key in finished.get(position, ()):
+                    write_grad(key)
+                    if key in written:
+                        for hook in tuple(grad_ready_hooks):
+                            hook(leaves[key])
+        reverse_walk(entries, grads, dev.add, wants_grad=wanted.__contains__, keep=lambda key: key in leaves,
+                     done=done)
+        for key in leaves:
+            if key not in written:
+                write_grad(key)
         for t in order if not retain_graph else ():  # free the graph, as torch does without retain_graph
             t._entry = None
             t._parents = ()

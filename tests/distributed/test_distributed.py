@@ -282,3 +282,30 @@ def test_balance_needs_several_ranks(capsys, tmp_path):
     code = main(["train", "digits", "--limit", "8", "--epochs", "1", "--out", str(tmp_path), "--balance", "throughput"])
     assert code == 2
     assert "--balance: needs several ranks" in capsys.readouterr().err
+
+
+def test_grad_ready_hooks_see_each_final_gradient_once_last_layer_first():
+    """DistributedDataParallel starts a bucket's reduction from Tensor.backward's gradient-ready
+    hook: each leaf is reported once, with its final (accumulated) gradient, the last layer first."""
+    import anygpu as ag
+    from anygpu import nn
+    from anygpu.tensor import grad_ready_hooks
+
+    ag.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3))
+    params = list(model.parameters())
+    x = ag.tensor(np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32))
+    (model(x) ** 2).sum().backward()
+    expected = [p.grad.numpy().copy() for p in params]
+    seen = []
+    grad_ready_hooks.append(lambda leaf: seen.append((leaf, leaf.grad.numpy().copy())))
+    try:
+        (model(x) ** 2).sum().backward()  # accumulates: every gradient doubles
+    finally:
+        grad_ready_hooks.pop()
+    order = [next(i for i, p in enumerate(params) if p is leaf) for leaf, _ in seen]
+    assert sorted(order) == list(range(len(params)))
+    assert min(order[:2]) >= 2 and max(order[2:]) < 2  # the second Linear's weight and bias first
+    for index, (_, grad) in zip(order, seen):
+        np.testing.assert_allclose(grad, 2 * expected[index], rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(params[index].grad.numpy(), 2 * expected[index], rtol=1e-6, atol=1e-6)

@@ -34,7 +34,8 @@ class Entry:
 
 def reverse_walk(entries: Sequence[Entry], grads: dict, add: Callable[[Any, Any], Any],
                  wants_grad: Callable[[Any], bool] = lambda key: True,
-                 keep: Callable[[Any], bool] = lambda key: True) -> dict:
+                 keep: Callable[[Any], bool] = lambda key: True,
+                 done: Callable[[int], None] | None = None) -> dict:
     """Walk `entries` last to first, routing gradients from outputs to inputs.
 
     grads:      key -> gradient Buffer; holds the seed (d loss / d loss) on entry and
@@ -43,17 +44,21 @@ def reverse_walk(entries: Sequence[Entry], grads: dict, add: Callable[[Any, Any]
     wants_grad: whether an input key should receive a gradient at all
     keep:       whether an output's gradient stays in `grads` once used (the Tape
                 keeps all; the Tensor frees intermediates as soon as they are spent)
+    done:       called with each entry's position once the walk is past it (Tensor.backward
+                finds there the leaves whose gradients are complete)
     """
-    for entry in reversed(entries):
+    for position in range(len(entries) - 1, -1, -1):
+        entry = entries[position]
         grad_out = grads.get(entry.output)
-        if grad_out is None:
-            continue
-        if not keep(entry.output):
-            del grads[entry.output]
-        input_grads = entry.backward(grad_out)
-        for key, grad in zip(entry.inputs, input_grads):
-            if grad is None or not wants_grad(key):
-                continue
-            previous = grads.get(key)
-            grads[key] = grad if previous is None else add(previous, grad)
+        if grad_out is not None:
+            if not keep(entry.output):
+                del grads[entry.output]
+            input_grads = entry.backward(grad_out)
+            for key, grad in zip(entry.inputs, input_grads):
+                if grad is None or not wants_grad(key):
+                    continue
+                previous = grads.get(key)
+                grads[key] = grad if previous is None else add(previous, grad)
+        if done is not None:
+            done(position)
     return grads

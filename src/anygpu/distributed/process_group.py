@@ -352,6 +352,18 @@ def _check_tensor(what: str, tensor) -> None:
         raise ValueError(f"{what}: expected an anygpu Tensor, got {type(tensor).__name__}")
 
 
+def _check_per_rank(what: str, name: str, state: _Group, items: list, like) -> None:
+    """`items` must be world_size tensors of `like`'s shape (all_gather's outputs,
+    reduce_scatter's inputs)."""
+    if len(items) != state.size:
+        raise ValueError(f"{what}: {name} must hold world_size = {state.size} tensors, got {len(items)}")
+    for item in items:
+        _check_tensor(what, item)
+        if tuple(item.shape) != tuple(like.shape):
+            raise ValueError(f"{what}: every tensor of {name} must have shape {tuple(like.shape)}, "
+                             f"got {tuple(item.shape)}")
+
+
 def _to_host(tensor) -> np.ndarray:
     host = np.ascontiguousarray(tensor.numpy()).reshape(-1)
     wire = _WIRE.get(host.dtype)
@@ -376,12 +388,57 @@ class _Work:
 
 
 def all_reduce(tensor, op: str = ReduceOp.SUM, group=None, async_op: bool = False):
-    """Reduce `tensor` across ranks in place: every rank ends with the same values."""
+    """Reduce `tensor` across ranks in place: every rank ends with the same values.
+
+    float32 and int32 tensors travel through the device's persistent host staging
+    (runtime/staging.py): MPI reduces from the mapped download buffer straight into the
+    mapped upload buffer, which one GPU copy then writes back. Other types go through numpy."""
     _check_tensor("all_reduce", tensor)
+    state = _need_group("all_reduce")
+    wire = _staged_type(tensor)
+    if state.size > 1 and wire is not None:
+        mpi_op = _mpi_op(state, op, "all_reduce")
+        if op == ReduceOp.AVG and wire != np.float32:
+            raise ValueError(f"all_reduce: ReduceOp.AVG needs a float tensor, got {np.dtype(wire)}")
+        all_reduce_staged(state, tensor._buf, mpi_op, "all_reduce",
+                          divide_by=state.size if op == ReduceOp.AVG else None)
+        tensor._host = None  # index checks must not read a stale host copy
+        return _Work() if async_op else None
     host = _to_host(tensor)
     all_reduce_array(host, op, "all_reduce")
     _write_back(tensor, host)
     return _Work() if async_op else None
+
+
+def _staged_type(tensor):
+    """The numpy type a tensor's buffer holds when it can travel through host staging, else None."""
+    from anygpu.runtime import staging
+    from anygpu.tensor import float32, int32
+
+    if not staging.AVAILABLE or tensor.numel() == 0:
+        return None
+    return {float32: np.float32, int32: np.int32}.get(tensor.dtype)
+
+
+def all_reduce_staged(group: _Group, buf, mpi_op, what: str, divide_by: int | None = None) -> None:
+    """Reduce a GPU Buffer across ranks in place through its device's host staging: GPU copy
+    to the mapped download buffer, MPI all-reduce into the mapped upload buffer (divided
+    by `divide_by` when given), GPU copy back. The MPI call runs on the group's worker thread."""
+    from anygpu.runtime.staging import stage_for
+
+    dtype = {"f32": np.float32, "i32": np.int32}[buf.dtype]
+    stage = stage_for(buf._dev, buf.nbytes)
+    stage.record_download(buf)
+    stage.submit()
+    n = buf.len
+
+    def work(download, upload):
+        group.comm.Allreduce(download[:n], upload[:n], op=mpi_op)
+        if divide_by is not None:
+            upload[:n] /= dtype(divide_by)
+
+    _run(group, lambda: stage.exchange(work, dtype), what)
+    stage.record_upload(buf)
 
 
 def broadcast(tensor, src: int = 0, group=None, async_op: bool = False):
@@ -390,7 +447,10 @@ def broadcast(tensor, src: int = 0, group=None, async_op: bool = False):
     state = _need_group("broadcast")
     if not 0 <= src < state.size:
         raise ValueError(f"broadcast: src must be a rank in [0, {state.size}), got {src}")
-    if state.size > 1:
+    if state.size > 1 and _staged_type(tensor) is not None:
+        _broadcast_staged(state, tensor._buf, src)
+        tensor._host = None
+    elif state.size > 1:
         host = _to_host(tensor)
         _run(state, lambda: state.comm.Bcast(host, root=src), "broadcast")
         if state.rank != src:
@@ -398,18 +458,30 @@ def broadcast(tensor, src: int = 0, group=None, async_op: bool = False):
     return _Work() if async_op else None
 
 
+def _broadcast_staged(group: _Group, buf, src: int) -> None:
+    """broadcast through host staging: rank src sends its mapped download buffer, the others
+    receive into their mapped upload buffer and copy it back to the GPU."""
+    from anygpu.runtime.staging import stage_for
+
+    dtype = {"f32": np.float32, "i32": np.int32}[buf.dtype]
+    stage = stage_for(buf._dev, buf.nbytes)
+    sending = group.rank == src
+    if sending:
+        stage.record_download(buf)
+    stage.submit()
+    n = buf.len
+    _run(group, lambda: stage.exchange(
+        lambda download, upload: group.comm.Bcast((download if sending else upload)[:n], root=src), dtype),
+        "broadcast")
+    if not sending:
+        stage.record_upload(buf)
+
+
 def all_gather(tensor_list: list, tensor, group=None, async_op: bool = False):
     """tensor_list[r] <- rank r's `tensor`, on every rank (tensor_list: world_size tensors of its shape)."""
     _check_tensor("all_gather", tensor)
     state = _need_group("all_gather")
-    if len(tensor_list) != state.size:
-        raise ValueError(f"all_gather: tensor_list must hold world_size = {state.size} tensors, "
-                         f"got {len(tensor_list)}")
-    for item in tensor_list:
-        _check_tensor("all_gather", item)
-        if tuple(item.shape) != tuple(tensor.shape):
-            raise ValueError(f"all_gather: every tensor of tensor_list must have shape {tuple(tensor.shape)}, "
-                             f"got {tuple(item.shape)}")
+    _check_per_rank("all_gather", "tensor_list", state, tensor_list, tensor)
     host = _to_host(tensor)
     gathered = np.empty((state.size, host.size), dtype=host.dtype)
     _run(state, lambda: state.comm.Allgather(host, gathered), "all_gather")
@@ -423,14 +495,7 @@ def reduce_scatter(output, input_list: list, op: str = ReduceOp.SUM, group=None,
     _check_tensor("reduce_scatter", output)
     state = _need_group("reduce_scatter")
     mpi_op = _mpi_op(state, op, "reduce_scatter")
-    if len(input_list) != state.size:
-        raise ValueError(f"reduce_scatter: input_list must hold world_size = {state.size} tensors, "
-                         f"got {len(input_list)}")
-    for item in input_list:
-        _check_tensor("reduce_scatter", item)
-        if tuple(item.shape) != tuple(output.shape):
-            raise ValueError(f"reduce_scatter: every input must have the output's shape {tuple(output.shape)}, "
-                             f"got {tuple(item.shape)}")
+    _check_per_rank("reduce_scatter", "input_list", state, input_list, output)
     send = np.concatenate([_to_host(item) for item in input_list])
     if op == ReduceOp.AVG and send.dtype.kind != "f":
         raise ValueError(f"reduce_scatter: ReduceOp.AVG needs float tensors, got {send.dtype}")

@@ -29,7 +29,7 @@ import weakref
 
 import numpy as np
 
-from anygpu.tensor import Tensor, float32, is_grad_enabled, post_backward_hooks
+from anygpu.tensor import Tensor, float32, grad_ready_hooks, is_grad_enabled, post_backward_hooks
 
 from .modules import Module
 
@@ -39,14 +39,35 @@ _live: "weakref.WeakSet[DistributedDataParallel]" = weakref.WeakSet()
 
 
 def _after_backward(leaves) -> None:
-    """Tensor.backward's hook: every armed DDP whose parameters got gradients syncs them."""
+    """Tensor.backward's hook: every armed DDP whose parameters got gradients syncs them
+    (waiting for the buckets its backward already started)."""
     if not _live:
         return
     ids = {id(leaf) for leaf in leaves}
     for ddp in list(_live):
-        if ddp._armed and any(id(p) in ids for p in ddp._params):
+        if ddp._armed and (ddp._round is not None or any(id(p) in ids for p in ddp._params)):
             ddp._armed = False
             ddp.sync_gradients()
+
+
+def _grad_ready(leaf) -> None:
+    """Tensor.backward's gradient-ready hook: armed DDPs start reducing complete buckets."""
+    for ddp in list(_live):
+        if ddp._armed:
+            ddp._on_grad_ready(leaf)
+
+
+class _Round:
+    """One reduction of all buckets: the weight sent, what is still missing, the futures."""
+
+    __slots__ = ("weight", "weight_buf", "remaining", "launched", "results")
+
+    def __init__(self, weight: float, weight_buf, remaining: list[int]):
+        self.weight = weight
+        self.weight_buf = weight_buf
+        self.remaining = remaining  # per bucket: parameters whose gradient is not final yet
+        self.launched = 0  # buckets launched, in order (every rank reduces them in the same order)
+        self.results: list = []  # per launched bucket: a Future (or the result) of its exchange
 
 
 if _after_backward not in post_backward_hooks:
@@ -123,8 +144,19 @@ class DistributedDataParallel(Module):
         self._last_sync_end = time.perf_counter()
         self._params = [p for p in module.parameters() if p.requires_grad]
         self._buckets = self._make_buckets(float(bucket_cap_mb) * (1 << 20))
+        self._sizes = [bucket[-1][1] + bucket[-1][0].numel() for bucket in self._buckets]
+        self._bucket_of = {id(p): index for index, bucket in enumerate(self._buckets) for p, _ in bucket}
+        self._stages: list = [None] * len(self._buckets)  # per bucket: runtime.staging.HostStage
+        self._uploads: list = [None] * len(self._buckets)  # per bucket: GPU Buffer the result lands in
+        self._round: _Round | None = None
+        self._synced: list | None = None  # the .grad Tensors the last sync produced
+        # Seconds spent, summed over syncs: waiting for the GPU and the mappings (map), in the MPI
+        # all-reduce (mpi) -- both on the worker thread -- and the caller blocked on them (wait).
+        self.stats = {"rounds": 0, "map_seconds": 0.0, "mpi_seconds": 0.0, "wait_seconds": 0.0}
         self._broadcast_state(include_parameters=True)
         _live.add(self)
+        if self.world_size > 1 and _grad_ready not in grad_ready_hooks:
+            grad_ready_hooks.append(_grad_ready)
 
     # ------------------------------------------------------------------ torch's surface
 
@@ -198,17 +230,128 @@ class DistributedDataParallel(Module):
             buckets.append(current)
         return buckets
 
-    def sync_gradients(self, samples: int | None = None) -> None:
-        """Average the parameters' gradients across ranks now (backward does it by itself
-        after a forward through this wrapper; call it when the forward bypassed the wrapper).
+    def arm(self, samples: int | None = None) -> None:
+        """Make the next backward reduce this model's gradients while it runs, as a forward
+        through the wrapper does; for loops that call the wrapped module directly (``anygpu
+        train``). samples: this rank's batch size (for weight_by_samples)."""
+        if self._step_started is None:
+            self._step_started = time.perf_counter()
+        if samples is not None:
+            self._samples = int(samples)
+        if self.require_backward_grad_sync:
+            self._armed = True
 
-        samples: this rank's batch size for weight_by_samples (default: counted by forward)."""
-        from anygpu import distributed as dist
+    def _overlaps(self) -> bool:
+        # Balancing times each rank's own work first: no reduction may run during those steps.
+        return self.world_size > 1 and not (self.balance is not None and self.rank_speeds is None)
+
+    def _on_grad_ready(self, leaf) -> None:
+        """grad_ready_hooks: `leaf`'s gradient is final; launch every bucket now complete, in order."""
+        index = self._bucket_of.get(id(leaf))
+        if index is None or not self._overlaps():
+            return
+        state = self._round if self._round is not None else self._start_round(self._samples)
+        state.remaining[index] -= 1
+        while state.launched < len(self._buckets) and state.remaining[state.launched] <= 0:
+            self._launch(state)
+
+    def _start_round(self, count: int) -> "_Round":
+        from anygpu.ops import gpu
+
+        if self.weight_by_samples and count <= 0:
+            raise ValueError("DistributedDataParallel: weight_by_samples needs this rank's batch size; "
+                             "call the wrapper's forward, arm(samples=...) or sync_gradients(samples=...)")
+        # Each bucket travels with one extra element: this rank's weight (its sample count, or
+        # 1), so the summed weight arrives with the summed gradients and no other collective is
+        # needed. Gradients are multiplied by the weight before the sum, divided by the sum after.
+        weight = float(count) if self.weight_by_samples else 1.0
+        self._round = _Round(weight, gpu().upload(np.array([weight], np.float32)),
+                             [len(bucket) for bucket in self._buckets])
+        return self._round
+
+    def _launch(self, state: "_Round") -> None:
+        """Copy bucket `state.launched` into its download buffer, submit, and hand the mapping
+        and the MPI all-reduce to the process group's worker thread."""
+        from anygpu.distributed.process_group import _need_group
+        from anygpu.ops import gpu
+        from anygpu.runtime.staging import HostStage
+
+        index = state.launched
+        state.launched += 1
+        dev = gpu()
+        bucket, size = self._buckets[index], self._sizes[index]
+        if self._stages[index] is None:
+            self._stages[index] = HostStage(dev, (size + 1) * 4)
+            self._uploads[index] = dev.empty(size + 1)
+        stage = self._stages[index]
+        if state.weight != 1.0 or any(p.grad is None for p, _ in bucket):
+            flat = dev.alloc(size)  # zeros where a parameter got no gradient
+            for p, offset in bucket:
+                if p.grad is not None:
+                    dev.copy(p.grad._buf, flat, p.numel(), dst_offset=offset)
+            if state.weight != 1.0:
+                flat = (Tensor(flat, (size,)) * state.weight)._buf
+            stage.record_download(flat, 0, size)
+        else:
+            for p, offset in bucket:
+                stage.record_download(p.grad._buf, offset * 4, p.numel())
+        stage.record_download(state.weight_buf, size * 4, 1)
+        stage.submit()
+        group = _need_group("DistributedDataParallel")
+        comm, op, n = group.comm, group.mpi.SUM, size + 1
+
+        def work(download, upload):
+            mapped = time.perf_counter()
+            comm.Allreduce(download[:n], upload[:n], op=op)
+            return float(upload[n - 1]), mapped
+
+        def exchange():
+            return stage.exchange(work), stage.times
+
+        state.results.append(group.executor.submit(exchange) if group.executor is not None else exchange())
+
+    def _finish(self, state: "_Round") -> None:
+        """Launch the buckets not launched yet, wait for all, and cut the averages into .grad."""
         from anygpu.distributed.process_group import _await, _need_group
         from anygpu.ops import gpu
 
-        self._armed = False
+        while state.launched < len(self._buckets):
+            self._launch(state)
+        group = _need_group("DistributedDataParallel")
+        dev = gpu()
+        waited = time.perf_counter()
+        for index, result in enumerate(state.results):
+            (total, mapped), times = result if isinstance(result, tuple) else _await(
+                group, result, "DistributedDataParallel gradient all-reduce")
+            self.stats["map_seconds"] += times["map"]
+            self.stats["mpi_seconds"] += times["work"]
+            stage, flat = self._stages[index], self._uploads[index]
+            stage.record_upload(flat, 0, self._sizes[index] + 1)
+            averaged = Tensor(flat, (self._sizes[index] + 1,)) * (1.0 / total)
+            for p, offset in self._buckets[index]:
+                # A fresh buffer: a gradient buffer may be shared with other tensors of the graph.
+                p.grad = Tensor(dev.copy(averaged._buf, None, p.numel(), src_offset=offset), p.shape)
+        self.stats["wait_seconds"] += time.perf_counter() - waited
+        self.stats["rounds"] += 1
+        self._round = None
+
+    def sync_gradients(self, samples: int | None = None) -> None:
+        """Average the parameters' gradients across ranks now. A backward after a forward
+        through the wrapper (or after `arm`) does it by itself, reducing buckets while it
+        runs; call it when the forward bypassed the wrapper. Calling it again before the
+        next forward or `arm` does nothing.
+
+        samples: this rank's batch size for weight_by_samples (default: counted by forward)."""
+        from anygpu.ops import gpu
+
         count = int(samples) if samples is not None else self._samples
+        if self._round is not None and self.weight_by_samples and self._round.weight != float(count):
+            raise ValueError(f"DistributedDataParallel: sync_gradients(samples={count}) after a backward that "
+                             f"already started reducing with {self._round.weight:g} samples")
+        self._armed = False
+        if self._round is None and self._synced is not None and all(
+                p.grad is grad for p, grad in zip(self._params, self._synced)):
+            return  # no backward since the last sync: already averaged
         self._samples = 0
         started = self._step_started if self._step_started is not None else self._last_sync_end
         self._step_started = None
@@ -220,46 +363,16 @@ class DistributedDataParallel(Module):
             self._measure(count)
             self._last_sync_end = time.perf_counter()
             return
-        dev = gpu()
-        # Each bucket travels with one extra element: this rank's sample count (1 when not
-        # weighting), so the sum of counts arrives with the sum of gradients and no other
-        # collective or wait is needed. Gradients are multiplied by the count before the sum
-        # and divided by the summed count after it.
-        weight = float(count) if self.weight_by_samples else 1.0
-        weight_buf = dev.upload(np.array([weight], np.float32))
-        flats = []
-        for bucket in self._buckets:
-            size = bucket[-1][1] + bucket[-1][0].numel()
-            missing = any(p.grad is None for p, _ in bucket)
-            flat = dev.alloc(size + 1) if missing else dev.empty(size + 1)
-            for p, offset in bucket:
-                if p.grad is not None:
-                    dev.copy(p.grad._buf, flat, p.numel(), dst_offset=offset)
-            if weight != 1.0:
-                flat = (Tensor(flat, (size + 1,)) * weight)._buf
-            dev.copy(weight_buf, flat, 1, dst_offset=size)
-            flats.append(flat)
-        group = _need_group("DistributedDataParallel")
-        executor = group.executor
-        what = "DistributedDataParallel gradient all-reduce"
-        pending = []
-        for index, flat in enumerate(flats):
-            host = dev.read(flat)  # the next bucket's read overlaps this bucket's all-reduce
-            if index == 0:  # the GPU has finished this rank's backward: its own work ends here
-                self.last_compute_seconds = time.perf_counter() - started
-            if self.world_size == 1:
-                pending.append(host)
-            elif executor is not None:
-                pending.append(executor.submit(dist.all_reduce_array, host, dist.ReduceOp.SUM, what))
-            else:
-                pending.append(dist.all_reduce_array(host, dist.ReduceOp.SUM, what))
-        for bucket, flat, result in zip(self._buckets, flats, pending):
-            host = result if isinstance(result, np.ndarray) else _await(group, result, what)
-            dev.write(flat, host)
-            averaged = Tensor(flat, (host.size,)) * (1.0 / float(host[-1]))
-            for p, offset in bucket:
-                # A fresh buffer: a gradient buffer may be shared with other tensors of the graph.
-                p.grad = Tensor(dev.copy(averaged._buf, None, p.numel(), src_offset=offset), p.shape)
+        state = self._round
+        if state is None:
+            if not self._overlaps():  # balancing: this rank's own work ends when its GPU is done
+                gpu().synchronize()
+            self.last_compute_seconds = time.perf_counter() - started
+            state = self._start_round(count)
+        else:
+            self.last_compute_seconds = time.perf_counter() - started
+        self._finish(state)
+        self._synced = [p.grad for p in self._params]
         self._measure(count)
         self._last_sync_end = time.perf_counter()
 

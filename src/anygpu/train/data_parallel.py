@@ -99,6 +99,7 @@ class DataParallel:
                 sizes = dist.split_batch(len(x), self.ddp.rank_speeds, world_size=self.world_size)
             start = sum(sizes[: self.rank])
             part = slice(start, start + sizes[self.rank])
+            self.ddp.arm(samples=sizes[self.rank])  # its backward reduces buckets while it runs
             yield x[part], (None if y is None else y[part])
 
     def sync(self, samples: int) -> None:

@@ -1,0 +1,206 @@
+"""Host staging for GPU -> host -> GPU round trips (MPI collectives), without Python copies.
+
+A `HostStage` is a pair of persistent host-visible wgpu buffers of one size:
+
+- ``download`` (MAP_READ | COPY_DST): GPU buffers are copied into it on the GPU;
+- ``upload`` (MAP_WRITE | COPY_SRC): copied on the GPU into GPU buffers.
+
+`Device.read` maps a fresh staging buffer through wgpu-py, copies the mapped bytes into a
+bytearray and then into a numpy array, and `Device.write` stages the array once more inside
+wgpu (``queue.write_buffer``). A stage instead maps both of its buffers through wgpu-native
+directly (``wgpuBufferMapAsync`` / ``wgpuBufferGetMappedRange`` via cffi) and hands the
+mapped memory itself, as numpy views, to the caller's `work` -- an MPI all-reduce reads the
+download mapping and writes its result straight into the upload mapping -- then one
+``copy_buffer_to_buffer`` takes the result back to the GPU.
+
+Threads: `record_download`, `submit` and `record_upload` record GPU work and belong to the
+thread that records everything else (the Device is not thread-safe). `exchange` may run on
+another thread (anygpu.distributed's MPI worker): wgpu-native's map, poll and unmap are
+thread-safe, and it waits only for the submission that `submit` named, so the recording
+thread can keep submitting meanwhile (DistributedDataParallel reduces one bucket while
+backward is still being recorded). Between `submit` and the end of `exchange` the stage's
+buffers must not be used by recorded work; `record_upload` comes after `exchange`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from typing import Callable, TypeVar
+
+import numpy as np
+import wgpu
+
+from . import native
+from .errors import GpuError
+
+__all__ = ["HostStage", "stage_for", "AVAILABLE"]
+
+T = TypeVar("T")
+
+AVAILABLE = native.AVAILABLE and all(
+    hasattr(native.lib, name) for name in ("wgpuBufferMapAsync", "wgpuBufferGetMappedRange", "wgpuBufferUnmap",
+                                           "wgpuDevicePoll", "wgpuQueueSubmitForIndex"))
+_CALLBACK = "void(WGPUMapAsyncStatus, WGPUStringView, void *, void *)"
+MAP_TIMEOUT = 600.0  # seconds a map may wait for the GPU before it counts as a lost device
+# Stages kept per device by stage_for (one per size class), at most this many bytes in all.
+CACHE_BYTES = 256 << 20
+
+
+class _Mapping:
+    """One buffer's map request through wgpu-native: its callback (kept alive) and status."""
+
+    __slots__ = ("buffer", "mode", "status", "callback", "info", "__weakref__")
+
+    def __init__(self, buffer, mode: int):
+        self.buffer = buffer  # the wgpu-py GPUBuffer: owns the handle
+        self.mode = mode
+        self.status: int | None = None
+        ref = weakref.ref(self)
+
+        def done(status, _message, _user1, _user2):  # runs on whichever thread polls
+            mapping = ref()
+            if mapping is not None:
+                mapping.status = int(status)
+
+        self.callback = native.ffi.callback(_CALLBACK, done)
+        self.info = native.ffi.new("WGPUBufferMapCallbackInfo *", {
+            "mode": native.lib.WGPUCallbackMode_AllowProcessEvents, "callback": self.callback})
+
+    def request(self, nbytes: int) -> None:
+        self.status = None
+        native.lib.wgpuBufferMapAsync(self.buffer._internal, self.mode, 0, nbytes, self.info[0])
+
+    def view(self, nbytes: int, dtype) -> np.ndarray:
+        pointer = native.lib.wgpuBufferGetMappedRange(self.buffer._internal, 0, nbytes)
+        if pointer == native.ffi.NULL:
+            raise GpuError("host staging: wgpu returned no mapped range")
+        return np.frombuffer(native.ffi.buffer(native.ffi.cast("char *", pointer), nbytes), dtype=dtype)
+
+    def unmap(self) -> None:
+        native.lib.wgpuBufferUnmap(self.buffer._internal)
+
+
+class HostStage:
+    """Persistent download/upload buffers of `nbytes` on `dev` (see the module docstring).
+
+    times: seconds of the last `exchange`: ``map`` (waiting for the GPU and the mapping) and
+    ``work`` (the caller's function on the mapped memory, e.g. the MPI all-reduce)."""
+
+    def __init__(self, dev, nbytes: int):
+        if not AVAILABLE:
+            raise GpuError("host staging needs wgpu-native's C API through wgpu-py (runtime/native.py)")
+        self.dev = dev
+        self.nbytes = -(-max(int(nbytes), 4) // 8) * 8  # maps move whole words; keep 8-byte granules
+        usage = wgpu.BufferUsage
+        self._download = _Mapping(dev._device.create_buffer(
+            size=self.nbytes, usage=usage.MAP_READ | usage.COPY_DST), native.lib.WGPUMapMode_Read)
+        self._upload = _Mapping(dev._device.create_buffer(
+            size=self.nbytes, usage=usage.MAP_WRITE | usage.COPY_SRC), native.lib.WGPUMapMode_Write)
+        self._index = native.ffi.new("uint64_t *", 0)  # the submission that holds the downloads
+        self._lock = threading.Lock()  # one exchange at a time
+        self.times = {"map": 0.0, "work": 0.0}
+
+    def __repr__(self) -> str:
+        return f"HostStage({self.nbytes} bytes on {self.dev.adapter_name})"
+
+    # ------------------------------------------------------------------ recording thread
+
+    def _check(self, what: str, src_offset: int, dst_offset: int, nbytes: int, src_size: int, dst_size: int):
+        if min(src_offset, dst_offset, nbytes) < 0 or src_offset + nbytes > src_size or dst_offset + nbytes > dst_size \
+                or (src_offset | dst_offset | nbytes) % 4:
+            raise ValueError(f"{what}: {nbytes} bytes from {src_offset} (of {src_size}) to {dst_offset} "
+                             f"(of {dst_size}) is out of bounds or not on 4-byte words")
+
+    def record_download(self, buf, offset: int = 0, n: int | None = None, src_offset: int = 0) -> None:
+        """Record a GPU copy of n elements of Buffer `buf` (from element src_offset) into the
+        download buffer at byte `offset`."""
+        size = buf.itemsize
+        nbytes = (buf.len - src_offset if n is None else int(n)) * size
+        self._check("host staging download", src_offset * size, offset, nbytes, buf._size, self.nbytes)
+        if nbytes:
+            self.dev._pending.append(("copy", buf._gpu, src_offset * size, self._download.buffer, offset, nbytes))
+            self.dev._maybe_flush()
+
+    def clear_download(self) -> None:
+        """Record zeros into the whole download buffer (for ranges no copy fills)."""
+        self.dev._pending.append(("clear", self._download.buffer, self.nbytes))
+
+    def submit(self) -> None:
+        """Submit everything recorded so far; `exchange` then waits for exactly this much."""
+        self.dev.flush()
+        self._index[0] = native.lib.wgpuQueueSubmitForIndex(self.dev._queue._internal, 0, native.ffi.NULL)
+
+    def record_upload(self, buf, offset: int = 0, n: int | None = None, dst_offset: int = 0) -> None:
+        """Record a GPU copy from the upload buffer at byte `offset` into n elements of Buffer
+        `buf` (from element dst_offset). Only after `exchange` has returned."""
+        size = buf.itemsize
+        nbytes = (buf.len - dst_offset if n is None else int(n)) * size
+        self._check("host staging upload", offset, dst_offset * size, nbytes, self.nbytes, buf._size)
+        if nbytes:
+            self.dev._pending.append(("copy", self._upload.buffer, offset, buf._gpu, dst_offset * size, nbytes))
+            self.dev._maybe_flush()
+
+    # ------------------------------------------------------------------ any thread
+
+    def exchange(self, work: Callable[[np.ndarray, np.ndarray], T], dtype=np.float32) -> T:
+        """Map both buffers once the submitted downloads are done, call work(download, upload)
+        on numpy views of the mapped memory (valid only inside `work`), unmap, return its result."""
+        lib = native.lib
+        with self._lock:
+            started = time.perf_counter()
+            self._download.request(self.nbytes)
+            self._upload.request(self.nbytes)
+            device = self.dev._device._internal
+            deadline = started + MAP_TIMEOUT
+            spins = 0
+            while self._download.status is None or self._upload.status is None:
+                lib.wgpuDevicePoll(device, True, self._index)  # returns once that submission is done
+                if self._download.status is None or self._upload.status is None:
+                    spins += 1  # the callback fired, or is firing, on another polling thread
+                    if spins > 100:
+                        time.sleep(1e-5)
+                    if time.perf_counter() > deadline:
+                        raise GpuError(f"host staging: the GPU did not finish within {MAP_TIMEOUT:g} s "
+                                       f"on {self.dev.adapter_name}")
+            mapped = time.perf_counter()
+            try:
+                for mapping in (self._download, self._upload):
+                    if mapping.status != lib.WGPUMapAsyncStatus_Success:
+                        raise GpuError(f"host staging: mapping failed on {self.dev.adapter_name} "
+                                       f"(status {mapping.status})")
+                result = work(self._download.view(self.nbytes, dtype), self._upload.view(self.nbytes, dtype))
+            finally:
+                for mapping in (self._download, self._upload):
+                    if mapping.status == lib.WGPUMapAsyncStatus_Success:
+                        mapping.unmap()
+                    mapping.status = None
+            self.times = {"map": mapped - started, "work": time.perf_counter() - mapped}
+            return result
+
+    def close(self) -> None:
+        """Destroy both buffers (the stage must not be in use)."""
+        for mapping in (self._download, self._upload):
+            mapping.buffer.destroy()
+
+
+_stages: "weakref.WeakKeyDictionary[object, dict[int, HostStage]]" = weakref.WeakKeyDictionary()
+
+
+def stage_for(dev, nbytes: int) -> HostStage:
+    """A HostStage of at least `nbytes` on `dev`, reused by later calls of the same size class
+    (at most CACHE_BYTES of stages are kept per device; the least recently used go first).
+    For one-at-a-time round trips (anygpu.distributed's collectives on tensors)."""
+    from .device import _size_class
+
+    size = _size_class(max(int(nbytes), 8))
+    cache = _stages.setdefault(dev, {})
+    stage = cache.pop(size, None)
+    if stage is None:
+        stage = HostStage(dev, size)
+    cache[size] = stage  # most recently used last
+    while sum(2 * s.nbytes for s in cache.values()) > CACHE_BYTES and len(cache) > 1:
+        dev.flush()  # recorded copies may still name the evicted stage's buffers
+        cache.pop(next(iter(cache))).close()
+    return stage
