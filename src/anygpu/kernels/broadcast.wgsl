@@ -5,10 +5,8 @@ struct Params { n: u32, width: u32 }
 @group(0) @binding(1) var<storage, read> a: array<f32>;
 @group(0) @binding(2) var<storage, read> b: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
+//! include lib/element_per_thread.wgsl
 
-@compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = gid.x + gid.y * nwg.x * 256u;
-    if (i >= P.n) { return; }
+fn element(i: u32) {
     out[i] = a[i] + b[{{B_INDEX}}];
 }

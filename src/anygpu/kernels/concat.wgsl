@@ -5,11 +5,9 @@ struct Params { n: u32, a_inner: u32, b_inner: u32 }
 @group(0) @binding(1) var<storage, read> a: array<f32>;
 @group(0) @binding(2) var<storage, read> b: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
+//! include lib/element_per_thread.wgsl
 
-@compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let idx = gid.x + gid.y * nwg.x * 256u;
-    if (idx >= P.n) { return; }
+fn element(idx: u32) {
     let width = P.a_inner + P.b_inner;
     let row = idx / width;
     let col = idx % width;

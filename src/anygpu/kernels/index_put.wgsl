@@ -6,11 +6,9 @@ struct Params { n: u32, dst_len: u32 }
 @group(0) @binding(1) var<storage, read> src: array<u32>;
 @group(0) @binding(2) var<storage, read> positions: array<i32>;
 @group(0) @binding(3) var<storage, read_write> dst: array<u32>;
+//! include lib/element_per_thread.wgsl
 
-@compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = gid.x + gid.y * nwg.x * 256u;
-    if (i >= P.n) { return; }
+fn element(i: u32) {
     let p = positions[i];
     if (p >= 0 && u32(p) < P.dst_len) { dst[u32(p)] = src[i]; }
 }
