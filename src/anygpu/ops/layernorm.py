@@ -4,27 +4,42 @@ from __future__ import annotations
 
 from ..runtime import load_shader
 from ._common import check_buffer, check_positive
+from .row_gen import PARAM_FORMAT, RowConfig, generate
 
 __all__ = ["layer_norm", "layer_norm_backward"]
 
 
-def _check_affine(op, gamma, beta, cols):
-    if gamma is not None:
-        check_buffer(op, "gamma", gamma, cols, "cols")
-    if beta is not None:
-        check_buffer(op, "beta", beta, cols, "cols")
+def _check_affine(op, gamma, beta, cols, dtype="f32"):
+    for name, buf in (("gamma", gamma), ("beta", beta)):
+        if buf is not None:
+            check_buffer(op, name, buf, cols, "cols")
+            if buf.dtype != dtype:
+                raise ValueError(f"{op}: {name} is {buf.dtype} but x is {dtype}; they must share one dtype")
 
 
-def layer_norm(dev, x, gamma, beta, rows: int, cols: int, eps: float = 1e-5):
-    """x [rows, cols] -> (y [rows, cols], stats [rows, 2] = (mean, 1/sqrt(var + eps))).
+def layer_norm(dev, x, gamma, beta, rows: int, cols: int, eps: float = 1e-5, config=None):
+    """x [rows, cols] -> (y [rows, cols] of x's dtype, stats [rows, 2] f32 = (mean, 1/sqrt(var + eps))).
 
-    gamma, beta: [cols] Buffers or None (no scale / no shift). Biased variance, as torch."""
-    check_positive("layer_norm", rows=rows, cols=cols)
-    check_buffer("layer_norm", "x", x, rows * cols, "rows*cols")
-    _check_affine("layer_norm", gamma, beta, cols)
+    x is f32 or f16 storage (computed in f32); gamma, beta: [cols] Buffers of x's dtype or
+    None (no scale / no shift). Biased variance, as torch. config: a row_gen.RowConfig, or
+    "loop" for the looped kernel; default: the tuned choice (ops/norm_tune.py)."""
+    op = "layer_norm"
+    check_positive(op, rows=rows, cols=cols)
+    check_buffer(op, "x", x, rows * cols, "rows*cols")
+    if x.dtype not in ("f32", "f16"):
+        raise ValueError(f"{op}: expected f32 or f16 storage, got {x.dtype}")
+    _check_affine(op, gamma, beta, cols, x.dtype)
+    if config is None:
+        from . import norm_tune
+        config = norm_tune.choose(dev, (x.dtype, rows, cols))
+    elif isinstance(config, RowConfig) and not config.serves(cols):
+        raise ValueError(f"{op}: register config {config.name} cannot hold rows of {cols} elements")
     flags = (gamma is not None) | ((beta is not None) << 1)
-    y, stats = dev.empty(rows * cols), dev.empty(2 * rows)
-    kernel = dev.kernel("layer_norm", load_shader("layer_norm.wgsl"), 3, 2, "IIfI")
+    y, stats = dev.empty(rows * cols, x.dtype), dev.empty(2 * rows)
+    if isinstance(config, RowConfig):
+        kernel = dev.kernel(f"layer_norm[{config.name}]", generate(op, config, x.dtype), 3, 2, PARAM_FORMAT)
+    else:
+        kernel = dev.kernel("layer_norm", load_shader("layer_norm.wgsl", dtype=x.dtype), 3, 2, "IIfI")
     dev.launch(kernel, [x, gamma if gamma is not None else x, beta if beta is not None else x], [y, stats],
                (rows, cols, float(eps), flags), dev.grid(rows))
     return y, stats

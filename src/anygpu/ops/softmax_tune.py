@@ -1,11 +1,15 @@
-"""Softmax workgroup sizes chosen by the generic tuner (ops/tuner.py): threads per row
-32 ... 256, the fallback being the narrowest power of two that covers the row."""
+"""Row kernels chosen by the generic tuner (ops/tuner.py): softmax and its backward here,
+layer norm in ops/norm_tune.py. The fallback is the looped kernel (kernels/softmax.wgsl:
+one workgroup per row of the narrowest power of two from 32 to 256 threads that covers
+the row); the other candidates are its other widths and the register kernels of
+ops/row_gen.py that hold the row (subgroup and tree reductions)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from . import tuner
+from .row_gen import RowConfig, configs_for
 
 __all__: list[str] = []  # nothing here is a Device op
 
@@ -20,16 +24,20 @@ def fallback_size(cols: int) -> int:
     return size
 
 
-class _Softmax(tuner.Tunable):
-    # problem: (dtype, rows, cols)
-    version = 1
+class RowTunable(tuner.Tunable):
+    """A one-workgroup-per-row op over (dtype, rows, cols) problems; candidates are ints
+    (threads of the looped kernel, the fallback first) and RowConfigs."""
+
+    version = 2
     tune_from = {"gpu": 1 << 22, "cpu": 1 << 62}
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, dtype: str = "f32"):
         self.name = name
+        # f16 results carry f16 rounding (2^-11 relative): the float64 check allows for it.
+        self.rtol = 2e-3 if dtype == "f16" else 1e-4
 
     def bucket(self, p) -> str:
-        return f"{p[0]}-rows{tuner.pow2(p[1])}-cols{tuner.pow2(p[2])}"
+        return f"{p[0]}-rows{tuner.pow2(p[1])}-cols{tuner.pow2(p[2])}-m{p[2] % 4 == 0}"
 
     def work(self, p) -> float:
         return float(p[1] * p[2])
@@ -37,20 +45,29 @@ class _Softmax(tuner.Tunable):
     def candidates(self, dev, p) -> list:
         first = fallback_size(p[2])
         limit = dev.limits.get("max-compute-invocations-per-workgroup", 256)
-        return [first] + [size for size in _SIZES if size != first and size <= limit]
+        loops: list = [first] + [size for size in _SIZES if size != first and size <= limit]
+        return loops + configs_for(p[2], min(limit, 1024), "subgroup" in dev.features)
 
     def label(self, candidate) -> str:
-        return str(candidate)
+        return candidate.name if isinstance(candidate, RowConfig) else str(candidate)
 
     def parse(self, label: str):
-        return int(label)
+        return RowConfig.parse(label) if label.startswith("r") else int(label)
 
     def small(self, p):
-        return (p[0], 5, min(p[2], 3001))
+        cols = min(p[2], 3001)
+        if p[2] % 4 == 0:  # keep the vec4 / scalar kind of the full problem
+            cols -= cols % 4
+        return (p[0], 5, cols)
 
+    def host(self, p, rng, count: int) -> list[np.ndarray]:
+        arrays = [rng.standard_normal(p[1] * p[2]).astype(np.float32) for _ in range(count)]
+        return [a.astype(np.float16) for a in arrays] if p[0] == "f16" else arrays
+
+
+class _Softmax(RowTunable):
     def inputs(self, p, rng):
-        count = 1 if self.name == "softmax" else 2
-        return [rng.standard_normal(p[1] * p[2]).astype(np.float32) for _ in range(count)]
+        return self.host(p, rng, 1 if self.name == "softmax" else 2)
 
     def run(self, dev, size, p, buffers):
         if self.name == "softmax":
@@ -67,7 +84,9 @@ class _Softmax(tuner.Tunable):
 
 
 TUNABLES = {"softmax": _Softmax("softmax"), "softmax_backward": _Softmax("softmax_backward")}
+F16_TUNABLES = {"softmax": _Softmax("softmax", "f16"), "softmax_backward": _Softmax("softmax_backward", "f16")}
 
 
-def choose(dev, kind: str, problem: tuple) -> int:
-    return tuner.choose(dev, TUNABLES[kind], problem)
+def choose(dev, kind: str, problem: tuple):
+    """The looped width (int) or RowConfig for (dtype, rows, cols)."""
+    return tuner.choose(dev, (F16_TUNABLES if problem[0] == "f16" else TUNABLES)[kind], problem)

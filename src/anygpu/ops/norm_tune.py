@@ -1,0 +1,45 @@
+"""Layer-norm kernels chosen by the generic tuner (ops/tuner.py): the looped kernel
+(kernels/layer_norm.wgsl, 64 threads per row) is the fallback, the register kernels of
+ops/row_gen.py the other candidates (as softmax's, ops/softmax_tune.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import tuner
+from .row_gen import RowConfig, configs_for
+from .softmax_tune import RowTunable
+
+__all__: list[str] = []  # nothing here is a Device op
+
+_EPS = 1e-5
+
+
+class _LayerNorm(RowTunable):
+    def candidates(self, dev, p) -> list:
+        limit = dev.limits.get("max-compute-invocations-per-workgroup", 256)
+        return ["loop"] + configs_for(p[2], min(limit, 1024), "subgroup" in dev.features)
+
+    def parse(self, label: str):
+        return label if label == "loop" else RowConfig.parse(label)
+
+    def inputs(self, p, rng):
+        # x [rows, cols], gamma [cols], beta [cols]
+        return [self.host((p[0], 1, size), rng, 1)[0] for size in (p[1] * p[2], p[2], p[2])]
+
+    def run(self, dev, config, p, buffers):
+        return dev.layer_norm(buffers[0], buffers[1], buffers[2], p[1], p[2], _EPS, config=config)[0]
+
+    def reference(self, p, arrays):
+        x = arrays[0].astype(np.float64).reshape(p[1], p[2])
+        mean = x.mean(axis=1, keepdims=True)
+        var = ((x - mean) ** 2).mean(axis=1, keepdims=True)
+        return (x - mean) / np.sqrt(var + _EPS) * arrays[1].astype(np.float64) + arrays[2].astype(np.float64)
+
+
+TUNABLES = {"f32": _LayerNorm("layer_norm"), "f16": _LayerNorm("layer_norm", "f16")}
+
+
+def choose(dev, problem: tuple):
+    """'loop' or a RowConfig for (dtype, rows, cols)."""
+    return tuner.choose(dev, TUNABLES[problem[0]], problem)

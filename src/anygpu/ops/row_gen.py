@@ -1,0 +1,200 @@
+"""Row kernels that hold the whole row in registers: softmax, its backward, layer norm.
+
+One workgroup per row, as the looped kernels (kernels/softmax.wgsl, layer_norm.wgsl), but
+each thread loads its share of the row once into named variables (vec4 units where the
+row length is a multiple of 4, else scalars), reduces, and writes from registers: one
+read and one write of the row instead of three or four passes over it. The reductions
+(lib/row_reduce_subgroup.wgsl or lib/row_reduce_tree.wgsl) combine (maximum, sum under
+that maximum) pairs, so softmax needs one reduction (online max and sum) and layer norm
+two (the mean; then the largest deviation and the sum of squares scaled by it).
+
+A `RowConfig` fixes threads per row (wg), units per thread, vec4 or scalar units and
+subgroup or tree reductions; it serves rows of up to wg * units (* 4 for vec4) elements.
+ops/softmax_tune.py and ops/norm_tune.py offer these configs to the generic tuner beside
+the looped kernel (the fallback).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+from ..runtime import load_shader
+from ..runtime.dtypes import dtype_of
+
+KINDS = ("softmax", "softmax_backward", "layer_norm")
+PARAM_FORMAT = "IIfI"  # rows, cols, eps, flags (Params in kernels/row_registers.wgsl)
+_NAME = re.compile(r"^r(\d+)x(\d+)([vs])([gt])$")
+_MAX_UNITS = 16  # registers per thread: 16 vec4 (64 floats) at most
+
+
+@dataclass(frozen=True)
+class RowConfig:
+    wg: int          # threads per row (a power of two)
+    units: int       # units per thread
+    vec: bool        # vec4 units (rows of a multiple of 4 elements) or scalars
+    subgroup: bool   # subgroup reductions (adapter feature 'subgroup') or a workgroup tree
+
+    @property
+    def name(self) -> str:
+        return f"r{self.wg}x{self.units}{'v' if self.vec else 's'}{'g' if self.subgroup else 't'}"
+
+    @classmethod
+    def parse(cls, name: str) -> "RowConfig":
+        found = _NAME.match(name)
+        if not found:
+            raise ValueError(f"row kernel config: cannot parse {name!r}; expected like 'r256x4vg'")
+        wg, units, vec, sub = found.groups()
+        return cls(int(wg), int(units), vec == "v", sub == "g")
+
+    def capacity(self) -> int:
+        """The longest row (elements) this config holds."""
+        return self.wg * self.units * (4 if self.vec else 1)
+
+    def serves(self, cols: int) -> bool:
+        return cols <= self.capacity() and (cols % 4 == 0 or not self.vec)
+
+
+def configs_for(cols: int, max_threads: int, subgroups: bool) -> list[RowConfig]:
+    """Register configs that hold a row of `cols` elements: for each power-of-two width
+    from 32 to max_threads, the fewest units per thread (at most 16), vec4 when cols % 4
+    == 0; each with subgroup reductions (when the adapter has them) and with a tree."""
+    vec = cols % 4 == 0
+    units_per_row = cols // 4 if vec else cols
+    found = []
+    wg = 32
+    while wg <= max_threads:
+        units = -(-units_per_row // wg)
+        if units <= _MAX_UNITS and (wg == 32 or units_per_row > wg // 2):
+            for sub in ((True, False) if subgroups else (False,)):
+                found.append(RowConfig(wg, units, vec, sub))
+        wg *= 2
+    return found
+
+
+# ---------------------------------------------------------------------------- generation
+
+
+def _hmax(v: str, vec: bool) -> str:
+    return f"max(max({v}.x, {v}.y), max({v}.z, {v}.w))" if vec else v
+
+
+def _hsum(v: str, vec: bool) -> str:
+    return f"(({v}.x + {v}.y) + ({v}.z + {v}.w))" if vec else v
+
+
+def _bindings(kind: str, unit_t: str) -> str:
+    names = {"softmax": (["x"], ["y"]), "softmax_backward": (["grad", "y"], ["dx"]),
+             "layer_norm": (["x", "gamma", "beta"], ["y"])}[kind]
+    lines = []
+    for i, name in enumerate(names[0] + names[1]):
+        access = "read" if i < len(names[0]) else "read_write"
+        lines.append(f"@group(0) @binding({i + 1}) var<storage, {access}> {name}: array<{unit_t}>;")
+    if kind == "layer_norm":
+        lines.append(f"@group(0) @binding({len(lines) + 1}) var<storage, read_write> stats: array<f32>;")
+    return "\n".join(lines)
+
+
+_RESCALE = {
+    # a partial sum of exp(x - m) seen under the common maximum `top`
+    "softmax": "fn rescale(s: f32, m: f32, top: f32) -> f32 { return s * exp(m - top); }",
+    "softmax_backward": "fn rescale(s: f32, m: f32, top: f32) -> f32 { return s; }  // unused",
+    # a partial sum of (d / m)^2 seen as (d / top)^2 (m <= top; all zero when top is 0)
+    "layer_norm": "fn rescale(s: f32, m: f32, top: f32) -> f32 {\n"
+                  "    if (top > 0.0) { let r = m / top; return s * r * r; }\n"
+                  "    return 0.0;\n}",
+}
+
+
+def _loads(c: RowConfig, names: list[str], fill: str, comp: str) -> list[str]:
+    """Index, bound and masked load of every unit of every named input."""
+    lines = []
+    for u in range(c.units):
+        lines.append(f"let i{u} = tid + {u * c.wg}u;")
+        lines.append(f"let ok{u} = i{u} < n;")
+        for name in names:
+            lines.append(f"var {name}{u} = {comp}({fill});")
+            lines.append(f"if (ok{u}) {{ {name}{u} = {comp}({name}[base + i{u}]); }}")
+    return lines
+
+
+def _body(kind: str, c: RowConfig, comp: str, store: str) -> list[str]:
+    U = range(c.units)
+    if kind == "softmax":
+        lines = _loads(c, ["x"], "LOWEST", comp)
+        lines.append("var m = LOWEST;")
+        lines += [f"m = max(m, {_hmax(f'x{u}', c.vec)});" for u in U]
+        lines.append("var s = 0.0;")
+        for u in U:
+            lines.append(f"var e{u} = {comp}(0.0);")
+            lines.append(f"if (ok{u}) {{ e{u} = exp(x{u} - {comp}(m)); }}")
+            lines.append(f"s += {_hsum(f'e{u}', c.vec)};")
+        lines.append("let top = reduce_top(me, m, s);  // (row maximum, sum of exp(x - maximum))")
+        lines.append("let scale = exp(m - top.x) / top.y;")
+        lines += [f"if (ok{u}) {{ y[base + i{u}] = {store}(e{u} * scale); }}" for u in U]
+        return lines
+    if kind == "softmax_backward":
+        lines = _loads(c, ["grad", "y"], "0.0", comp)
+        lines.append("var acc = 0.0;")
+        lines += [f"acc += {_hsum(f'(grad{u} * y{u})', c.vec)};" for u in U]
+        lines.append("let dot = reduce_sum(me, acc);")
+        lines += [f"if (ok{u}) {{ dx[base + i{u}] = {store}(y{u} * (grad{u} - {comp}(dot))); }}" for u in U]
+        return lines
+    # layer_norm: mean; then deviations scaled by their largest magnitude, so values near
+    # 1e30 (whose squares overflow f32) still normalise (as kernels/layer_norm.wgsl).
+    lines = _loads(c, ["x"], "0.0", comp)
+    # gamma and beta are loaded with x (their latency hides behind the reductions)
+    for u in U:
+        lines += [f"var gamma{u} = {comp}(1.0);", f"var beta{u} = {comp}(0.0);",
+                  f"if (ok{u} && (P.flags & 1u) != 0u) {{ gamma{u} = {comp}(gamma[i{u}]); }}",
+                  f"if (ok{u} && (P.flags & 2u) != 0u) {{ beta{u} = {comp}(beta[i{u}]); }}"]
+    lines.append("var acc = 0.0;")
+    lines += [f"acc += {_hsum(f'x{u}', c.vec)};" for u in U]
+    lines.append("let total = reduce_sum(me, acc);")
+    lines.append("let count = f32(P.cols);")
+    # one correction step: a driver's division may be off by an ulp (NVIDIA's is), and a
+    # constant row must give exact zeros
+    lines.append("let mean0 = total / count;")
+    lines.append("let mean = mean0 + fma(-mean0, count, total) / count;")
+    lines.append("var peak = 0.0;")
+    for u in U:
+        lines.append(f"let d{u} = select({comp}(0.0), x{u} - {comp}(mean), ok{u});")
+        lines.append(f"peak = max(peak, {_hmax(f'abs(d{u})', c.vec)});")
+    lines.append("let inv_peak = select(0.0, 1.0 / peak, peak > 0.0);")
+    lines.append("var q = 0.0;")
+    for u in U:
+        lines.append(f"let z{u} = d{u} * inv_peak;")
+        lines.append(f"q += {_hsum(f'(z{u} * z{u})', c.vec)};")
+    lines.append("let top = reduce_top(me, peak, q);  // (largest |x - mean|, sum of squares under it)")
+    lines.append("let unit = select(1.0, top.x, top.x > 0.0);")
+    lines.append("let rstd = inverseSqrt(top.y / f32(P.cols) + P.eps / (unit * unit)) / unit;")
+    for u in U:
+        lines.append(f"if (ok{u}) {{ y[base + i{u}] = {store}(fma(d{u} * rstd, gamma{u}, beta{u})); }}")
+    lines += ["if (tid == 0u) {", "    stats[2u * row] = mean;", "    stats[2u * row + 1u] = rstd;", "}"]
+    return lines
+
+
+_WHAT = {"softmax": "y = exp(x - max) / sum exp(x - max) per row",
+         "softmax_backward": "dx = y * (grad - sum grad*y) per row",
+         "layer_norm": "y = (x - mean) * rstd * gamma + beta per row; stats = (mean, rstd)"}
+
+
+@functools.lru_cache(maxsize=None)
+def generate(kind: str, config: RowConfig, dtype: str = "f32") -> str:
+    """The WGSL of row kernel `kind` (one of KINDS) for `config`, storing `dtype` (f32/f16)."""
+    if kind not in KINDS:
+        raise ValueError(f"row kernel kind must be one of {KINDS}, got {kind!r}")
+    storage = dtype_of(dtype, "kernel").storage
+    unit_t = f"vec4<{storage}>" if config.vec else storage
+    comp = "vec4<f32>" if config.vec else "f32"
+    reduce = "lib/row_reduce_subgroup.wgsl" if config.subgroup else "lib/row_reduce_tree.wgsl"
+    sub_args = (",\n        @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_id) group: u32,"
+                " @builtin(num_subgroups) groups: u32") if config.subgroup else ""
+    return load_shader(
+        "row_registers.wgsl", dtype=dtype, KIND=kind, WHAT=_WHAT[kind], WG=config.wg,
+        BINDINGS=_bindings(kind, unit_t), REDUCE=load_shader(reduce), RESCALE=_RESCALE[kind],
+        SUBGROUP_ARGS=sub_args,
+        ME="RowThread(tid, lane, group, groups)" if config.subgroup else "RowThread(tid, 0u, 0u, 1u)",
+        UNITS="P.cols / 4u" if config.vec else "P.cols",
+        BODY="\n".join("    " + line for line in _body(kind, config, comp, unit_t)))

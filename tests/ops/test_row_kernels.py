@@ -1,0 +1,155 @@
+"""The register row kernels (ops/row_gen.py: softmax, its backward, layer norm) against torch
+on the CPU, for each form (vec4 / scalar units, subgroup / tree reductions), on f32 and f16
+storage, with -inf / NaN / huge rows; and the fallback kernels on f16. The kernels are made
+as trusted shader modules (no runtime bounds checks): a test checks they write nothing
+past the rows they were given."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from anygpu.ops.row_gen import PARAM_FORMAT, RowConfig, configs_for, generate
+from anygpu.runtime import shaders
+
+# Rows of 300 (vec4 units) and 301 (scalars): 32 threads x 3 units, 64 x 2 / 32 x 10, 64 x 5.
+CONFIGS = [RowConfig(32, 3, True, True), RowConfig(64, 2, True, False), RowConfig(32, 10, False, True),
+           RowConfig(64, 5, False, False)]
+
+
+def _cols(config):
+    return 300 if config.vec else 301
+
+
+def _edge_rows(rng, cols):
+    x = (rng.standard_normal((6, cols)) * 3).astype(np.float32)
+    x[1, :] = -np.inf           # torch: NaN everywhere
+    x[2, cols // 2] = np.nan    # NaN row
+    x[3, :] *= 1e29             # huge magnitudes
+    x[4, ::3] = -np.inf         # some -inf
+    x[5, 7] = 3e38
+    return x
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.name)
+def test_softmax_register_forms_match_torch(dev, rng, upload, read, config):
+    cols = _cols(config)
+    x = _edge_rows(rng, cols)
+    got = read(dev.softmax(upload(x), 6, cols, size=config), x.shape)
+    want = torch.softmax(torch.tensor(x, dtype=torch.float64), dim=1).numpy()
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-7, equal_nan=True)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.name)
+def test_softmax_backward_register_forms_match_torch(dev, rng, upload, read, close, vjp, config):
+    cols = _cols(config)
+    x = (rng.standard_normal((4, cols)) * 3).astype(np.float32)
+    grad = rng.standard_normal((4, cols)).astype(np.float32)
+    expected, (expected_grad,) = vjp(lambda t: torch.softmax(t, dim=1), [x], grad)
+    y = dev.softmax(upload(x), 4, cols, size=config)
+    close(read(dev.softmax_backward(upload(grad), y, 4, cols, size=config), x.shape), expected_grad)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.name)
+@pytest.mark.parametrize("affine", [(True, True), (True, False), (False, False)])
+def test_layer_norm_register_forms_match_torch(dev, rng, upload, read, config, affine):
+    cols = _cols(config)
+    x = (rng.standard_normal((4, cols)) * 3 + 1).astype(np.float32)
+    x[2] *= 1e30 / 3  # squares overflow float32: still normalised
+    x[3] = 0.5        # constant row: zero deviations
+    gamma = rng.standard_normal(cols).astype(np.float32)
+    beta = rng.standard_normal(cols).astype(np.float32)
+    y, stats = dev.layer_norm(upload(x), upload(gamma) if affine[0] else None, upload(beta) if affine[1] else None,
+                              4, cols, 1e-5, config=config)
+    t = torch.tensor(x, dtype=torch.float64)
+    want = F.layer_norm(t, (cols,), torch.tensor(gamma, dtype=torch.float64) if affine[0] else None,
+                        torch.tensor(beta, dtype=torch.float64) if affine[1] else None, 1e-5).numpy()
+    np.testing.assert_allclose(read(y, x.shape), want, rtol=1e-4, atol=2e-5)
+    mean = x.astype(np.float64).mean(axis=1)
+    np.testing.assert_allclose(read(stats, (4, 2))[:, 0], mean, rtol=1e-5, atol=1e-6)
+
+
+def test_layer_norm_forms_agree_with_the_loop_kernel(dev, rng, upload, read):
+    x = rng.standard_normal((3, 64)).astype(np.float32)
+    loop = dev.layer_norm(upload(x), None, None, 3, 64, config="loop")
+    for config in configs_for(64, 256, True)[:2]:
+        y, stats = dev.layer_norm(upload(x), None, None, 3, 64, config=config)
+        np.testing.assert_allclose(read(y), read(loop[0]), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(read(stats), read(loop[1]), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("config", [128, RowConfig(32, 3, True, True), RowConfig(32, 10, False, False)],
+                         ids=str)
+def test_f16_storage_softmax_and_layer_norm(dev, rng, read, config):
+    cols = 301 if isinstance(config, RowConfig) and not config.vec else 300
+    x = (rng.standard_normal((3, cols)) * 2).astype(np.float16)
+    xb = dev.upload(x, "f16")
+    y = dev.softmax(xb, 3, cols, size=config)
+    assert y.dtype == "f16"
+    want = torch.softmax(torch.tensor(x, dtype=torch.float64), dim=1).numpy()
+    np.testing.assert_allclose(read(y, x.shape).astype(np.float64), want, rtol=2e-3, atol=1e-6)
+    gamma = rng.standard_normal(cols).astype(np.float16)
+    ln_config = config if isinstance(config, RowConfig) else "loop"
+    out, stats = dev.layer_norm(xb, dev.upload(gamma, "f16"), None, 3, cols, 1e-5, config=ln_config)
+    assert out.dtype == "f16" and stats.dtype == "f32"
+    want = F.layer_norm(torch.tensor(x, dtype=torch.float64), (cols,), torch.tensor(gamma, dtype=torch.float64)).numpy()
+    np.testing.assert_allclose(read(out, x.shape).astype(np.float64), want, rtol=4e-3, atol=4e-3)
+
+
+def test_f16_softmax_backward(dev, rng, read):
+    x = rng.standard_normal((2, 40)).astype(np.float16)
+    grad = rng.standard_normal((2, 40)).astype(np.float16)
+    y = dev.softmax(dev.upload(x, "f16"), 2, 40, size=RowConfig(32, 1, True, True))
+    dx = dev.softmax_backward(dev.upload(grad, "f16"), y, 2, 40, size=RowConfig(32, 1, True, True))
+    yy = read(y).astype(np.float64).reshape(2, 40)
+    want = yy * (grad - (grad * yy).sum(axis=1, keepdims=True))
+    np.testing.assert_allclose(read(dx, (2, 40)).astype(np.float64), want, rtol=5e-3, atol=1e-3)
+
+
+def test_bad_inputs_are_value_errors(dev, upload):
+    x = upload(np.zeros((2, 10), np.float32))
+    with pytest.raises(ValueError, match="softmax: register config r32x1vg cannot hold rows of 10"):
+        dev.softmax(x, 2, 10, size=RowConfig(32, 1, True, True))
+    with pytest.raises(ValueError, match="softmax: expected f32 or f16"):
+        dev.softmax(dev.upload(np.zeros(20, np.int32)), 2, 10)
+    with pytest.raises(ValueError, match="layer_norm: gamma is f32 but x is f16"):
+        dev.layer_norm(dev.upload(np.zeros(20, np.float16), "f16"), dev.upload(np.ones(10, np.float32)), None, 2, 10)
+    with pytest.raises(ValueError, match="row kernel config: cannot parse"):
+        RowConfig.parse("r12")
+
+
+def test_configs_hold_the_row_and_parse_back():
+    for cols in (1, 3, 300, 301, 4096, 16384):
+        found = configs_for(cols, 1024, True)
+        assert found, cols
+        for config in found:
+            assert config.serves(cols) and RowConfig.parse(config.name) == config
+    assert not configs_for(1 << 20, 1024, True)  # longer rows stay on the looped kernel
+
+
+@pytest.mark.parametrize("kind", ["softmax", "layer_norm"])
+def test_trusted_kernels_write_nothing_past_their_rows(dev, rng, kind):
+    """Launched on the first 3 rows of 5-row buffers, the unchecked kernels leave rows 3-4
+    (and the stats past row 3) untouched: their own bounds checks are all there is."""
+    for config in CONFIGS:
+        cols = _cols(config)
+        source = generate(kind, config, "f32")
+        assert shaders.trusted(source)
+        n_in, n_out = (1, 1) if kind == "softmax" else (3, 2)
+        kernel = dev.kernel(f"{kind}[{config.name}]", source, n_in, n_out, PARAM_FORMAT)
+        x = dev.upload(rng.standard_normal(5 * cols).astype(np.float32))
+        outs = [dev.upload(np.full(5 * cols, 7.0, np.float32))]
+        if kind == "layer_norm":
+            outs.append(dev.upload(np.full(10, 7.0, np.float32)))
+        dev.launch(kernel, [x] * n_in, outs, (3, cols, 1e-5, 0), (3, 1, 1))
+        y = dev.read(outs[0])
+        assert np.all(y[3 * cols:] == 7.0) and np.all(y[:3 * cols] != 7.0), config.name
+        if kind == "layer_norm":
+            assert np.all(dev.read(outs[1])[6:] == 7.0)
+
+
+def test_trusted_switch(monkeypatch):
+    assert shaders.trusted("//! trusted\nfn main() {}")
+    assert not shaders.trusted("// not marked\nfn main() {}")
+    monkeypatch.setenv("ANYGPU_TRUSTED_SHADERS", "0")
+    assert not shaders.trusted("//! trusted\nfn main() {}")
