@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from ._common import check_buffer, check_pair, check_positive
-from .conv_gen import PARAMS, generate
+from .conv_gen import PARAMS, DirectTiles, direct_applies, generate, generate_direct
 from .reduce import sum_inner, sum_rows
 
 __all__ = ["conv2d", "conv_transpose2d", "conv2d_grad_input", "conv2d_grad_weight", "conv2d_grad_bias"]
@@ -27,6 +27,7 @@ _GRAD_WEIGHT_MAX_PARTIAL = 1 << 24
 # Parameter blocks (see Params in kernels/conv2d.wgsl, conv_transpose2d.wgsl, conv2d_grad_weight.wgsl).
 _CONV_PARAMS = PARAMS["conv2d"].format()
 _TRANSPOSE_PARAMS = PARAMS["conv_transpose2d"].format()
+_DIRECT_PARAMS = PARAMS["conv2d_direct"].format()
 
 
 def conv_output_size(size: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
@@ -74,7 +75,8 @@ def conv2d(dev, input, weight, bias, batch: int, in_c: int, in_h: int, in_w: int
 
     input [batch, in_c, in_h, in_w], weight [out_c, in_c/groups, kh, kw], bias [out_c]
     or None -> [batch, out_c, out_h, out_w] with out = (in + 2*pad - dil*(k-1) - 1)//stride + 1.
-    tiles: a conv_gen.ConvTiles to use instead of the tuned choice.
+    tiles: a conv_gen.ConvTiles (or, for stride 1 and dilation 1, a DirectTiles) to use
+    instead of the tuned choice.
     """
     op = "conv2d"
     check_positive(op, batch=batch, in_c=in_c, in_h=in_h, in_w=in_w, out_c=out_c, kh=kh, kw=kw, groups=groups)
@@ -91,6 +93,12 @@ def conv2d(dev, input, weight, bias, batch: int, in_c: int, in_h: int, in_w: int
     rows, cols, depth = out_c // groups, batch * out_h * out_w, (in_c // groups) * kh * kw
     tiles = _pick_tiles(dev, "conv2d", (input.dtype, batch, in_c, in_h, in_w, out_c, kh, kw, stride, padding,
                                         dilation, groups), rows, cols, tiles)
+    if isinstance(tiles, DirectTiles):
+        if not direct_applies(stride, dilation):
+            raise ValueError(f"{op}: direct tiles {tiles.name} need stride 1 and dilation 1, "
+                             f"got stride {stride}, dilation {dilation}")
+        return _launch_direct(dev, input, weight, bias, batch, in_c, in_h, in_w, out_c, out_h, out_w,
+                              kh, kw, padding, groups, tiles)
     tiles_n, tiles_m = -(-cols // tiles.tile_n), -(-rows // tiles.tile_m)
     kernel = dev.kernel(f"conv2d[{tiles.name}]", generate("conv2d", tiles), 3, 1, _CONV_PARAMS)
     out = dev.empty(batch * out_c * out_h * out_w)
@@ -99,6 +107,19 @@ def conv2d(dev, input, weight, bias, batch: int, in_c: int, in_h: int, in_w: int
     # Without a bias the weight stands in for the unused binding (read-only aliasing is allowed).
     dev.launch(kernel, [input, weight, bias if bias is not None else weight], [out], params,
                dev.grid(tiles_n * tiles_m * groups))
+    return out
+
+
+def _launch_direct(dev, input, weight, bias, batch, in_c, in_h, in_w, out_c, out_h, out_w, kh, kw,
+                   padding, groups, tiles: DirectTiles):
+    """Record conv2d (stride 1, dilation 1; arguments checked) in the direct form."""
+    tiles_w, tiles_h, tiles_m = tiles.grid(out_c // groups, out_h, out_w)
+    kernel = dev.kernel(f"conv2d[{tiles.name}_{kh}x{kw}]", generate_direct(tiles, kh, kw), 3, 1, _DIRECT_PARAMS)
+    out = dev.empty(batch * out_c * out_h * out_w)
+    params = (batch, in_c, in_h, in_w, out_c, out_h, out_w, groups, kh, kw, 1, 1, *padding, 1, 1,
+              int(bias is not None), 0, tiles_m, 1, 0, tiles_w, tiles_h)
+    dev.launch(kernel, [input, weight, bias if bias is not None else weight], [out], params,
+               dev.grid(tiles_w * tiles_h * tiles_m * groups * batch))
     return out
 
 

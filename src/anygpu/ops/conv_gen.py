@@ -8,14 +8,20 @@ and the stores. Loops over function-scope arrays spill to memory on several driv
 and lavapipe runs the unrolled multiply-adds about twice as fast as the looped ones.
 The tile loads stay loops: unrolled, they made lavapipe's first compile of a kernel
 several times slower (seconds per variant) for no measurable speed.
+
+conv2d of stride 1 and dilation 1 has a second form (`DirectTiles`, kernels/conv_direct.wgsl):
+the input patch of a block of output rows is staged once per step of input channels and
+serves every tap from registers, instead of being gathered again for each of the k = (ic, r, s).
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 
 from ..runtime import Params, load_shader
+from .thread_grid import ThreadGrid
 
 KINDS = ("conv2d", "conv_transpose2d", "conv2d_grad_weight")
 
@@ -29,12 +35,13 @@ PARAMS = {
     "conv2d": Params(*(f"{name}: u32" for name in _GEOMETRY)),
     "conv2d_grad_weight": Params(*(f"{name}: u32" for name in _GEOMETRY)),
     "conv_transpose2d": Params(*(f"{name}: u32" for name in _GEOMETRY + _PHASE)),
+    "conv2d_direct": Params(*(f"{name}: u32" for name in _GEOMETRY + ("tiles_w", "tiles_h"))),
 }
 _LANES = "xyzw"
 
 
 @dataclass(frozen=True)
-class ConvTiles:
+class ConvTiles(ThreadGrid):
     """tile_m x tile_n outputs per workgroup, tile_k-deep steps, rows x cols outputs
     per thread (so (tile_m/rows) x (tile_n/cols) threads)."""
 
@@ -47,18 +54,6 @@ class ConvTiles:
     @property
     def name(self) -> str:
         return f"{self.tile_m}x{self.tile_n}x{self.tile_k}_{self.rows}x{self.cols}"
-
-    @property
-    def threads_x(self) -> int:
-        return self.tile_n // self.cols
-
-    @property
-    def threads_y(self) -> int:
-        return self.tile_m // self.rows
-
-    @property
-    def threads(self) -> int:
-        return self.threads_x * self.threads_y
 
 
 # Cost of staging one value of a tile (gather, bounds checks, table reads, its share of
@@ -150,3 +145,96 @@ def generate(kind: str, tiles: ConvTiles) -> str:
         COMPUTE=_indent(_compute(tiles), 2),
         STORE=_indent(_store(tiles), 1),
     )
+
+
+# ---------------------------------------------------------------------------- direct form
+
+_DIRECT_NAME = re.compile(r"^d(\d+)x(\d+)_(\d+)x(\d+)x(\d+)_k(\d+)$")
+
+
+@dataclass(frozen=True)
+class DirectTiles:
+    """Blocking of the direct conv2d (stride 1, dilation 1; kernels/conv_direct.wgsl):
+    tm output channels per workgroup, rm per thread (a multiple of 4); per thread cw
+    output columns (a multiple of 4) of one output row; tx threads across and th output
+    rows per workgroup; ck input channels staged per step."""
+
+    tm: int
+    rm: int
+    cw: int
+    tx: int
+    th: int
+    ck: int
+
+    @property
+    def name(self) -> str:
+        return f"d{self.tm}x{self.rm}_{self.cw}x{self.tx}x{self.th}_k{self.ck}"
+
+    @classmethod
+    def parse(cls, name: str) -> "DirectTiles":
+        found = _DIRECT_NAME.match(name)
+        if not found:
+            raise ValueError(f"direct conv tiles: cannot parse {name!r}; expected like 'd64x8_8x7x2_k4'")
+        return cls(*(int(v) for v in found.groups()))
+
+    @property
+    def threads(self) -> int:
+        return self.tx * self.th * (self.tm // self.rm)
+
+    def workgroup_bytes(self, kh: int, kw: int) -> int:
+        patch = self.ck * (self.th + kh - 1) * (self.tx * self.cw + kw - 1)
+        return 4 * (patch + self.ck * kh * kw * self.tm)
+
+    def grid(self, m: int, out_h: int, out_w: int) -> tuple[int, int, int]:
+        """(tiles_w, tiles_h, tiles_m) of a layer with m output channels per group."""
+        return -(-out_w // (self.tx * self.cw)), -(-out_h // self.th), -(-m // self.tm)
+
+
+def direct_applies(stride, dilation) -> bool:
+    return tuple(stride) == (1, 1) and tuple(dilation) == (1, 1)
+
+
+def _direct_compute(t: DirectTiles, kh: int, kw: int) -> list[str]:
+    lines = []
+    span = t.cw + kw - 1
+    for r in range(kh):
+        lines.append("{")
+        lines.append(f"    let prow = (c * PH + py + {r}u) * PW + px * CW;")
+        lines += [f"    let p{j} = tile_in[prow + {j}u];" for j in range(span)]
+        for s in range(kw):
+            for i in range(t.rm // 4):
+                lines.append(f"    let w{s}_{i} = wts[((c * KH + {r}u) * KW + {s}u) * (TM / 4u) + cgp * (RM / 4u) + {i}u];")
+            for i in range(t.rm // 4):
+                for lane_index, lane in enumerate(_LANES):
+                    for q in range(t.cw // 4):
+                        acc = f"acc_{4 * i + lane_index}_{q}"
+                        cols = ", ".join(f"p{s + 4 * q + e}" for e in range(4))
+                        lines.append(f"    {acc} = fma(vec4<f32>(w{s}_{i}.{lane}), vec4<f32>({cols}), {acc});")
+        lines.append("}")
+    return lines
+
+
+def _direct_store(t: DirectTiles) -> list[str]:
+    lines = []
+    for k in range(t.rm):
+        lines += [f"let orow{k} = row0 + cgp * RM + {k}u;", f"if (orow{k} < m) {{",
+                  f"    let b = select(0.0, bias[g * m + orow{k}], P.has_bias != 0u);",
+                  f"    let o = (n * P.out_c + g * m + orow{k}) * out_hw + oh * P.out_w;"]
+        for q in range(t.cw // 4):
+            for e, lane in enumerate(_LANES):
+                lines.append(f"    if (col + {4 * q + e}u < P.out_w) {{ out[o + col + {4 * q + e}u] = acc_{k}_{q}.{lane} + b; }}")
+        lines.append("}")
+    return lines
+
+
+@functools.lru_cache(maxsize=None)
+def generate_direct(tiles: DirectTiles, kh: int, kw: int) -> str:
+    """The WGSL of the direct conv2d blocked as `tiles` for a kh x kw kernel."""
+    if tiles.rm % 4 or tiles.cw % 4 or tiles.tm % tiles.rm:
+        raise ValueError(f"direct conv tiles {tiles.name}: rm and cw must be multiples of 4 dividing tm")
+    declare = [f"var acc_{k}_{q} = vec4<f32>(0.0);" for k in range(tiles.rm) for q in range(tiles.cw // 4)]
+    return load_shader(
+        "conv_direct.wgsl", **PARAMS["conv2d_direct"].subs(),
+        TM=tiles.tm, RM=tiles.rm, CW=tiles.cw, TX=tiles.tx, TH=tiles.th, CK=tiles.ck, KH=kh, KW=kw,
+        DECLARE=_indent(declare, 1), COMPUTE=_indent(_direct_compute(tiles, kh, kw), 3),
+        STORE=_indent(_direct_store(tiles), 1))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import tuner
-from .conv_gen import ConvTiles, choose_tiles
+from .conv_gen import ConvTiles, DirectTiles, choose_tiles, direct_applies
 
 __all__: list[str] = []  # nothing here is a Device op
 
@@ -20,11 +20,23 @@ _SHAPES = ((32, 64, 4, 8), (32, 64, 8, 8), (32, 128, 4, 8), (32, 128, 8, 8), (64
            (64, 128, 8, 8), (64, 64, 8, 16), (64, 128, 8, 16), (32, 128, 8, 16), (16, 128, 4, 8))
 
 
-def _tiles_label(tiles: ConvTiles) -> str:
+# Direct-form blockings tried for conv2d of stride 1, dilation 1 (ops/conv_gen.DirectTiles):
+# (channels per workgroup, per thread, columns per thread, output rows per workgroup, channels per step).
+# Measured on an H200 (docs/BENCHMARKS.md): narrow channel blocks (16 x 4) over 4 rows were fastest.
+_DIRECT = ((16, 4, 8, 4, 4), (16, 4, 8, 4, 8), (16, 4, 8, 8, 4), (16, 4, 4, 4, 4), (8, 4, 8, 4, 4),
+           (16, 8, 8, 4, 4), (32, 4, 8, 4, 4), (32, 8, 8, 4, 4), (32, 8, 8, 8, 4), (64, 8, 8, 4, 4),
+           (64, 8, 4, 2, 4), (64, 4, 8, 2, 4))
+
+
+def _tiles_label(tiles) -> str:
+    if isinstance(tiles, DirectTiles):
+        return tiles.name
     return f"{tiles.tile_m}x{tiles.tile_n}x{tiles.tile_k}_{tiles.rows}x{tiles.cols}"
 
 
-def _tiles_parse(label: str) -> ConvTiles:
+def _tiles_parse(label: str):
+    if label.startswith("d"):
+        return DirectTiles.parse(label)
     tile, thread = label.split("_")
     m, n, k = (int(v) for v in tile.split("x"))
     rows, cols = (int(v) for v in thread.split("x"))
@@ -88,6 +100,22 @@ class _ConvTunable(tuner.Tunable):
                 found.append(tiles)
         return found
 
+    def direct(self, dev, p) -> list:
+        """Direct-form candidates of a conv2d problem (none unless stride 1, dilation 1)."""
+        _, batch, in_c, in_h, in_w, out_c, kh, kw, stride, padding, dilation, groups = p
+        if not direct_applies(stride, dilation):
+            return []
+        m = out_c // groups
+        out_h, out_w = _out_hw(p)
+        limit = dev.limits.get("max-compute-invocations-per-workgroup", 256)
+        found = []
+        for tm, rm, cw, th, ck in _DIRECT:
+            tiles = DirectTiles(tm, rm, cw, min(-(-out_w // cw), 16), th, min(ck, in_c // groups))
+            if (tm <= 2 * m and th <= out_h and tiles.threads <= min(limit, 256)
+                    and tiles.workgroup_bytes(kh, kw) <= dev.max_workgroup_storage and tiles not in found):
+                found.append(tiles)
+        return found
+
     def label(self, candidate) -> str:
         return _tiles_label(candidate)
 
@@ -109,6 +137,9 @@ class _Conv2d(_ConvTunable):
         _, batch, in_c, in_h, in_w, out_c, kh, kw, *_, groups = p
         return [batch * in_c * in_h * in_w, out_c * (in_c // groups) * kh * kw, out_c]
 
+    def candidates(self, dev, p) -> list:
+        return super().candidates(dev, p) + self.direct(dev, p)
+
     def small(self, p):
         return (p[0], 2, 3, 9, 9, 37, 3, 3, (1, 1), (1, 1), (1, 1), 1)
 
@@ -128,6 +159,9 @@ class _Conv2d(_ConvTunable):
 
 
 class _Conv2dGradWeight(_Conv2d):
+    def candidates(self, dev, p) -> list:
+        return _ConvTunable.candidates(self, dev, p)  # no direct form for the weight gradient
+
     def gemm(self, p):
         _, batch, in_c, in_h, in_w, out_c, kh, kw, stride, padding, dilation, groups = p
         out_h, out_w = _out_hw(p)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..runtime import load_shader
+from .thread_grid import ThreadGrid
 
 # Bump when the generated code changes in a way that can change which config is fastest:
 # the autotuner's disk cache is keyed by it.
@@ -30,7 +31,7 @@ _NAME = re.compile(r"^(\d+)x(\d+)x(\d+)_(\d+)x(\d+)_v([14])([pd]?)$")
 
 
 @dataclass(frozen=True, order=True)
-class MatmulConfig:
+class MatmulConfig(ThreadGrid):
     """Blocking of one family member.
 
     tile_m x tile_n outputs per workgroup, tile_k-deep slices staged in workgroup
@@ -63,18 +64,6 @@ class MatmulConfig:
         tm, tn, tk, rows, cols, vector, staging = found.groups()
         return cls(int(tm), int(tn), int(tk), int(rows), int(cols), int(vector),
                    prefetch=staging in ("p", "d"), double=staging == "d")
-
-    @property
-    def threads_x(self) -> int:
-        return self.tile_n // self.cols
-
-    @property
-    def threads_y(self) -> int:
-        return self.tile_m // self.rows
-
-    @property
-    def threads(self) -> int:
-        return self.threads_x * self.threads_y
 
     @property
     def stages(self) -> int:
