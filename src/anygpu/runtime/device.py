@@ -24,7 +24,7 @@ import numpy as np
 import wgpu
 
 from .dtypes import DTYPES, FROM_NUMPY, dtype_of, storage_numpy, to_host, to_storage
-from . import native
+from . import native, shaders
 from .errors import GpuError, LimitError
 
 # Commands recorded before a forced submit. Bounds host memory for the pending
@@ -419,7 +419,7 @@ class Device:
             return kernel
         bgl, pipeline_layout = self._layout(n_in, n_out)
         try:
-            module = self._device.create_shader_module(label=name, code=source)
+            module = shaders.create_module(self._device, name, source)  # trusted modules: shaders.py
             pipeline = self._device.create_compute_pipeline(
                 label=name, layout=pipeline_layout,
                 compute={"module": module, "entry_point": entry_point})

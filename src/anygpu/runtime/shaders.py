@@ -8,11 +8,18 @@
   type of the inputs, {{C}} the type they are computed in (f32 for f16), {{OUT_T}} and
   {{OUT_C}} the same for outputs.
 - Every other {{KEY}} takes str(subs[KEY]).
+
+`create_module` makes the wgpu shader module of a kernel. A kernel whose text holds the
+line `//! trusted` declares that it checks every index itself (and that its loops end):
+its module is made by wgpu-native's `wgpuDeviceCreateShaderModuleTrusted` without the
+runtime checks naga would otherwise add (bounds clamps, loop counters). ANYGPU_TRUSTED_SHADERS=0
+turns that off (every module checked), as does a wgpu build without the function.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import re
 from importlib import resources
 
@@ -20,6 +27,7 @@ from .dtypes import dtype_of
 
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 _INCLUDE = re.compile(r"^//! include ([\w/.]+\.wgsl)[ \t]*$", re.M)
+_TRUSTED = re.compile(r"^//! trusted[ \t]*$", re.M)
 
 
 @functools.lru_cache(maxsize=None)
@@ -65,3 +73,34 @@ def load_shader(name: str, dtype: str | None = None, out_dtype: str | None = Non
         return str(subs[key])
 
     return _PLACEHOLDER.sub(fill, text)
+
+
+def trusted(code: str) -> bool:
+    """Whether `code` is created without runtime checks (see the module docstring)."""
+    return (_TRUSTED.search(code) is not None
+            and os.environ.get("ANYGPU_TRUSTED_SHADERS", "1").strip().lower() not in ("0", "false", "off", "no"))
+
+
+def create_module(gpu_device, label: str, code: str):
+    """The wgpu shader module of WGSL `code` on a wgpu-py device: trusted (no runtime
+    checks) when `trusted(code)` and wgpu-native offers it, else wgpu-py's ordinary module.
+    Errors are wgpu's (GPUValidationError), as from create_shader_module."""
+    if not trusted(code):
+        return gpu_device.create_shader_module(label=label, code=code)
+    try:
+        from wgpu.backends.wgpu_native import _api, ffi, lib
+        create = _api.libf.wgpuDeviceCreateShaderModuleTrusted
+    except (ImportError, AttributeError):  # pragma: no cover - a wgpu-native without it
+        return gpu_device.create_shader_module(label=label, code=code)
+    source = ffi.new("WGPUShaderSourceWGSL *")
+    text = ffi.new("char[]", code.encode())
+    source.code.data, source.code.length = text, lib.WGPU_STRLEN
+    source.chain.next, source.chain.sType = ffi.NULL, lib.WGPUSType_ShaderSourceWGSL
+    name = ffi.new("char[]", label.encode())
+    descriptor = ffi.new("WGPUShaderModuleDescriptor *")
+    descriptor.nextInChain = ffi.cast("WGPUChainedStruct *", source)
+    descriptor.label.data, descriptor.label.length = name, lib.WGPU_STRLEN
+    handle = create(gpu_device._internal, descriptor, lib.WGPUShaderRuntimeChecks_None)
+    if handle == ffi.NULL:
+        raise RuntimeError(f"shader module {label!r}: creation failed")
+    return _api.GPUShaderModule(label, handle, gpu_device)
