@@ -37,7 +37,7 @@ def check_report(path, expected_names):
 def test_quick_bench_writes_valid_json(tmp_path, capsys):
     out = tmp_path / "bench.json"
     assert bench.main(["--quick", "--json", str(out), "--sizes", "64,96x80x72", "--no-torch"]) == 0
-    report = check_report(out, {"matmul", "conv2d", "add", "softmax", "small-op", "train"})
+    report = check_report(out, {"matmul", "conv2d", "add", "softmax", "layer", "small-op", "train"})
     matmuls = [row for row in report["rows"] if row["name"].startswith("matmul")]
     assert [row["name"] for row in matmuls] == ["matmul 64x64x64", "matmul 96x80x72"]
     assert all(row["detail"]["config"] for row in matmuls)

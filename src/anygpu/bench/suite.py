@@ -227,22 +227,62 @@ def _softmax_np(x: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
-def bench_softmax(dev, peers: Peers, sizes: Sizes) -> Row:
+def _row_op_bench(dev, peers: Peers, sizes: Sizes, kind: str, dtype: str) -> Row:
+    """softmax or layer norm (with gamma and beta) of a rows x cols array on f32 or f16
+    storage (computed in f32): bytes = one read and one write of the array."""
     rows, cols = sizes.softmax
-    row = Row(f"softmax {rows}x{cols}", "GB/s", work=2.0 * 4 * rows * cols)
-    if not hasattr(dev, "softmax"):
-        row.note = "skipped: dev.softmax does not exist yet"
+    host = np.float16 if dtype == "f16" else np.float32
+    label = "softmax" if kind == "softmax" else "layer norm"
+    row = Row(f"{label} {rows}x{cols}" + (" f16" if dtype == "f16" else ""), "GB/s",
+              work=2.0 * np.dtype(host).itemsize * rows * cols)
+    if dtype == "f16" and not getattr(dev, "supports", lambda dtype: False)("f16"):
+        row.note = "skipped: the adapter lacks shader-f16"
         return row
-    x = (np.random.default_rng(0).random((rows, cols), dtype=np.float32) - 0.5) * 8
-    x_gpu = dev.upload(x)
-    row.anygpu = time_anygpu(dev, lambda: dev.softmax(x_gpu, rows, cols), sizes.budget_s)
-    row.detail["max_rel_err"] = _rel_err(dev.read(dev.softmax(x_gpu, rows, cols)).reshape(rows, cols),
-                                         _softmax_np(x.astype(np.float64)))
-    row.peers["numpy"] = time_host(lambda: _softmax_np(x), budget_s=sizes.budget_s)
+    rng = np.random.default_rng(0)
+    x = ((rng.random((rows, cols), dtype=np.float32) - 0.5) * 8).astype(host)
+    gamma, beta = (rng.standard_normal(cols).astype(host) for _ in range(2))
+    x_gpu, g_gpu, b_gpu = dev.upload(x, dtype), dev.upload(gamma, dtype), dev.upload(beta, dtype)
+    x64 = x.astype(np.float64)
+    if kind == "softmax":
+        def run():
+            return dev.softmax(x_gpu, rows, cols)
+        want = _softmax_np(x64)
+    else:
+        def run():
+            return dev.layer_norm(x_gpu, g_gpu, b_gpu, rows, cols, 1e-5)[0]
+        mean = x64.mean(axis=1, keepdims=True)
+        want = (x64 - mean) / np.sqrt(((x64 - mean) ** 2).mean(axis=1, keepdims=True) + 1e-5) * gamma + beta
+    row.anygpu = time_anygpu(dev, run, sizes.budget_s)
+    row.detail["max_rel_err"] = _rel_err(dev.read(run()).reshape(rows, cols).astype(np.float64), want)
+    if kind == "softmax":
+        row.peers["numpy"] = time_host(lambda: _softmax_np(x), budget_s=sizes.budget_s)
+    else:
+        row.peers["numpy"] = None
     if peers.torch is not None:
-        tx = peers.tensor(x)
-        row.peers["torch"] = peers.time(lambda: peers.torch.softmax(tx, dim=1), sizes.budget_s)
+        torch = peers.torch
+        tx, tg, tb = peers.tensor(x), peers.tensor(gamma), peers.tensor(beta)
+        if kind == "softmax":
+            row.peers["torch"] = peers.time(lambda: torch.softmax(tx, dim=1), sizes.budget_s)
+        else:
+            row.peers["torch"] = peers.time(lambda: torch.nn.functional.layer_norm(tx, (cols,), tg, tb, 1e-5),
+                                            sizes.budget_s)
     return row
+
+
+def bench_softmax(dev, peers: Peers, sizes: Sizes) -> Row:
+    return _row_op_bench(dev, peers, sizes, "softmax", "f32")
+
+
+def bench_softmax_f16(dev, peers: Peers, sizes: Sizes) -> Row:
+    return _row_op_bench(dev, peers, sizes, "softmax", "f16")
+
+
+def bench_layer_norm(dev, peers: Peers, sizes: Sizes) -> Row:
+    return _row_op_bench(dev, peers, sizes, "layer_norm", "f32")
+
+
+def bench_layer_norm_f16(dev, peers: Peers, sizes: Sizes) -> Row:
+    return _row_op_bench(dev, peers, sizes, "layer_norm", "f16")
 
 
 def bench_overhead(dev, peers: Peers, sizes: Sizes) -> Row:
@@ -374,7 +414,7 @@ def warm_up(dev, seconds: float = 0.5) -> None:
 
 
 def run_suite(dev, sizes: Sizes, peers: Peers, only=None, tune: bool = False, progress=None) -> list[Row]:
-    """Every benchmark (or those named in `only`: matmul, conv2d, add, softmax,
+    """Every benchmark (or those named in `only`: matmul, conv2d, add, softmax, norm,
     overhead, train), in order, after a warm-up."""
     def wanted(name: str) -> bool:
         return not only or name in only
@@ -390,7 +430,8 @@ def run_suite(dev, sizes: Sizes, peers: Peers, only=None, tune: bool = False, pr
         for m, n, k in sizes.matmul:
             rows.append(done(bench_matmul(dev, peers, m, n, k, sizes.budget_s, tune)))
     for name, bench in (("conv2d", bench_conv2d), ("add", bench_add), ("add", bench_add_f16),
-                        ("softmax", bench_softmax),
+                        ("softmax", bench_softmax), ("softmax", bench_softmax_f16),
+                        ("norm", bench_layer_norm), ("norm", bench_layer_norm_f16),
                         ("overhead", bench_overhead), ("train", bench_train_step),
                         ("train", functools.partial(bench_train_step, captured=True)),
                         ("train", bench_digits_step), ("train", functools.partial(bench_digits_step, captured=True))):
