@@ -7,24 +7,18 @@
 //   (amsgrad)  max_exp_avg_sq = max(max_exp_avg_sq, exp_avg_sq), used in place of exp_avg_sq below
 //   param  = param - step_size * exp_avg / (sqrt(exp_avg_sq) / sqrt(1 - beta2^t) + eps)
 // The host computes step_size = lr / (1 - beta1^t) and sqrt(1 - beta2^t) in double precision.
-struct Params {
-    m: Moments,
-    bias_correction2_sqrt: f32,
-    neg_step_size: f32,
-}
-@group(0) @binding(0) var<uniform> P: Params;
-@group(0) @binding(5) var<storage, read_write> max_exp_avg_sq: array<f32>;
 //! include lib/adam_moments.wgsl
+@group(0) @binding(5) var<storage, read_write> max_exp_avg_sq: array<f32>;
 
 fn apply(i: u32, p: f32, m: f32, v: f32) {
-    let denom = sqrt(v) / P.bias_correction2_sqrt + P.m.eps;
+    let denom = sqrt(v) / P.bias_correction2_sqrt + P.eps;
     param[i] = p + P.neg_step_size * (m / denom);
 }
 
 @compute @workgroup_size(256)
 fn adam(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = element_index(gid, nwg);
-    if (i >= P.m.n) { return; }
+    if (i >= P.n) { return; }
     let s = update_moments(i);
     apply(i, s.p, s.m, s.v);
 }
@@ -32,7 +26,7 @@ fn adam(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 @compute @workgroup_size(256)
 fn adam_amsgrad(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = element_index(gid, nwg);
-    if (i >= P.m.n) { return; }
+    if (i >= P.n) { return; }
     let s = update_moments(i);
     let v_max = max(max_exp_avg_sq[i], s.v);
     max_exp_avg_sq[i] = v_max;

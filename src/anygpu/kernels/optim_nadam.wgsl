@@ -9,21 +9,12 @@
 // The host computes, in double precision from the momentum schedule mu_t:
 //   grad_coef = -lr * (1 - mu_t) / (1 - prod mu_1..t),
 //   avg_coef  = -lr * mu_{t+1} / (1 - prod mu_1..t+1).
-struct Params {
-    m: Moments,
-    bias_correction2: f32,
-    grad_coef: f32,
-    avg_coef: f32,
-}
-@group(0) @binding(0) var<uniform> P: Params;
 //! include lib/adam_moments.wgsl
+//! include lib/element_per_thread.wgsl
 
-@compute @workgroup_size(256)
-fn nadam(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = element_index(gid, nwg);
-    if (i >= P.m.n) { return; }
+fn element(i: u32) {
     let s = update_moments(i);
-    let denom = sqrt(s.v / P.bias_correction2) + P.m.eps;
+    let denom = sqrt(s.v / P.bias_correction2) + P.eps;
     let stepped = s.p + P.grad_coef * (s.g / denom);
     param[i] = stepped + P.avg_coef * (s.m / denom);
 }

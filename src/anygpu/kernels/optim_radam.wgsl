@@ -8,25 +8,14 @@
 //   rectified (rho_t > 5): update = update * (sqrt(1 - beta2^t) / (sqrt(exp_avg_sq) + eps)) * rect
 //   param      = param - update
 // The host decides whether the step is rectified and computes rect in double precision.
-struct Params {
-    m: Moments,
-    bias_correction1: f32,
-    bias_correction2_sqrt: f32,
-    lr: f32,
-    rect: f32,
-    rectified: u32,
-}
-@group(0) @binding(0) var<uniform> P: Params;
 //! include lib/adam_moments.wgsl
+//! include lib/element_per_thread.wgsl
 
-@compute @workgroup_size(256)
-fn radam(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = element_index(gid, nwg);
-    if (i >= P.m.n) { return; }
+fn element(i: u32) {
     let s = update_moments(i);
     var update = s.m / P.bias_correction1 * P.lr;
     if (P.rectified != 0u) {
-        update = update * (P.bias_correction2_sqrt / (sqrt(s.v) + P.m.eps)) * P.rect;
+        update = update * (P.bias_correction2_sqrt / (sqrt(s.v) + P.eps)) * P.rect;
     }
     param[i] = s.p - update;
 }

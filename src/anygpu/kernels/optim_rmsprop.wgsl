@@ -9,42 +9,21 @@
 // Four entry points, one per variant; only the variant's state is bound. The binding
 // numbers of grad_avg and momentum_buf are filled in per variant ({{GRAD_AVG_BINDING}},
 // {{MOMENTUM_BINDING}}): the state a variant keeps comes right after square_avg.
-struct Params {
-    n: u32,
-    grad_sign: f32,       // -1 when maximizing
-    weight_decay: f32,
-    alpha: f32,
-    alpha_weight: f32,    // 1 - alpha
-    eps: f32,
-    momentum: f32,
-    neg_lr: f32,
-}
-@group(0) @binding(0) var<uniform> P: Params;
-@group(0) @binding(1) var<storage, read> grad: array<f32>;
-@group(0) @binding(2) var<storage, read_write> param: array<f32>;
-@group(0) @binding(3) var<storage, read_write> square_avg: array<f32>;
+//! include lib/optim_step.wgsl
+//! include lib/square_avg.wgsl
 @group(0) @binding({{GRAD_AVG_BINDING}}) var<storage, read_write> grad_avg: array<f32>;
 @group(0) @binding({{MOMENTUM_BINDING}}) var<storage, read_write> momentum_buf: array<f32>;
-
-fn index(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return gid.x + gid.y * nwg.x * 256u;
-}
 
 // Updates square_avg; returns (param, g, square_avg).
 fn squares(i: u32) -> vec3<f32> {
     let p = param[i];
-    let g = P.grad_sign * grad[i] + P.weight_decay * p;
-    let v = square_avg[i] * P.alpha + (P.alpha_weight * g) * g;
-    square_avg[i] = v;
-    return vec3<f32>(p, g, v);
+    let g = signed_grad(i) + P.weight_decay * p;
+    return vec3<f32>(p, g, update_square_avg(i, g, P.alpha, P.alpha_weight));
 }
 
 // Updates grad_avg; returns sqrt(square_avg - grad_avg^2) + eps.
 fn centered_avg(i: u32, g: f32, v: f32) -> f32 {
-    let m0 = grad_avg[i];
-    let w = P.alpha_weight;
-    // torch's lerp: two forms, for weights below and above one half.
-    let m = select(g - (g - m0) * (1.0 - w), m0 + w * (g - m0), w < 0.5);
+    let m = torch_lerp(grad_avg[i], g, P.alpha_weight);
     grad_avg[i] = m;
     return sqrt(v - m * m) + P.eps;
 }
@@ -57,7 +36,7 @@ fn with_momentum(i: u32, p: f32, g: f32, avg: f32) {
 
 @compute @workgroup_size(256)
 fn rmsprop(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = index(gid, nwg);
+    let i = element_index(gid, nwg);
     if (i >= P.n) { return; }
     let s = squares(i);
     param[i] = s.x + P.neg_lr * (s.y / (sqrt(s.z) + P.eps));
@@ -65,7 +44,7 @@ fn rmsprop(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
 
 @compute @workgroup_size(256)
 fn rmsprop_centered(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = index(gid, nwg);
+    let i = element_index(gid, nwg);
     if (i >= P.n) { return; }
     let s = squares(i);
     param[i] = s.x + P.neg_lr * (s.y / centered_avg(i, s.y, s.z));
@@ -73,7 +52,7 @@ fn rmsprop_centered(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_
 
 @compute @workgroup_size(256)
 fn rmsprop_momentum(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = index(gid, nwg);
+    let i = element_index(gid, nwg);
     if (i >= P.n) { return; }
     let s = squares(i);
     with_momentum(i, s.x, s.y, sqrt(s.z) + P.eps);
@@ -82,7 +61,7 @@ fn rmsprop_momentum(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_
 @compute @workgroup_size(256)
 fn rmsprop_centered_momentum(@builtin(global_invocation_id) gid: vec3<u32>,
                              @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = index(gid, nwg);
+    let i = element_index(gid, nwg);
     if (i >= P.n) { return; }
     let s = squares(i);
     with_momentum(i, s.x, s.y, centered_avg(i, s.y, s.z));

@@ -5,32 +5,16 @@
 //   d   = d + momentum * buf  (nesterov)  or  buf
 //   param = param - lr * d
 // Entry point `sgd` is plain SGD (no momentum buffer); `sgd_momentum` keeps one.
-struct Params {
-    n: u32,
-    lr: f32,
-    momentum: f32,
-    dampening_keep: f32,  // 1 - dampening
-    weight_decay: f32,
-    grad_sign: f32,       // -1 when maximizing
-    nesterov: u32,
-    first: u32,           // 1 on the step that creates the momentum buffer
-}
-@group(0) @binding(0) var<uniform> P: Params;
-@group(0) @binding(1) var<storage, read> grad: array<f32>;
-@group(0) @binding(2) var<storage, read_write> param: array<f32>;
+//! include lib/optim_step.wgsl
 @group(0) @binding(3) var<storage, read_write> momentum_buf: array<f32>;
 
-fn index(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return gid.x + gid.y * nwg.x * 256u;
-}
-
 fn decayed_grad(i: u32) -> f32 {
-    return P.grad_sign * grad[i] + P.weight_decay * param[i];
+    return signed_grad(i) + P.weight_decay * param[i];
 }
 
 @compute @workgroup_size(256)
 fn sgd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = index(gid, nwg);
+    let i = element_index(gid, nwg);
     if (i >= P.n) { return; }
     let d = decayed_grad(i);
     param[i] = param[i] - P.lr * d;
@@ -38,7 +22,7 @@ fn sgd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) n
 
 @compute @workgroup_size(256)
 fn sgd_momentum(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = index(gid, nwg);
+    let i = element_index(gid, nwg);
     if (i >= P.n) { return; }
     var d = decayed_grad(i);
     var buf = d;

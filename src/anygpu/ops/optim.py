@@ -3,15 +3,39 @@
 Each op reads the gradient and updates the parameter and its optimizer state in
 place (the buffers are bound read_write); scalars that depend on the step count
 (bias corrections, the learning rate) come from the host through the uniform
-parameters, so a step needs no read-back."""
+parameters, so a step needs no read-back.
+
+Each update's uniforms are declared once below (a `Params`): the kernels' `struct Params`
+(lib/optim_step.wgsl's {{PARAMS}}) is generated from it and `_update` packs the values by
+name, so the two cannot drift apart."""
 
 from __future__ import annotations
 
-from ..runtime import load_shader
+import functools
+
+from ..runtime import Params, load_shader
 from ._common import check_buffer, grid_1d
 
 __all__ = ["sgd_step", "adam_step", "adadelta_step", "adagrad_step", "rmsprop_step", "nadam_step", "radam_step",
            "adamax_step", "rprop_step"]
+
+# Every update: the element count and the gradient's sign (-1 when maximizing); `_update` fills both.
+_STEP = ("n: u32", "grad_sign: f32")
+# The L2 term added to the gradient (0 when the weight decay is decoupled).
+_L2 = (*_STEP, "weight_decay: f32")
+# The fields lib/adam_moments.wgsl reads (Adam, NAdam, RAdam); decay multiplies the parameter first.
+_MOMENTS = (*_L2, "decay: f32", "beta1_weight: f32", "beta2: f32", "beta2_weight: f32", "eps: f32")
+
+SGD_PARAMS = Params(*_L2, "lr: f32", "momentum: f32", "dampening_keep: f32", "nesterov: u32", "first: u32")
+ADAM_PARAMS = Params(*_MOMENTS, "bias_correction2_sqrt: f32", "neg_step_size: f32")
+ADADELTA_PARAMS = Params(*_L2, "rho: f32", "rho_weight: f32", "eps: f32", "neg_lr: f32")
+ADAGRAD_PARAMS = Params(*_L2, "eps: f32", "neg_clr: f32")
+RMSPROP_PARAMS = Params(*_L2, "alpha: f32", "alpha_weight: f32", "eps: f32", "momentum: f32", "neg_lr: f32")
+NADAM_PARAMS = Params(*_MOMENTS, "bias_correction2: f32", "grad_coef: f32", "avg_coef: f32")
+RADAM_PARAMS = Params(*_MOMENTS, "bias_correction1: f32", "bias_correction2_sqrt: f32", "lr: f32", "rect: f32",
+                      "rectified: u32")
+ADAMAX_PARAMS = Params(*_L2, "beta1_weight: f32", "beta2: f32", "eps: f32", "neg_clr: f32")
+RPROP_PARAMS = Params(*_STEP, "etaminus: f32", "etaplus: f32", "step_size_min: f32", "step_size_max: f32")
 
 
 def _check_f32(op: str, **buffers) -> int:
@@ -27,9 +51,29 @@ def _check_f32(op: str, **buffers) -> int:
     return n
 
 
-def _distinct_grad(dev, grad, param):
+@functools.lru_cache(maxsize=None)
+def _source(shader: str, params: Params, **subs) -> str:
+    """The text of kernels/`shader` with the struct of `params` (built once per variant:
+    an update runs for every parameter tensor on every step)."""
+    return load_shader(shader, **params.subs(), **subs)
+
+
+def _update(dev, op: str, shader: str, params: Params, param, grad, state: dict, values: dict, *,
+            maximize: bool, entry: str = "main", name: str | None = None, **subs) -> None:
+    """One launch of kernels/`shader` (entry point `entry`, pipeline label `name`) over
+    `param`, `grad` and the `state` buffers (all f32 of one length; grad is read, the
+    others updated in place, bound in that order); `values` holds the uniforms of `params`
+    other than n and grad_sign; `subs` fill the shader's other placeholders."""
+    n = _check_f32(op, param=param, grad=grad, **state)
+    if n == 0:
+        return
+    outputs = [param, *state.values()]
+    kernel = dev.kernel(name or op.removesuffix("_step"), _source(shader, params, **subs), 1, len(outputs),
+                        params.format(), entry_point=entry)
+    values = {"n": n, "grad_sign": -1.0 if maximize else 1.0, **values}
     # WebGPU forbids binding one buffer read-only and read_write in the same dispatch.
-    return dev.copy(grad) if grad._gpu is param._gpu else grad
+    grad = dev.copy(grad) if grad._gpu is param._gpu else grad
+    dev.launch(kernel, [grad], outputs, tuple(values[field] for field in params.names), grid_1d(dev, n))
 
 
 def sgd_step(dev, param, grad, momentum_buf=None, *, lr: float, momentum: float = 0.0,
@@ -39,18 +83,12 @@ def sgd_step(dev, param, grad, momentum_buf=None, *, lr: float, momentum: float 
 
     momentum_buf: the momentum buffer (same length), updated in place; None for plain
     SGD. first=True on the step that creates it (it is then set to the gradient)."""
-    if momentum_buf is None:
-        n = _check_f32("sgd_step", param=param, grad=grad)
-        entry, outputs = "sgd", [param]
-    else:
-        n = _check_f32("sgd_step", param=param, grad=grad, momentum_buf=momentum_buf)
-        entry, outputs = "sgd_momentum", [param, momentum_buf]
-    if n == 0:
-        return
-    kernel = dev.kernel(entry, load_shader("optim_sgd.wgsl"), 1, len(outputs), "IfffffII", entry_point=entry)
-    params = (n, lr, momentum, 1.0 - dampening, weight_decay, -1.0 if maximize else 1.0,
-              int(bool(nesterov)), int(bool(first)))
-    dev.launch(kernel, [_distinct_grad(dev, grad, param)], outputs, params, grid_1d(dev, n))
+    state = {} if momentum_buf is None else {"momentum_buf": momentum_buf}
+    entry = "sgd" if momentum_buf is None else "sgd_momentum"
+    _update(dev, "sgd_step", "optim_sgd.wgsl", SGD_PARAMS, param, grad, state,
+            dict(weight_decay=weight_decay, lr=lr, momentum=momentum, dampening_keep=1.0 - dampening,
+                 nesterov=int(bool(nesterov)), first=int(bool(first))),
+            maximize=maximize, entry=entry, name=entry)
 
 
 def adam_step(dev, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq=None, *, step_size: float,
@@ -62,42 +100,37 @@ def adam_step(dev, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq=None, *, ste
     step_size = lr / (1 - beta1^t); bias_correction2_sqrt = sqrt(1 - beta2^t);
     weight_decay is Adam's L2 term added to the gradient; decay multiplies the
     parameter first (AdamW: 1 - lr * weight_decay)."""
-    buffers = dict(param=param, grad=grad, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq)
+    state = dict(exp_avg=exp_avg, exp_avg_sq=exp_avg_sq)
     if max_exp_avg_sq is not None:
-        buffers["max_exp_avg_sq"] = max_exp_avg_sq
-    n = _check_f32("adam_step", **buffers)
-    if n == 0:
-        return
-    outputs = [param, exp_avg, exp_avg_sq] + ([max_exp_avg_sq] if max_exp_avg_sq is not None else [])
+        state["max_exp_avg_sq"] = max_exp_avg_sq
     entry = "adam" if max_exp_avg_sq is None else "adam_amsgrad"
-    kernel = dev.kernel(entry, load_shader("optim_adam.wgsl"), 1, len(outputs), "Ifffffffff", entry_point=entry)
-    params = (n, -1.0 if maximize else 1.0, decay, weight_decay, 1.0 - beta1, beta2, 1.0 - beta2, eps,
-              bias_correction2_sqrt, -step_size)
-    dev.launch(kernel, [_distinct_grad(dev, grad, param)], outputs, params, grid_1d(dev, n))
+    _update(dev, "adam_step", "optim_adam.wgsl", ADAM_PARAMS, param, grad, state,
+            dict(_moments(weight_decay, decay, beta1, beta2, eps), bias_correction2_sqrt=bias_correction2_sqrt,
+                 neg_step_size=-step_size),
+            maximize=maximize, entry=entry, name=entry)
+
+
+def _moments(weight_decay: float, decay: float, beta1: float, beta2: float, eps: float) -> dict:
+    """The values of lib/adam_moments.wgsl's uniforms (all of _MOMENTS but n and grad_sign)."""
+    return dict(weight_decay=weight_decay, decay=decay, beta1_weight=1.0 - beta1, beta2=beta2,
+                beta2_weight=1.0 - beta2, eps=eps)
 
 
 def adadelta_step(dev, param, grad, square_avg, acc_delta, *, lr: float, rho: float, eps: float,
                   weight_decay: float = 0.0, maximize: bool = False) -> None:
     """One Adadelta update of `param`, `square_avg` and `acc_delta` in place
     (torch.optim.Adadelta's rule; see optim_adadelta.wgsl)."""
-    n = _check_f32("adadelta_step", param=param, grad=grad, square_avg=square_avg, acc_delta=acc_delta)
-    if n == 0:
-        return
-    kernel = dev.kernel("adadelta", load_shader("optim_adadelta.wgsl"), 1, 3, "Iffffff", entry_point="adadelta")
-    params = (n, -1.0 if maximize else 1.0, weight_decay, rho, 1.0 - rho, eps, -lr)
-    dev.launch(kernel, [_distinct_grad(dev, grad, param)], [param, square_avg, acc_delta], params, grid_1d(dev, n))
+    _update(dev, "adadelta_step", "optim_adadelta.wgsl", ADADELTA_PARAMS, param, grad,
+            dict(square_avg=square_avg, acc_delta=acc_delta),
+            dict(weight_decay=weight_decay, rho=rho, rho_weight=1.0 - rho, eps=eps, neg_lr=-lr), maximize=maximize)
 
 
 def adagrad_step(dev, param, grad, state_sum, *, clr: float, eps: float, weight_decay: float = 0.0,
                  maximize: bool = False) -> None:
     """One Adagrad update of `param` and `state_sum` in place (torch.optim.Adagrad's
     rule; see optim_adagrad.wgsl). clr = lr / (1 + (step - 1) * lr_decay)."""
-    n = _check_f32("adagrad_step", param=param, grad=grad, state_sum=state_sum)
-    if n == 0:
-        return
-    kernel = dev.kernel("adagrad", load_shader("optim_adagrad.wgsl"), 1, 2, "Iffff", entry_point="adagrad")
-    params = (n, -1.0 if maximize else 1.0, weight_decay, eps, -clr)
-    dev.launch(kernel, [_distinct_grad(dev, grad, param)], [param, state_sum], params, grid_1d(dev, n))
+    _update(dev, "adagrad_step", "optim_adagrad.wgsl", ADAGRAD_PARAMS, param, grad, dict(state_sum=state_sum),
+            dict(weight_decay=weight_decay, eps=eps, neg_clr=-clr), maximize=maximize)
 
 
 def rmsprop_step(dev, param, grad, square_avg, grad_avg=None, momentum_buf=None, *, lr: float, alpha: float,
@@ -105,27 +138,21 @@ def rmsprop_step(dev, param, grad, square_avg, grad_avg=None, momentum_buf=None,
     """One RMSprop update of `param` and `square_avg` in place (torch.optim.RMSprop's
     rule; see optim_rmsprop.wgsl); `grad_avg` when centered, `momentum_buf` when
     momentum > 0, both updated in place too."""
-    buffers = dict(param=param, grad=grad, square_avg=square_avg)
-    outputs = [param, square_avg]
+    state = dict(square_avg=square_avg)
     entry = "rmsprop"
     if grad_avg is not None:
-        buffers["grad_avg"] = grad_avg
-        outputs.append(grad_avg)
+        state["grad_avg"] = grad_avg
         entry += "_centered"
     if momentum_buf is not None:
-        buffers["momentum_buf"] = momentum_buf
-        outputs.append(momentum_buf)
+        state["momentum_buf"] = momentum_buf
         entry += "_momentum"
-    n = _check_f32("rmsprop_step", **buffers)
-    if n == 0:
-        return
     # The variant's state follows square_avg (binding 3): grad_avg first when centered.
     centered = grad_avg is not None
-    source = load_shader("optim_rmsprop.wgsl", GRAD_AVG_BINDING=4 if centered else 5,
-                         MOMENTUM_BINDING=5 if centered else 4)
-    kernel = dev.kernel(entry, source, 1, len(outputs), "Ifffffff", entry_point=entry)
-    params = (n, -1.0 if maximize else 1.0, weight_decay, alpha, 1.0 - alpha, eps, momentum, -lr)
-    dev.launch(kernel, [_distinct_grad(dev, grad, param)], outputs, params, grid_1d(dev, n))
+    _update(dev, "rmsprop_step", "optim_rmsprop.wgsl", RMSPROP_PARAMS, param, grad, state,
+            dict(weight_decay=weight_decay, alpha=alpha, alpha_weight=1.0 - alpha, eps=eps, momentum=momentum,
+                 neg_lr=-lr),
+            maximize=maximize, entry=entry, name=entry, GRAD_AVG_BINDING=4 if centered else 5,
+            MOMENTUM_BINDING=5 if centered else 4)
 
 
 def nadam_step(dev, param, grad, exp_avg, exp_avg_sq, *, beta1: float, beta2: float, eps: float,
@@ -133,13 +160,11 @@ def nadam_step(dev, param, grad, exp_avg, exp_avg_sq, *, beta1: float, beta2: fl
                decay: float = 1.0, maximize: bool = False) -> None:
     """One NAdam update of `param`, `exp_avg` and `exp_avg_sq` in place (torch.optim.NAdam's
     rule; see optim_nadam.wgsl for grad_coef and avg_coef)."""
-    n = _check_f32("nadam_step", param=param, grad=grad, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq)
-    if n == 0:
-        return
-    kernel = dev.kernel("nadam", load_shader("optim_nadam.wgsl"), 1, 3, "Iffffffffff", entry_point="nadam")
-    params = (n, -1.0 if maximize else 1.0, decay, weight_decay, 1.0 - beta1, beta2, 1.0 - beta2, eps,
-              bias_correction2, grad_coef, avg_coef)
-    dev.launch(kernel, [_distinct_grad(dev, grad, param)], [param, exp_avg, exp_avg_sq], params, grid_1d(dev, n))
+    _update(dev, "nadam_step", "optim_nadam.wgsl", NADAM_PARAMS, param, grad,
+            dict(exp_avg=exp_avg, exp_avg_sq=exp_avg_sq),
+            dict(_moments(weight_decay, decay, beta1, beta2, eps), bias_correction2=bias_correction2,
+                 grad_coef=grad_coef, avg_coef=avg_coef),
+            maximize=maximize)
 
 
 def radam_step(dev, param, grad, exp_avg, exp_avg_sq, *, lr: float, beta1: float, beta2: float, eps: float,
@@ -147,34 +172,27 @@ def radam_step(dev, param, grad, exp_avg, exp_avg_sq, *, lr: float, beta1: float
                weight_decay: float = 0.0, decay: float = 1.0, maximize: bool = False) -> None:
     """One RAdam update of `param`, `exp_avg` and `exp_avg_sq` in place (torch.optim.RAdam's
     rule; see optim_radam.wgsl). rect=None: an unrectified (momentum-only) step."""
-    n = _check_f32("radam_step", param=param, grad=grad, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq)
-    if n == 0:
-        return
-    kernel = dev.kernel("radam", load_shader("optim_radam.wgsl"), 1, 3, "IfffffffffffI", entry_point="radam")
-    params = (n, -1.0 if maximize else 1.0, decay, weight_decay, 1.0 - beta1, beta2, 1.0 - beta2, eps,
-              bias_correction1, bias_correction2_sqrt, lr, 0.0 if rect is None else rect, int(rect is not None))
-    dev.launch(kernel, [_distinct_grad(dev, grad, param)], [param, exp_avg, exp_avg_sq], params, grid_1d(dev, n))
+    _update(dev, "radam_step", "optim_radam.wgsl", RADAM_PARAMS, param, grad,
+            dict(exp_avg=exp_avg, exp_avg_sq=exp_avg_sq),
+            dict(_moments(weight_decay, decay, beta1, beta2, eps), bias_correction1=bias_correction1,
+                 bias_correction2_sqrt=bias_correction2_sqrt, lr=lr, rect=0.0 if rect is None else rect,
+                 rectified=int(rect is not None)),
+            maximize=maximize)
 
 
 def adamax_step(dev, param, grad, exp_avg, exp_inf, *, clr: float, beta1: float, beta2: float, eps: float,
                 weight_decay: float = 0.0, maximize: bool = False) -> None:
     """One Adamax update of `param`, `exp_avg` and `exp_inf` in place (torch.optim.Adamax's
     rule; see optim_adamax.wgsl). clr = lr / (1 - beta1^t)."""
-    n = _check_f32("adamax_step", param=param, grad=grad, exp_avg=exp_avg, exp_inf=exp_inf)
-    if n == 0:
-        return
-    kernel = dev.kernel("adamax", load_shader("optim_adamax.wgsl"), 1, 3, "Iffffff", entry_point="adamax")
-    params = (n, -1.0 if maximize else 1.0, weight_decay, 1.0 - beta1, beta2, eps, -clr)
-    dev.launch(kernel, [_distinct_grad(dev, grad, param)], [param, exp_avg, exp_inf], params, grid_1d(dev, n))
+    _update(dev, "adamax_step", "optim_adamax.wgsl", ADAMAX_PARAMS, param, grad, dict(exp_avg=exp_avg, exp_inf=exp_inf),
+            dict(weight_decay=weight_decay, beta1_weight=1.0 - beta1, beta2=beta2, eps=eps, neg_clr=-clr),
+            maximize=maximize)
 
 
 def rprop_step(dev, param, grad, prev, step_size, *, etaminus: float, etaplus: float, step_size_min: float,
                step_size_max: float, maximize: bool = False) -> None:
     """One Rprop update of `param`, `prev` and `step_size` in place (torch.optim.Rprop's
     rule; see optim_rprop.wgsl)."""
-    n = _check_f32("rprop_step", param=param, grad=grad, prev=prev, step_size=step_size)
-    if n == 0:
-        return
-    kernel = dev.kernel("rprop", load_shader("optim_rprop.wgsl"), 1, 3, "Ifffff", entry_point="rprop")
-    params = (n, -1.0 if maximize else 1.0, etaminus, etaplus, step_size_min, step_size_max)
-    dev.launch(kernel, [_distinct_grad(dev, grad, param)], [param, prev, step_size], params, grid_1d(dev, n))
+    _update(dev, "rprop_step", "optim_rprop.wgsl", RPROP_PARAMS, param, grad, dict(prev=prev, step_size=step_size),
+            dict(etaminus=etaminus, etaplus=etaplus, step_size_min=step_size_min, step_size_max=step_size_max),
+            maximize=maximize)
