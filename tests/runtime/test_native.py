@@ -35,12 +35,13 @@ def _mismatched_dispatch(dev, rng):
     y = dev.scale(x, 2.0)  # one input, one output
     z = dev.add(x, y)  # two inputs, one output
     dev.flush()
-    pending_scale = None
-    dev.scale(x, 3.0)
-    pending_scale = dev._pending[-1]
-    dev._pending.pop()
-    dev.add(x, y)
+    scaled = dev.scale(x, 3.0)
+    dev.realize_lazy()  # elementwise ops are deferred (ops/fusion.py): record them now
+    pending_scale = dev._pending.pop()
+    added = dev.add(x, y)
+    dev.realize_lazy()
     pending_add = dev._pending.pop()
+    del scaled, added
     # The scale pipeline with the add's bind group (its layout has one more binding).
     bad = ("dispatch", pending_scale[1], pending_add[2], 0, (1, 1, 1), pending_scale[5], pending_add[6])
     dev._pending.append(bad)

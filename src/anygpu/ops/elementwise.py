@@ -13,6 +13,7 @@ import functools
 from ..runtime import Params, load_shader
 from ..runtime.device import WORKGROUPS_PER_DIM
 from ..runtime.dtypes import DTYPES
+from . import fusion
 from ._common import WORKGROUP_1D, check_buffer, check_same_len
 
 # The Layer-0 ops (Device methods); the tables and helpers below serve the other op modules.
@@ -218,43 +219,62 @@ def source(template: str, expr: str, params: Params, dtype: str = "f32", out_dty
     return load_shader(template, dtype, out_dtype, EXPR=expr, **params.subs(dtype), **subs)
 
 
-def _grid(dev, threads: int):
+def grid(dev, threads: int):
+    """The workgroup grid of a 1-D elementwise kernel over `threads` threads."""
     groups = -(-threads // WORKGROUP_1D)
     return (groups, 1, 1) if groups <= WORKGROUPS_PER_DIM else dev.grid(groups)
 
 
 def unary(dev, name: str, x, alpha: float = 0.0, beta: float = 0.0, out=None):
     """out[i] = f(x[i]) for the unary op `name` of x's dtype (UNARY for f32/f16, INT_UNARY
-    for i32, BOOL_UNARY for bool); `out` may be given to write in place of a new buffer."""
+    for i32, BOOL_UNARY for bool); `out` may be given to write in place of a new buffer.
+    Float results without `out` are deferred and fused with the ops around them (fusion.py)."""
     check_buffer(name, "x", x)
     dtype = x.dtype
     expr = expression(name, name, dtype, 1)
-    n = x.len
     if out is None:
-        out = dev.empty(n, dtype)
-    template = "unary_vec4.wgsl" if n % 4 == 0 else "unary.wgsl"  # vec4: wider loads and stores
-    threads = n // 4 if n % 4 == 0 else n
-    kernel = dev.kernel(name, source(template, expr, UNARY_PARAMS, dtype), 1, 1, UNARY_PARAMS.format(dtype))
-    dev.launch(kernel, (x,), (out,), (threads, scalar_param(dtype, alpha), scalar_param(dtype, beta)),
-               _grid(dev, threads))
+        if dev.fuse and dtype in fusion.FUSABLE:
+            return fusion.defer(dev, name, expr, (x,), float(alpha), float(beta))
+        out = dev.empty(x.len, dtype)
+    launch_unary(dev, name, expr, x, out, alpha, beta)
     return out
+
+
+def launch_unary(dev, name: str, expr: str, x, out, alpha, beta) -> None:
+    """Record the kernel of unary expression `expr` from x into out (same length and dtype)."""
+    dtype, n = x.dtype, x.len
+    vec4 = n % 4 == 0  # vec4: wider loads and stores
+    threads = n // 4 if vec4 else n
+    kernel = dev.kernel(name, source("unary_vec4.wgsl" if vec4 else "unary.wgsl", expr, UNARY_PARAMS, dtype),
+                        1, 1, UNARY_PARAMS.format(dtype))
+    dev.launch(kernel, (x,), (out,), (threads, scalar_param(dtype, alpha), scalar_param(dtype, beta)),
+               grid(dev, threads))
 
 
 def binary(dev, name: str, a, b, alpha: float = 0.0, out_dtype: str | None = None):
     """out[i] = f(a[i], b[i]) for equal-length a and b of one dtype (BINARY for f32/f16,
-    INT_BINARY for i32, BOOL_BINARY for bool, COMPARISONS for all)."""
+    INT_BINARY for i32, BOOL_BINARY for bool, COMPARISONS for all). Float results other
+    than comparisons are deferred and fused with the ops around them (fusion.py)."""
     check_same_len(name, a, b)
     dtype = check_same_dtype(name, a, b)
     expr = expression(name, name, dtype, 2)
     result = out_dtype_of(name, dtype, out_dtype)
-    n = a.len
-    out = dev.empty(n, result)
-    template = "binary_vec4.wgsl" if n % 4 == 0 else "binary.wgsl"
-    threads = n // 4 if n % 4 == 0 else n
-    kernel = dev.kernel(name, source(template, expr, BINARY_PARAMS, dtype, result), 2, 1,
-                        BINARY_PARAMS.format(dtype))
-    dev.launch(kernel, (a, b), (out,), (threads, scalar_param(dtype, alpha)), _grid(dev, threads))
+    if dev.fuse and result == dtype and dtype in fusion.FUSABLE and name not in COMPARISONS:
+        return fusion.defer(dev, name, expr, (a, b), float(alpha), 0.0)
+    out = dev.empty(a.len, result)
+    launch_binary(dev, name, expr, a, b, out, alpha)
     return out
+
+
+def launch_binary(dev, name: str, expr: str, a, b, out, alpha) -> None:
+    """Record the kernel of binary expression `expr` of a and b into out (its dtype may be
+    a comparison's)."""
+    dtype, n = a.dtype, a.len
+    vec4 = n % 4 == 0
+    threads = n // 4 if vec4 else n
+    kernel = dev.kernel(name, source("binary_vec4.wgsl" if vec4 else "binary.wgsl", expr, BINARY_PARAMS,
+                                         dtype, out.dtype), 2, 1, BINARY_PARAMS.format(dtype))
+    dev.launch(kernel, (a, b), (out,), (threads, scalar_param(dtype, alpha)), grid(dev, threads))
 
 
 def check_same_dtype(op: str, a, b) -> str:

@@ -289,12 +289,14 @@ class Replay:
         dev.launch = patcher.launch
         for name in ("empty", "alloc", "upload", "copy", "write", "read"):
             setattr(dev, name, patcher.refuse(name))
+        fuse, dev.fuse = dev.fuse, False  # as while recording (Device.dynamic): op by op
         try:
             for index, (fn, first, end) in enumerate(self.hooks):
                 patcher.begin(first, end)
                 fn()
                 patcher.finish()
         finally:
+            dev.fuse = fuse
             for name in ("launch", "empty", "alloc", "upload", "copy", "write", "read"):
                 try:
                     delattr(dev, name)

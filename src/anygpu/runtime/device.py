@@ -12,6 +12,12 @@ may be handed out again at once to work recorded into the same batch (commands
 in one command buffer run in order), but a host `write_buffer` (upload) only gets
 buffers whose last use was already submitted: queue order then puts the write
 after every earlier use. At each submit the retired buffers join the free list.
+
+Deferred elementwise work (ops/fusion.py): a Buffer may hold a pending expression
+(`buf._lazy`) instead of contents. The device keeps those expressions in `_lazy`, in
+creation order, and realizes all of them (`realize_lazy`) before anything else can
+read or change memory: any other launch, copy, read, write, flush. Pending work thus
+always sees its inputs as they were when it was asked for (`ANYGPU_FUSE=0`: no deferral).
 """
 
 from __future__ import annotations
@@ -64,17 +70,27 @@ class Buffer:
     """A flat GPU array of `len` elements of `dtype` (f32, f16, i32, u32, bool; see
     runtime/dtypes.py), `itemsize` bytes each.
 
-    The memory returns to the device's pool when the Buffer is garbage collected.
+    The memory returns to the device's pool when the Buffer is garbage collected. A Buffer
+    made by a deferred op (ops/fusion.py) holds a pending expression in `_lazy` and gets
+    its memory when the device realizes it; `_gpu` (the wgpu buffer) realizes it first.
     """
 
-    __slots__ = ("len", "dtype", "_gpu", "_size", "_dev", "__weakref__")
+    __slots__ = ("len", "dtype", "_mem", "_size", "_dev", "_lazy", "__weakref__")
 
     def __init__(self, dev: "Device", gpu_buffer, size: int, length: int, dtype: str):
         self._dev = dev
-        self._gpu = gpu_buffer
+        self._mem = gpu_buffer  # None until a deferred Buffer is realized
         self._size = size
         self.len = length
         self.dtype = dtype
+        self._lazy = None  # the pending expression that will fill it (ops/fusion.py), if any
+
+    @property
+    def _gpu(self):
+        """The wgpu buffer holding the contents (realizing deferred work first)."""
+        if self._lazy is not None:
+            self._dev.realize_lazy()
+        return self._mem
 
     @property
     def itemsize(self) -> int:
@@ -92,12 +108,12 @@ class Buffer:
 
     def __del__(self):
         dev = self._dev
-        if dev is not None and self._gpu is not None:
+        if dev is not None and self._mem is not None:
             try:
-                dev._retire(self._gpu, self._size)
+                dev._retire(self._mem, self._size)
             except Exception:  # interpreter shutdown: nothing to return to
                 pass
-            self._gpu = None
+            self._mem = None
 
 
 @dataclass(frozen=True)
@@ -176,10 +192,26 @@ class Device:
         self._recording = None  # a runtime.capture.Recording while a step is being captured
         self._pinned: dict = {}  # wgpu buffer -> number of captured steps that replay it
         self._orphans: dict = {}  # pinned wgpu buffer whose Buffer died -> its size class
-        self.stats = {"submits": 0, "dispatches": 0, "pipelines": 0, "buffers_created": 0}
+        # Deferred elementwise expressions, oldest first (see the module doc), and the function
+        # that realizes them (set by ops/fusion.py, which creates them). fuse: defer at all.
+        self._lazy: list = []
+        self._realizer = None
+        self.fuse = os.environ.get("ANYGPU_FUSE", "1").strip() not in ("0", "false", "off", "no")
+        # dispatches: real dispatches recorded. fused_ops: elementwise ops that ran inside
+        # fused kernels of two or more ops; fused_kernels: those kernels (ops/fusion.py).
+        self.stats = {"submits": 0, "dispatches": 0, "pipelines": 0, "buffers_created": 0,
+                      "fused_ops": 0, "fused_kernels": 0}
 
     def __repr__(self) -> str:
         return f"Device({self.adapter_name!r}, backend={self.backend!r})"
+
+    def realize_lazy(self) -> None:
+        """Record the kernels of every deferred elementwise expression now (see the module
+        doc). Every launch, copy, read, write and flush calls it first."""
+        lazy = self._lazy
+        if lazy:
+            self._lazy = []  # the realizer's own launches must not come back here
+            self._realizer(self, lazy)
 
     # ------------------------------------------------------------------ buffers
 
@@ -205,6 +237,20 @@ class Device:
         size = _size_class(nbytes)
         if size > self.max_buffer_bytes:
             size = -(-nbytes // 16) * 16
+        return Buffer(self, self._take(size, stream_ordered), size, n, dtype)
+
+    def _attach(self, buf: Buffer) -> None:
+        """Give a deferred op's Buffer (made without memory, ops/fusion.py) its memory when it
+        is realized: stream-ordered, as `empty`."""
+        nbytes = -(-max(buf.len, 1) * DTYPES[buf.dtype].itemsize // 4) * 4
+        size = _size_class(nbytes)
+        if size > self.max_buffer_bytes:
+            size = -(-nbytes // 16) * 16
+        buf._mem = self._take(size, True)
+        buf._size = size
+
+    def _take(self, size: int, stream_ordered: bool):
+        """A wgpu buffer of pool size class `size`: a freed one if possible (see module doc)."""
         bucket = self._retired.get(size) if stream_ordered else None
         if not bucket:
             bucket = self._free.get(size)
@@ -219,7 +265,7 @@ class Device:
             gpu_buffer = self._create_buffer(size)
         if self._recording is not None:
             self._recording.created.add(gpu_buffer)
-        return Buffer(self, gpu_buffer, size, n, dtype)
+        return gpu_buffer
 
     def _create_buffer(self, size: int):
         usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
@@ -317,13 +363,15 @@ class Device:
         arr = to_storage(np.asarray(data), DTYPES[buf.dtype])
         if arr.size != buf.len:
             raise ValueError(f"write: buffer has {buf.len} elements, data has {arr.size}")
-        self.flush()  # earlier recorded work must see the old contents
+        self.flush()  # earlier recorded (and deferred) work must see the old contents
         if arr.size:
             self._write_words(buf._gpu, arr)
 
     def copy(self, src: Buffer, dst: Buffer | None = None, n: int | None = None,
              src_offset: int = 0, dst_offset: int = 0) -> Buffer:
         """Copy n elements GPU-side (whole buffer by default) into dst (new if None)."""
+        if self._lazy:
+            self.realize_lazy()
         n = src.len - src_offset if n is None else int(n)
         if dst is None:
             dst = self.empty(n, src.dtype)
@@ -348,6 +396,8 @@ class Device:
 
     def read(self, buf: Buffer) -> np.ndarray:
         """Copy a Buffer to the host: a 1-D numpy array of its dtype (submits pending work)."""
+        if self._lazy:
+            self.realize_lazy()
         dtype = DTYPES[buf.dtype]
         if buf.len == 0:
             self.flush()
@@ -377,6 +427,8 @@ class Device:
         """Record a copy of `buf` to host-visible memory into the current batch and return
         at once; `.result()` waits only for the submit that holds the copy. A training loop
         reads step k's loss after recording step k+1, so the GPU never idles on the host."""
+        if self._lazy:
+            self.realize_lazy()
         if self._recording is not None:
             self._recording.reads += 1
         nbytes = -(-max(buf.nbytes, 4) // 4) * 4
@@ -467,6 +519,8 @@ class Device:
     def launch(self, kernel: Kernel, inputs, outputs, params=(), grid=(1, 1, 1)) -> None:
         """Record one dispatch of `kernel` over `grid` workgroups (x, y, z)."""
         # The hot path of every op: kept to plain local operations (see tests/bench for the cost).
+        if self._lazy:  # deferred elementwise work goes first: this kernel may read or overwrite its inputs
+            self.realize_lazy()
         if len(inputs) != kernel.n_in or len(outputs) != kernel.n_out:
             raise ValueError(f"{kernel.name}: expected {kernel.n_in} inputs and {kernel.n_out} outputs, "
                              f"got {len(inputs)} and {len(outputs)}")
@@ -476,8 +530,8 @@ class Device:
                 return
             raise LimitError(f"{kernel.name}: grid {grid} is over the adapter's "
                              f"max-compute-workgroups-per-dimension ({WORKGROUPS_PER_DIM})")
-        gpu_buffers = [b._gpu for b in inputs]
-        gpu_buffers += [b._gpu for b in outputs]
+        gpu_buffers = [b._mem for b in inputs]  # all realized (above)
+        gpu_buffers += [b._mem for b in outputs]
         key = (kernel.layout, *gpu_buffers)
         group = self._bind_groups.get(key)
         if group is None:
@@ -511,8 +565,13 @@ class Device:
         recording = self._recording
         if recording is None:
             return fn()
-        first = self.stats["dispatches"]
-        result = fn()
+        self.realize_lazy()  # earlier deferred work is not part of fn's dispatches
+        fuse, self.fuse = self.fuse, False  # a replay patches fn's launches one for one
+        try:
+            first = self.stats["dispatches"]
+            result = fn()
+        finally:
+            self.fuse = fuse
         recording.dynamic(fn, first, self.stats["dispatches"])
         return result
 
@@ -539,6 +598,7 @@ class Device:
         pending.append(("timestamps", query_set))
         start = len(pending)
         record()
+        self.realize_lazy()
         if (self._pending is not pending or len(pending) == start
                 or any(cmd[0] != "dispatch" for cmd in pending[start:])):
             self.flush()
@@ -561,6 +621,8 @@ class Device:
 
     def flush(self) -> None:
         """Encode and submit everything recorded so far (does not wait)."""
+        if self._lazy:
+            self.realize_lazy()
         self._submitting = True  # a Buffer freed from here on may be in the batch being encoded
         try:
             self._submit_pending()

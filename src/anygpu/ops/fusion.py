@@ -1,0 +1,313 @@
+"""Lazy fusion of elementwise chains: many small ops, few kernels.
+
+An elementwise op on float Buffers (`elementwise.unary` / `binary` of f32 or f16, and the
+ops and Tensor methods built on them) does not launch. It returns a Buffer whose contents
+are pending: a `Node` (the op's expression, its scalar parameters, its arguments, which
+are realized Buffers or other pending Nodes) appended to the device's `_lazy` list. The
+device realizes every pending Node before any other work can read or change memory
+(`Device.realize_lazy`, called by every other launch, copy, read, write and flush), so a
+deferred op always sees its inputs as they were when it was called: in-place kernels
+(optimizers, setitem) and host writes come after it, as they did before.
+
+Realizing (`realize`): the results are the pending Nodes whose Buffers are still alive;
+the Nodes they read are computed on the way. Nodes of one length and dtype are cut, in
+creation order, into runs of at most MAX_NODES ops, MAX_PARAMS scalar parameters and
+MAX_BINDINGS buffers. A run becomes one generated kernel (template kernels/fused.wgsl)
+that writes each of its Nodes whose Buffer is alive, or that a later run reads (into a
+temporary Buffer); an intermediate nobody holds (`y = f(g(x))`: g's result) never touches
+memory. Intermediates that are still held (autograd saves them) are written by the same
+kernel that computes them, so reusing them later is exact and costs no recomputation.
+
+The kernel text depends only on the run's structure (ops, wiring, which Nodes are
+written, dtype, vec4 or not): scalars travel as uniform parameters, so the same chain
+with other constants reuses one pipeline. A run of a single op launches that op's
+ordinary kernel (`elementwise.launch_unary` / `launch_binary`).
+
+Each op's formula is its entry in elementwise's UNARY / BINARY tables, emitted once per
+kernel as a WGSL function; f16 intermediates are rounded to f16 as the op-by-op kernels'
+stores round them. Results therefore match op-by-op execution, NaN and inf included.
+
+`ANYGPU_FUSE=0` (or `dev.fuse = False`) launches every op at once. `dev.stats`:
+"dispatches" counts real dispatches, "fused_ops" the ops that ran inside fused kernels of
+two or more ops, "fused_kernels" those kernels.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from ..runtime import Buffer, Params, load_shader
+from ..runtime.dtypes import DTYPES
+from . import elementwise
+
+# Limits of one fused kernel; a longer chain becomes several kernels.
+MAX_NODES = 32      # ops
+MAX_PARAMS = 60     # scalar parameters (the 256-byte uniform slot: n, 3 pad words, 60 values)
+MAX_BINDINGS = 16   # input plus output buffers (and at most the adapter's limit)
+# Ops deferred before they are realized regardless (bounds host memory and realize's work).
+MAX_DEFERRED = 256
+FUSABLE = frozenset(("f32", "f16"))
+
+_ref = weakref.ref
+
+
+class Node:
+    """One deferred elementwise op: `expr` (a UNARY or BINARY expression) of `args`
+    (realized Buffers or pending Nodes) with scalar parameters alpha, beta; `ref` is a weak
+    reference to the Buffer it fills (dead: only its readers need the value)."""
+
+    __slots__ = ("name", "expr", "args", "alpha", "beta", "ref", "n", "dtype")
+
+    def __init__(self, name: str, expr: str, args: tuple, alpha: float, beta: float, ref, n: int,
+                 dtype: str):
+        self.name = name
+        self.expr = expr
+        self.args = args
+        self.alpha = alpha
+        self.beta = beta
+        self.ref = ref
+        self.n = n
+        self.dtype = dtype
+
+
+def defer(dev, name: str, expr: str, args: tuple, alpha: float, beta: float):
+    """The Buffer of op `name` (`expr`) over `args` (equal-length Buffers of one float
+    dtype, or their pending Nodes; checked by the op), computed when it is needed."""
+    first = args[0]
+    n, dtype = first.len, first.dtype
+    out = Buffer(dev, None, 0, n, dtype)  # memory comes with realization (Device._attach)
+    out._lazy = node = Node(name, expr, tuple(a._lazy or a for a in args) if len(args) == 2
+                            else (first._lazy or first,), alpha, beta, _ref(out), n, dtype)
+    lazy = dev._lazy
+    if not lazy:
+        dev._realizer = realize
+    lazy.append(node)
+    if len(lazy) >= MAX_DEFERRED:
+        dev.realize_lazy()
+    return out
+
+
+_USES: dict[str, int] = {}
+
+
+def _uses(expr: str) -> int:
+    """Which parameters `expr` reads: 1 alpha, 2 beta, 3 both."""
+    uses = _USES.get(expr)
+    if uses is None:
+        uses = _USES[expr] = ("alpha" in expr) + 2 * ("beta" in expr)
+    return uses
+
+
+class _Run:
+    """The kernel being assembled for Nodes of one (length, dtype)."""
+
+    __slots__ = ("nodes", "local", "inputs", "input_index", "spec", "params", "written", "end")
+
+    def __init__(self):
+        self.nodes: list = []
+        self.local: dict = {}        # Node -> its index in the run
+        self.inputs: list = []       # Buffers bound as inputs
+        self.input_index: dict = {}  # Buffer -> its input number
+        self.spec: list = []         # per Node: expr, arity, then each argument (>= 0: a Node of
+        self.params: list = []       # the run, < 0: input -1 - k)
+        self.written = 0             # Nodes of the run that are alive or read after it (so far)
+        self.end = -1                # position (in the deferred list) of its last Node
+
+
+def realize(dev, nodes: list) -> None:
+    """Record kernels computing every Node of `nodes` (creation order) whose Buffer is
+    alive, and what they read; the device has taken them off its list (realize_lazy)."""
+    live: dict = {}  # Node -> its Buffer (held here until recorded)
+    last: dict = {}  # Node read by a later Node -> position of its last reader
+    for i in range(len(nodes) - 1, -1, -1):
+        node = nodes[i]
+        buf = node.ref()
+        if buf is not None and buf._lazy is node:
+            live[node] = buf
+        for arg in node.args:
+            if type(arg) is Node and arg not in last:
+                last[arg] = i
+    results: dict = {}  # Node -> Buffer holding its value once recorded
+    limit = min(MAX_BINDINGS, int(dev.limits.get("max-storage-buffers-per-shader-stage", 8)))
+    runs: dict = {}  # (n, dtype) -> its open _Run
+    n = dtype = run = None
+    uses_of = _USES
+    try:
+        # The hot loop of fusion (one pass per op): kept to plain local operations.
+        for i, node in enumerate(nodes):
+            if node.n != n or node.dtype != dtype:
+                n, dtype = node.n, node.dtype
+                run = runs.get((n, dtype))
+                if run is None:
+                    run = runs[(n, dtype)] = _Run()
+            expr = node.expr
+            uses = uses_of.get(expr)
+            if uses is None:
+                uses = _uses(expr)
+            while True:  # twice at most: a run that is full is emitted and a new one started
+                local = run.local
+                refs = []
+                fresh = None  # inputs new to the run
+                closing = 0  # Nodes of the run read for the last time here: need not be written
+                for arg in node.args:
+                    k = local.get(arg)
+                    if k is None:
+                        src = results[arg] if type(arg) is Node else arg
+                        k = run.input_index.get(src)
+                        if k is None:
+                            if fresh is None:
+                                fresh = [src]
+                                k = len(run.inputs)
+                            elif src in fresh:
+                                k = len(run.inputs) + fresh.index(src)
+                            else:
+                                k = len(run.inputs) + len(fresh)
+                                fresh.append(src)
+                        k = -1 - k
+                    elif last[arg] == i and arg not in live and k not in refs:
+                        closing += 1
+                    refs.append(k)
+                params = run.params
+                written = run.written + 1 - closing  # each Node is alive, read later or a result
+                count = len(run.nodes)
+                if count and (count >= MAX_NODES or len(params) + (uses & 1) + (uses >> 1) > MAX_PARAMS
+                              or len(run.inputs) + (len(fresh) if fresh else 0) + written > limit):
+                    _emit(dev, run, live, last, results)
+                    run = runs[(n, dtype)] = _Run()
+                    continue
+                break
+            if fresh:
+                for src in fresh:
+                    run.input_index[src] = len(run.inputs)
+                    run.inputs.append(src)
+            if uses:
+                if uses & 1:
+                    params.append(node.alpha)
+                if uses & 2:
+                    params.append(node.beta)
+            local[node] = count
+            run.nodes.append(node)
+            run.spec += (expr, len(refs), *refs)
+            run.written = written
+            run.end = i
+            if node not in last and node not in live:
+                # A result nobody holds or reads (a timing loop drops its results) still runs,
+                # and ends its kernel: repeats of one op are not merged into one kernel.
+                _emit(dev, run, live, last, results)
+                run = runs[(n, dtype)] = _Run()
+        for run in runs.values():
+            _emit(dev, run, live, last, results)
+    finally:
+        # After a failed launch (its error surfaces here) the rest stays unrealized: its
+        # contents are undefined, as a failed batch's are, and it waits on nothing.
+        for buf in live.values():
+            if buf._lazy is not None:
+                buf._lazy = None
+                if buf._mem is None:
+                    dev._attach(buf)
+
+
+def _emit(dev, run: _Run, live: dict, last: dict, results: dict) -> None:
+    """Record the kernel of `run`, writing its Nodes that are alive or read later."""
+    nodes = run.nodes
+    if not nodes:
+        return
+    outputs, written = [], []
+    end = run.end
+    for k, node in enumerate(nodes):
+        buf = live.get(node)
+        if buf is not None:
+            dev._attach(buf)
+        elif last.get(node, end + 1) > end:
+            # A temporary: a later run reads it, or nothing does and nobody holds it (the op
+            # still runs, as it would have op by op: timing loops drop their results).
+            buf = dev.empty(node.n, node.dtype)
+        else:
+            continue  # read only inside this run
+        results[node] = buf
+        outputs.append(buf)
+        written.append(k)
+    inputs = run.inputs
+    first = nodes[0]
+    if len(nodes) == 1:  # the op's own kernel
+        if len(first.args) == 1:
+            elementwise.launch_unary(dev, first.name, first.expr, inputs[0], outputs[0], first.alpha, first.beta)
+        else:
+            a, b = (inputs[-1 - r] for r in run.spec[2:4])
+            elementwise.launch_binary(dev, first.name, first.expr, a, b, outputs[0], first.alpha)
+        return
+    n, dtype = first.n, first.dtype
+    vec4 = n % 4 == 0
+    structure = (dtype, vec4, len(inputs), tuple(run.spec), tuple(written))
+    entry = _SOURCES.get(structure)
+    if entry is None:
+        entry = _SOURCES[structure] = _generate(*structure)
+    source, param_format, n_words = entry
+    kernel = dev.kernel("fused", source, len(inputs), len(outputs), param_format)
+    threads = n // 4 if vec4 else n
+    params = run.params
+    values = [threads, 0, 0, 0, *params, *([0.0] * (n_words - len(params)))] if n_words else [threads]
+    dev.launch(kernel, inputs, outputs, values, elementwise.grid(dev, threads))
+    stats = dev.stats
+    stats["fused_ops"] += len(nodes)
+    stats["fused_kernels"] += 1
+
+
+# structure -> (kernel text, parameter format, parameter words): one string object per
+# structure, which the device's pipeline cache then hashes once.
+_SOURCES: dict[tuple, tuple] = {}
+
+
+def _generate(dtype: str, vec4: bool, n_in: int, spec: tuple, written: tuple):
+    """The WGSL of a fused run (see the module doc and kernels/fused.wgsl)."""
+    t = DTYPES[dtype]
+    store, c = t.storage, t.compute
+    functions, names = [], {}
+    body = []
+    n_params = pos = 0
+    while pos < len(spec):
+        expr, arity = spec[pos], spec[pos + 1]
+        refs = spec[pos + 2:pos + 2 + arity]
+        pos += 2 + arity
+        name = names.get((expr, arity))
+        if name is None:
+            name = names[(expr, arity)] = f"op{len(names)}"
+            args = "v: {c}, alpha: {c}, beta: {c}" if arity == 1 else "a: {c}, b: {c}, alpha: {c}"
+            functions.append(f"fn {name}({args.format(c=c)}) -> {c} {{\n    return {c}({expr});\n}}")
+        operands = [f"t{r}" if r >= 0 else f"x{-1 - r}" for r in refs]
+        uses = _uses(expr)
+        for bit in (1, 2) if arity == 1 else (1,):
+            if uses & bit:
+                operands.append(f"P.p[{n_params // 4}][{n_params % 4}]")
+                n_params += 1
+            else:
+                operands.append("0.0")
+        call = f"{name}({', '.join(operands)})"
+        if store != c:  # stored (f16) precision after every op, as op-by-op kernels store it
+            call = f"{c}({store}({call}))"
+        body.append(f"    let t{len(body)} = {call};")
+    fields = "\n".join(f"    o{m}: {c}," for m in range(len(written)))
+    results = ", ".join(f"t{k}" for k in written)
+    inputs = ", ".join(f"x{m}: {c}" for m in range(n_in))
+    functions.append(f"struct Results {{\n{fields}\n}}\n\nfn fused({inputs}) -> Results {{\n"
+                     + "\n".join(body) + f"\n    return Results({results});\n}}")
+    element = f"vec4<{store}>" if vec4 else store
+    bindings = [f"@group(0) @binding({m + 1}) var<storage, read> in{m}: array<{element}>;"
+                for m in range(n_in)]
+    bindings += [f"@group(0) @binding({n_in + m + 1}) var<storage, read_write> out{m}: array<{element}>;"
+                 for m in range(len(written))]
+    if vec4:
+        lines = [f"    let x{m} = vec4<{c}>(in{m}[i]);" for m in range(n_in)]
+        for lane in "xyzw":
+            lines.append(f"    let r{lane} = fused({', '.join(f'x{m}.{lane}' for m in range(n_in))});")
+        lines += [f"    out{m}[i] = vec4<{store}>(vec4<{c}>(rx.o{m}, ry.o{m}, rz.o{m}, rw.o{m}));"
+                  for m in range(len(written))]
+    else:
+        lines = [f"    let r = fused({', '.join(f'{c}(in{m}[i])' for m in range(n_in))});"]
+        lines += [f"    out{m}[i] = {store}(r.o{m});" for m in range(len(written))]
+    n_words = -(-n_params // 4) * 4
+    params = (Params("n: u32", "pad0: u32", "pad1: u32", "pad2: u32", f"p: C[{n_words}]") if n_words
+              else Params("n: u32"))
+    source = load_shader("fused.wgsl", dtype, BINDINGS="\n".join(bindings), FUNCTIONS="\n\n".join(functions),
+                         BODY="\n".join(lines), **params.subs(dtype))
+    return source, params.format(dtype), n_words
