@@ -2813,18 +2813,9 @@ def scatter(x: Tensor, dim: int, index, src, add: bool = False) -> Tensor:
             raise ValueError(f"scatter_add: only float tensors are supported, got {x.dtype}")
         added = dev.scatter_add_axis(src._buf, positions._buf, 1, x.numel(), n, 1)
         out = Tensor(dev.add(x._buf, added), x.shape, x.dtype)
-
-        def backward_add(g):
-            return g, dev.gather_axis(g, positions._buf, 1, x.numel(), n, 1)
-
-        return _record("scatter_add", out, (x, src), backward_add)
+        return _record("scatter_add", out, (x, src), rule("scatter_add", dev, positions._buf, n))
     buf = dev.index_put(dev.copy(x._buf), positions._buf, src._buf)
-
-    def backward(g):
-        return (dev.index_put(dev.copy(g), positions._buf, dev.alloc(n)),
-                dev.gather_axis(g, positions._buf, 1, x.numel(), n, 1))
-
-    return _record("scatter", Tensor(buf, x.shape, x.dtype), (x, src), backward)
+    return _record("scatter", Tensor(buf, x.shape, x.dtype), (x, src), rule("scatter", dev, positions._buf, n))
 
 
 def prod(x: Tensor, dim=None, keepdim: bool = False, dtype=None) -> Tensor:

@@ -292,6 +292,21 @@ def gather_backward(dev, grad_out, index, outer: int, dim_size: int, n_index: in
                                  skip=skip),)
 
 
+@rule("scatter")
+def scatter_backward(dev, grad_out, positions, n: int):
+    """out = x with the n flat `positions` overwritten by src: x's gradient is grad_out with
+    those positions zeroed, src's is grad_out gathered from them."""
+    return (dev.index_put(dev.copy(grad_out), positions, dev.alloc(n)),
+            dev.gather_axis(grad_out, positions, 1, len(grad_out), n, 1))
+
+
+@rule("scatter_add")
+def scatter_add_backward(dev, grad_out, positions, n: int):
+    """out = x with src added at the n flat `positions`: x's gradient is grad_out itself,
+    src's is grad_out gathered from those positions."""
+    return grad_out, dev.gather_axis(grad_out, positions, 1, len(grad_out), n, 1)
+
+
 @rule("cat")
 def cat_backward(dev, grad_out, shapes, out_strides, offsets):
     """out = the inputs (of `shapes`) placed at `offsets` of a tensor with out_strides:
