@@ -420,6 +420,16 @@ def _staged_type(tensor):
     return {float32: np.float32, int32: np.int32}.get(tensor.dtype)
 
 
+def allreduce_mapped(group: _Group, download: np.ndarray, upload: np.ndarray, n: int, mpi_op,
+                     send: np.ndarray, received: np.ndarray) -> None:
+    """upload[:n] <- the MPI all-reduce of every rank's download[:n] (views of mapped staging
+    memory), through the plain host arrays send/received: MPICH's single-copy transfer (CMA)
+    cannot read driver-mapped pages (process_vm_readv fails with EFAULT on NVIDIA's driver)."""
+    np.copyto(send[:n], download[:n])
+    group.comm.Allreduce(send[:n], received[:n], op=mpi_op)
+    np.copyto(upload[:n], received[:n])
+
+
 def all_reduce_staged(group: _Group, buf, mpi_op, what: str, divide_by: int | None = None) -> None:
     """Reduce a GPU Buffer across ranks in place through its device's host staging: GPU copy
     to the mapped download buffer, MPI all-reduce into the mapped upload buffer (divided
@@ -433,7 +443,8 @@ def all_reduce_staged(group: _Group, buf, mpi_op, what: str, divide_by: int | No
     n = buf.len
 
     def work(download, upload):
-        group.comm.Allreduce(download[:n], upload[:n], op=mpi_op)
+        send, received = stage.host_arrays(dtype)
+        allreduce_mapped(group, download, upload, n, mpi_op, send, received)
         if divide_by is not None:
             upload[:n] /= dtype(divide_by)
 
@@ -470,9 +481,16 @@ def _broadcast_staged(group: _Group, buf, src: int) -> None:
         stage.record_download(buf)
     stage.submit()
     n = buf.len
-    _run(group, lambda: stage.exchange(
-        lambda download, upload: group.comm.Bcast((download if sending else upload)[:n], root=src), dtype),
-        "broadcast")
+
+    def work(download, upload):  # through a host array, as allreduce_mapped explains
+        host = stage.host_arrays(dtype)[0][:n]
+        if sending:
+            np.copyto(host, download[:n])
+        group.comm.Bcast(host, root=src)
+        if not sending:
+            np.copyto(upload[:n], host)
+
+    _run(group, lambda: stage.exchange(work, dtype), "broadcast")
     if not sending:
         stage.record_upload(buf)
 

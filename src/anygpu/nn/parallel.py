@@ -4,11 +4,12 @@ How a step runs on N ranks (see anygpu.distributed for the process group):
 
 1. At construction rank 0's parameters and buffers are broadcast, so every replica starts equal.
 2. Each rank runs forward and backward on its own batch.
-3. When backward ends (a hook in ``Tensor.backward``), the gradients are averaged across
-   ranks. They are packed into flat buckets (about ``bucket_cap_mb`` each, last layers
-   first) on the GPU, each bucket is read back once, and the MPI all-reduce of bucket k
-   runs on a helper thread while the GPU copy of bucket k+1 comes back; the averaged
-   buckets are uploaded and cut into the parameters' ``.grad``.
+3. During backward (``anygpu.tensor.grad_ready_hooks``) the gradients are averaged across
+   ranks in flat buckets (about ``bucket_cap_mb`` each, last layers first): as soon as a
+   bucket's gradients are final its GPU copy into persistent host staging
+   (runtime/staging.py) is submitted and the process group's worker thread maps it and runs
+   the MPI all-reduce while Python records the rest of backward. When backward ends, DDP
+   waits for every bucket, uploads the sums and cuts the averages into the parameters' ``.grad``.
 4. The optimizer steps on identical gradients, so the replicas stay identical.
 
 With the mean loss of a batch of b samples on each rank, the result equals one process
@@ -16,9 +17,9 @@ training on the N*b samples. ``weight_by_samples=True`` weights each rank's grad
 batch size instead of 1/N, which keeps that equality when ranks get different batch sizes
 (uneven last batches, or ``balance="throughput"``).
 
-The all-reduce cannot overlap backward itself here: WebGPU work is recorded by Python and
-run later by the GPU, so reading a bucket back before backward has been recorded would
-stall the queue. It overlaps read-back with the transport instead.
+What this overlaps is the recording of backward, not the GPU's pipelining across steps: the
+wait at the end of backward still drains the GPU queue (docs/DISTRIBUTED.md, "How the
+gradients travel", says what that costs).
 """
 
 from __future__ import annotations
@@ -272,7 +273,7 @@ class DistributedDataParallel(Module):
     def _launch(self, state: "_Round") -> None:
         """Copy bucket `state.launched` into its download buffer, submit, and hand the mapping
         and the MPI all-reduce to the process group's worker thread."""
-        from anygpu.distributed.process_group import _need_group
+        from anygpu.distributed.process_group import _need_group, allreduce_mapped
         from anygpu.ops import gpu
         from anygpu.runtime.staging import HostStage
 
@@ -298,11 +299,12 @@ class DistributedDataParallel(Module):
         stage.record_download(state.weight_buf, size * 4, 1)
         stage.submit()
         group = _need_group("DistributedDataParallel")
-        comm, op, n = group.comm, group.mpi.SUM, size + 1
+        op, n = group.mpi.SUM, size + 1
+        send, received = stage.host_arrays(np.float32)
 
         def work(download, upload):
             mapped = time.perf_counter()
-            comm.Allreduce(download[:n], upload[:n], op=op)
+            allreduce_mapped(group, download, upload, n, op, send, received)
             return float(upload[n - 1]), mapped
 
         def exchange():

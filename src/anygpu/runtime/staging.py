@@ -9,9 +9,10 @@ A `HostStage` is a pair of persistent host-visible wgpu buffers of one size:
 bytearray and then into a numpy array, and `Device.write` stages the array once more inside
 wgpu (``queue.write_buffer``). A stage instead maps both of its buffers through wgpu-native
 directly (``wgpuBufferMapAsync`` / ``wgpuBufferGetMappedRange`` via cffi) and hands the
-mapped memory itself, as numpy views, to the caller's `work` -- an MPI all-reduce reads the
-download mapping and writes its result straight into the upload mapping -- then one
-``copy_buffer_to_buffer`` takes the result back to the GPU.
+mapped memory itself, as numpy views, to the caller's `work` -- then one
+``copy_buffer_to_buffer`` takes the result back to the GPU. (MPI itself is not given the
+mapped memory: MPICH's single-copy path cannot read driver-mapped pages, see `host_arrays`;
+`work` copies once each way between the mappings and two persistent host arrays.)
 
 Threads: `record_download`, `submit` and `record_upload` record GPU work and belong to the
 thread that records everything else (the Device is not thread-safe). `exchange` may run on
@@ -101,6 +102,7 @@ class HostStage:
         self._index = native.ffi.new("uint64_t *", 0)  # the submission that holds the downloads
         self._lock = threading.Lock()  # one exchange at a time
         self.times = {"map": 0.0, "work": 0.0}
+        self._host: dict = {}
 
     def __repr__(self) -> str:
         return f"HostStage({self.nbytes} bytes on {self.dev.adapter_name})"
@@ -118,9 +120,11 @@ class HostStage:
         download buffer at byte `offset`."""
         size = buf.itemsize
         nbytes = (buf.len - src_offset if n is None else int(n)) * size
-        self._check("host staging download", src_offset * size, offset, nbytes, buf._size, self.nbytes)
+        gpu_buffer = buf._gpu  # realizes deferred work (ops/fusion.py) before the copy is recorded
+        self._check("host staging download", src_offset * size, offset, nbytes, -(-buf.nbytes // 4) * 4,
+                    self.nbytes)
         if nbytes:
-            self.dev._pending.append(("copy", buf._gpu, src_offset * size, self._download.buffer, offset, nbytes))
+            self.dev._pending.append(("copy", gpu_buffer, src_offset * size, self._download.buffer, offset, nbytes))
             self.dev._maybe_flush()
 
     def clear_download(self) -> None:
@@ -137,10 +141,22 @@ class HostStage:
         `buf` (from element dst_offset). Only after `exchange` has returned."""
         size = buf.itemsize
         nbytes = (buf.len - dst_offset if n is None else int(n)) * size
-        self._check("host staging upload", offset, dst_offset * size, nbytes, self.nbytes, buf._size)
+        gpu_buffer = buf._gpu
+        self._check("host staging upload", offset, dst_offset * size, nbytes, self.nbytes, -(-buf.nbytes // 4) * 4)
         if nbytes:
-            self.dev._pending.append(("copy", self._upload.buffer, offset, buf._gpu, dst_offset * size, nbytes))
+            self.dev._pending.append(("copy", self._upload.buffer, offset, gpu_buffer, dst_offset * size, nbytes))
             self.dev._maybe_flush()
+
+    def host_arrays(self, dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
+        """Two plain host arrays of the stage's size (made once per dtype). MPI's single-copy
+        transfer between processes (CMA: process_vm_readv) cannot read driver-mapped memory
+        (EFAULT with NVIDIA's driver), so collectives copy the mapped bytes through these."""
+        key = np.dtype(dtype)
+        arrays = self._host.get(key)
+        if arrays is None:
+            count = self.nbytes // key.itemsize
+            arrays = self._host[key] = (np.empty(count, key), np.empty(count, key))
+        return arrays
 
     # ------------------------------------------------------------------ any thread
 
