@@ -303,6 +303,11 @@ def bench_overhead(dev, peers: Peers, sizes: Sizes) -> Row:
         for _ in range(chain):
             y = y * np.float32(1.0)
     row.anygpu = time_host(run_anygpu, budget_s=sizes.budget_s, rounds=3) / chain
+    before = dev.stats["dispatches"]
+    run_anygpu()
+    # Elementwise chains are fused (ops/fusion.py; ANYGPU_FUSE=0 runs one kernel per op).
+    row.detail["dispatches_per_chain"] = dev.stats["dispatches"] - before
+    row.detail["fused"] = bool(getattr(dev, "fuse", False))
     row.peers["numpy"] = time_host(run_numpy, budget_s=sizes.budget_s, rounds=3) / chain
     if peers.torch is not None:
         tx = peers.tensor(x)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 
-from ..runtime import Params, load_shader
+from ..runtime import Buffer, Params, load_shader
 from ..runtime.device import WORKGROUPS_PER_DIM
 from ..runtime.dtypes import DTYPES
 from . import fusion
@@ -229,12 +229,14 @@ def unary(dev, name: str, x, alpha: float = 0.0, beta: float = 0.0, out=None):
     """out[i] = f(x[i]) for the unary op `name` of x's dtype (UNARY for f32/f16, INT_UNARY
     for i32, BOOL_UNARY for bool); `out` may be given to write in place of a new buffer.
     Float results without `out` are deferred and fused with the ops around them (fusion.py)."""
-    check_buffer(name, "x", x)
+    if not isinstance(x, Buffer):
+        check_buffer(name, "x", x)
     dtype = x.dtype
+    if out is None and dtype in fusion.FUSABLE and dev.fuse:  # the hot path of small ops
+        return fusion.defer_unary(dev, name, UNARY.get(name) or expression(name, name, dtype, 1), x,
+                                  float(alpha), float(beta))
     expr = expression(name, name, dtype, 1)
     if out is None:
-        if dev.fuse and dtype in fusion.FUSABLE:
-            return fusion.defer(dev, name, expr, (x,), float(alpha), float(beta))
         out = dev.empty(x.len, dtype)
     launch_unary(dev, name, expr, x, out, alpha, beta)
     return out
@@ -260,7 +262,7 @@ def binary(dev, name: str, a, b, alpha: float = 0.0, out_dtype: str | None = Non
     expr = expression(name, name, dtype, 2)
     result = out_dtype_of(name, dtype, out_dtype)
     if dev.fuse and result == dtype and dtype in fusion.FUSABLE and name not in COMPARISONS:
-        return fusion.defer(dev, name, expr, (a, b), float(alpha), 0.0)
+        return fusion.defer_binary(dev, name, expr, a, b, float(alpha))
     out = dev.empty(a.len, result)
     launch_binary(dev, name, expr, a, b, out, alpha)
     return out

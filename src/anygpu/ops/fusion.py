@@ -41,11 +41,11 @@ from ..runtime.dtypes import DTYPES
 from . import elementwise
 
 # Limits of one fused kernel; a longer chain becomes several kernels.
-MAX_NODES = 32      # ops
+MAX_NODES = 64      # ops
 MAX_PARAMS = 60     # scalar parameters (the 256-byte uniform slot: n, 3 pad words, 60 values)
 MAX_BINDINGS = 16   # input plus output buffers (and at most the adapter's limit)
 # Ops deferred before they are realized regardless (bounds host memory and realize's work).
-MAX_DEFERRED = 256
+MAX_DEFERRED = 1024
 FUSABLE = frozenset(("f32", "f16"))
 
 _ref = weakref.ref
@@ -53,10 +53,12 @@ _ref = weakref.ref
 
 class Node:
     """One deferred elementwise op: `expr` (a UNARY or BINARY expression) of `args`
-    (realized Buffers or pending Nodes) with scalar parameters alpha, beta; `ref` is a weak
-    reference to the Buffer it fills (dead: only its readers need the value)."""
+    (realized Buffers or pending Nodes) with scalar parameters alpha, beta. `ref` is a
+    weak reference to the Buffer it fills (dead: only its readers need the value);
+    `readers` counts the pending Nodes that read it. While realizing: `out` is the
+    Buffer it is written to (if any), `seen` its readers in its own kernel so far."""
 
-    __slots__ = ("name", "expr", "args", "alpha", "beta", "ref", "n", "dtype")
+    __slots__ = ("name", "expr", "args", "alpha", "beta", "ref", "n", "dtype", "readers", "seen", "out")
 
     def __init__(self, name: str, expr: str, args: tuple, alpha: float, beta: float, ref, n: int,
                  dtype: str):
@@ -68,16 +70,44 @@ class Node:
         self.ref = ref
         self.n = n
         self.dtype = dtype
+        self.readers = self.seen = 0
+        self.out = None
 
 
-def defer(dev, name: str, expr: str, args: tuple, alpha: float, beta: float):
-    """The Buffer of op `name` (`expr`) over `args` (equal-length Buffers of one float
-    dtype, or their pending Nodes; checked by the op), computed when it is needed."""
-    first = args[0]
-    n, dtype = first.len, first.dtype
+def defer_unary(dev, name: str, expr: str, x, alpha: float, beta: float):
+    """The Buffer of unary op `name` (`expr`) of x (a float Buffer; checked by the op),
+    computed when it is needed."""
+    n, dtype = x.len, x.dtype
     out = Buffer(dev, None, 0, n, dtype)  # memory comes with realization (Device._attach)
-    out._lazy = node = Node(name, expr, tuple(a._lazy or a for a in args) if len(args) == 2
-                            else (first._lazy or first,), alpha, beta, _ref(out), n, dtype)
+    arg = x._lazy
+    if arg is None:
+        arg = x
+    else:
+        arg.readers += 1
+    out._lazy = node = Node(name, expr, (arg,), alpha, beta, _ref(out), n, dtype)
+    lazy = dev._lazy
+    if not lazy:
+        dev._realizer = realize
+    lazy.append(node)
+    if len(lazy) >= MAX_DEFERRED:
+        dev.realize_lazy()
+    return out
+
+
+def defer_binary(dev, name: str, expr: str, a, b, alpha: float):
+    """The Buffer of binary op `name` (`expr`) of a and b (equal-length float Buffers of
+    one dtype; checked by the op), computed when it is needed."""
+    n, dtype = a.len, a.dtype
+    out = Buffer(dev, None, 0, n, dtype)
+    args = []
+    for buf in (a, b):
+        arg = buf._lazy
+        if arg is None:
+            args.append(buf)
+        else:
+            arg.readers += 1
+            args.append(arg)
+    out._lazy = node = Node(name, expr, tuple(args), alpha, 0.0, _ref(out), n, dtype)
     lazy = dev._lazy
     if not lazy:
         dev._realizer = realize
@@ -101,130 +131,163 @@ def _uses(expr: str) -> int:
 class _Run:
     """The kernel being assembled for Nodes of one (length, dtype)."""
 
-    __slots__ = ("nodes", "local", "inputs", "input_index", "spec", "params", "written", "end")
+    __slots__ = ("local", "inputs", "input_index", "spec", "params", "written")
 
     def __init__(self):
-        self.nodes: list = []
-        self.local: dict = {}        # Node -> its index in the run
+        self.local: dict = {}        # Node -> its index in the run (in order)
         self.inputs: list = []       # Buffers bound as inputs
         self.input_index: dict = {}  # Buffer -> its input number
         self.spec: list = []         # per Node: expr, arity, then each argument (>= 0: a Node of
         self.params: list = []       # the run, < 0: input -1 - k)
         self.written = 0             # Nodes of the run that are alive or read after it (so far)
-        self.end = -1                # position (in the deferred list) of its last Node
 
 
 def realize(dev, nodes: list) -> None:
-    """Record kernels computing every Node of `nodes` (creation order) whose Buffer is
-    alive, and what they read; the device has taken them off its list (realize_lazy)."""
-    live: dict = {}  # Node -> its Buffer (held here until recorded)
-    last: dict = {}  # Node read by a later Node -> position of its last reader
-    for i in range(len(nodes) - 1, -1, -1):
-        node = nodes[i]
-        buf = node.ref()
-        if buf is not None and buf._lazy is node:
-            live[node] = buf
-        for arg in node.args:
-            if type(arg) is Node and arg not in last:
-                last[arg] = i
-    results: dict = {}  # Node -> Buffer holding its value once recorded
+    """Record kernels computing every Node of `nodes` (creation order); the device has
+    taken them off its list (Device.realize_lazy)."""
+    if len(nodes) == 1:  # one op between other work: its own kernel, at once
+        node = nodes[0]
+        out = node.ref()
+        if out is None or out._lazy is not node:
+            out = dev.empty(node.n, node.dtype)  # nobody holds it, but it runs
+        else:
+            out._lazy = None
+            dev._attach(out)
+        args = tuple(arg.out if type(arg) is Node else arg for arg in node.args)
+        if len(args) == 1:
+            elementwise.launch_unary(dev, node.name, node.expr, args[0], out, node.alpha, node.beta)
+        else:
+            elementwise.launch_binary(dev, node.name, node.expr, args[0], args[1], out, node.alpha)
+        return
     limit = min(MAX_BINDINGS, int(dev.limits.get("max-storage-buffers-per-shader-stage", 8)))
     runs: dict = {}  # (n, dtype) -> its open _Run
-    n = dtype = run = None
+    n = dtype = None
+    run = local = None
     uses_of = _USES
+    held = []  # the Buffers being written, held until their kernels are recorded
     try:
         # The hot loop of fusion (one pass per op): kept to plain local operations.
-        for i, node in enumerate(nodes):
+        for node in nodes:
+            buf = node.ref()
+            if buf is not None and buf._lazy is node:
+                node.out = buf
+                held.append(buf)
             if node.n != n or node.dtype != dtype:
                 n, dtype = node.n, node.dtype
                 run = runs.get((n, dtype))
                 if run is None:
                     run = runs[(n, dtype)] = _Run()
+                local = run.local
+            args = node.args
             expr = node.expr
             uses = uses_of.get(expr)
             if uses is None:
                 uses = _uses(expr)
-            while True:  # twice at most: a run that is full is emitted and a new one started
-                local = run.local
-                refs = []
-                fresh = None  # inputs new to the run
-                closing = 0  # Nodes of the run read for the last time here: need not be written
-                for arg in node.args:
-                    k = local.get(arg)
-                    if k is None:
-                        src = results[arg] if type(arg) is Node else arg
-                        k = run.input_index.get(src)
-                        if k is None:
-                            if fresh is None:
-                                fresh = [src]
-                                k = len(run.inputs)
-                            elif src in fresh:
-                                k = len(run.inputs) + fresh.index(src)
-                            else:
-                                k = len(run.inputs) + len(fresh)
-                                fresh.append(src)
-                        k = -1 - k
-                    elif last[arg] == i and arg not in live and k not in refs:
-                        closing += 1
-                    refs.append(k)
+            arg = args[0]
+            count = len(local)
+            if len(args) == 1 and arg in local:  # a link of a chain: the usual case
                 params = run.params
-                written = run.written + 1 - closing  # each Node is alive, read later or a result
-                count = len(run.nodes)
-                if count and (count >= MAX_NODES or len(params) + (uses & 1) + (uses >> 1) > MAX_PARAMS
-                              or len(run.inputs) + (len(fresh) if fresh else 0) + written > limit):
-                    _emit(dev, run, live, last, results)
-                    run = runs[(n, dtype)] = _Run()
+                stays = arg.seen + 1 != arg.readers or arg.out is not None  # still written
+                if (count < MAX_NODES and len(run.inputs) + run.written + stays <= limit
+                        and (not uses or len(params) + (uses & 1) + (uses >> 1) <= MAX_PARAMS)):
+                    arg.seen += 1
+                    run.written += stays
+                    if uses:
+                        if uses & 1:
+                            params.append(node.alpha)
+                        if uses & 2:
+                            params.append(node.beta)
+                    run.spec += (expr, 1, local[arg])
+                    local[node] = count
+                    if not node.readers and node.out is None:
+                        _emit(dev, run)  # see _place
+                        run = runs[(n, dtype)] = _Run()
+                        local = run.local
                     continue
-                break
-            if fresh:
-                for src in fresh:
-                    run.input_index[src] = len(run.inputs)
-                    run.inputs.append(src)
-            if uses:
-                if uses & 1:
-                    params.append(node.alpha)
-                if uses & 2:
-                    params.append(node.beta)
-            local[node] = count
-            run.nodes.append(node)
-            run.spec += (expr, len(refs), *refs)
-            run.written = written
-            run.end = i
-            if node not in last and node not in live:
-                # A result nobody holds or reads (a timing loop drops its results) still runs,
-                # and ends its kernel: repeats of one op are not merged into one kernel.
-                _emit(dev, run, live, last, results)
-                run = runs[(n, dtype)] = _Run()
+            run = _place(dev, runs, run, node, uses, limit)
+            local = run.local
         for run in runs.values():
-            _emit(dev, run, live, last, results)
+            _emit(dev, run)
     finally:
         # After a failed launch (its error surfaces here) the rest stays unrealized: its
         # contents are undefined, as a failed batch's are, and it waits on nothing.
-        for buf in live.values():
-            if buf._lazy is not None:
+        for node in nodes:
+            buf = node.out
+            if buf is not None and buf._lazy is not None:
                 buf._lazy = None
                 if buf._mem is None:
                     dev._attach(buf)
+        del held
 
 
-def _emit(dev, run: _Run, live: dict, last: dict, results: dict) -> None:
+def _place(dev, runs: dict, run: _Run, node: Node, uses: int, limit: int) -> _Run:
+    """Add `node` to `run`, or record `run` and start a new one when a limit would be
+    broken; returns the run now open for node's (length, dtype)."""
+    while True:  # twice at most: a full run is recorded and a new one started
+        local, inputs = run.local, run.inputs
+        refs: list[int] = []
+        fresh: list = []  # inputs new to the run
+        closing = 0  # Nodes of the run read for the last time here: need not be written
+        for arg in node.args:
+            k = local.get(arg)
+            if k is None:
+                src = arg.out if type(arg) is Node else arg
+                k = run.input_index.get(src)
+                if k is None:
+                    if src in fresh:
+                        k = len(inputs) + fresh.index(src)
+                    else:
+                        k = len(inputs) + len(fresh)
+                        fresh.append(src)
+                k = -1 - k
+            elif arg.seen + 1 == arg.readers and arg.out is None and k not in refs:
+                closing += 1
+            refs.append(k)
+        written = run.written + 1 - closing  # each Node is alive, read later or a result
+        count = len(local)
+        if count and (count >= MAX_NODES or len(inputs) + len(fresh) + written > limit
+                      or len(run.params) + (uses & 1) + (uses >> 1) > MAX_PARAMS):
+            _emit(dev, run)
+            run = runs[(node.n, node.dtype)] = _Run()
+            continue
+        break
+    for src in fresh:
+        run.input_index[src] = len(inputs)
+        inputs.append(src)
+    for arg in node.args:
+        if arg in local:
+            arg.seen += 1
+    if uses & 1:
+        run.params.append(node.alpha)
+    if uses & 2:
+        run.params.append(node.beta)
+    local[node] = count
+    run.spec += (node.expr, len(refs), *refs)
+    run.written = written
+    if not node.readers and node.out is None:
+        # A result nobody holds or reads (a timing loop drops its results) still runs,
+        # and ends its kernel: repeats of one op are not merged into one kernel.
+        _emit(dev, run)
+        run = runs[(node.n, node.dtype)] = _Run()
+    return run
+
+
+def _emit(dev, run: _Run) -> None:
     """Record the kernel of `run`, writing its Nodes that are alive or read later."""
-    nodes = run.nodes
+    nodes = list(run.local)
     if not nodes:
         return
     outputs, written = [], []
-    end = run.end
     for k, node in enumerate(nodes):
-        buf = live.get(node)
+        buf = node.out
         if buf is not None:
             dev._attach(buf)
-        elif last.get(node, end + 1) > end:
-            # A temporary: a later run reads it, or nothing does and nobody holds it (the op
-            # still runs, as it would have op by op: timing loops drop their results).
-            buf = dev.empty(node.n, node.dtype)
+        elif node.seen < node.readers or not node.readers:
+            # A temporary: a later kernel reads it, or nothing does and nobody holds it (the
+            # op still runs, as it would have op by op).
+            buf = node.out = dev.empty(node.n, node.dtype)
         else:
-            continue  # read only inside this run
-        results[node] = buf
+            continue  # read only inside this kernel
         outputs.append(buf)
         written.append(k)
     inputs = run.inputs
