@@ -3,7 +3,8 @@
     python3 benchmarks/kernel_probe.py [--quick] [--json probe.json] [--only softmax,layer_norm,conv,trusted]
 
 Times (GPU timestamps, median) each candidate the tuners offer for softmax 4096x4096
-(f32 and f16), layer norm 4096x4096 (f32 and f16) and conv2d 3x3 64->64 56x56 batch 32,
+(f32 and f16), layer norm 4096x4096 (f32 and f16; each register kernel also in its
+two-reduction form, "two-pass") and conv2d 3x3 64->64 56x56 batch 32,
 checks each against the fallback's output, and compares trusted shader modules
 (runtime/shaders.py) with checked ones for the register kernels and the direct conv.
 torch CUDA eager (TF32 off) runs in the same process. Prints a table per group.
@@ -21,6 +22,7 @@ from anygpu.bench.suite import Peers
 from anygpu.bench.timing import time_anygpu
 from anygpu.ops import conv_tune, norm_tune, softmax_tune
 from anygpu.ops import Device
+from anygpu.ops.row_gen import RowConfig
 from anygpu.runtime import shaders
 
 
@@ -54,6 +56,8 @@ def probe_rows(dev, peers, kind: str, dtype: str, rows: int, cols: int, budget: 
         tunable = norm_tune.TUNABLES[dtype]
 
         def run(c):
+            if isinstance(c, tuple):  # (RowConfig, "two-pass"): the register kernel's older form
+                return dev.layer_norm(xb, gb, bb, rows, cols, 1e-5, config=c[0], one_pass=False)[0]
             return dev.layer_norm(xb, gb, bb, rows, cols, 1e-5, config=c)[0]
     torch_s = None
     if peers.torch is not None:
@@ -67,8 +71,11 @@ def probe_rows(dev, peers, kind: str, dtype: str, rows: int, cols: int, budget: 
     nbytes = 2.0 * rows * cols * x.itemsize
     out = []
     reference = None
-    for cand in tunable.candidates(dev, (dtype, rows, cols)):
-        name = tunable.label(cand)
+    candidates = tunable.candidates(dev, (dtype, rows, cols))
+    if kind == "layer_norm":  # beside each one-pass register kernel, its two-reduction form
+        candidates += [(c, "two-pass") for c in candidates if isinstance(c, RowConfig)]
+    for cand in candidates:
+        name = f"{cand[0].name} two-pass" if isinstance(cand, tuple) else tunable.label(cand)
         try:
             seconds = time_anygpu(dev, lambda: run(cand), budget)
             got = dev.read(run(cand)).astype(np.float64)
@@ -136,7 +143,6 @@ def probe_conv(dev, peers, budget: float, results: dict, quick: bool) -> None:
 def probe_trusted(dev, budget: float, results: dict, quick: bool) -> None:
     """The same kernels as trusted and as checked modules (ANYGPU_TRUSTED_SHADERS switch)."""
     from anygpu.ops.conv_gen import DirectTiles
-    from anygpu.ops.row_gen import RowConfig
     rows, cols = (256, 1024) if quick else (4096, 4096)
     rng = np.random.default_rng(1)
     xb = dev.upload(rng.standard_normal((rows, cols)).astype(np.float32))

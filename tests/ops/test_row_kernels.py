@@ -69,6 +69,69 @@ def test_layer_norm_register_forms_match_torch(dev, rng, upload, read, config, a
     np.testing.assert_allclose(read(stats, (4, 2))[:, 0], mean, rtol=1e-5, atol=1e-6)
 
 
+def _layer_norm_rows(rng, cols):
+    """Rows for each path of the one-pass layer norm: plain and far-from-zero rows (one
+    pass), and those it hands to the two-reduction form: an outlier first element (heavy
+    cancellation), squares that overflow, a constant row, NaN and -inf (first or later)."""
+    x = (rng.standard_normal((9, cols)) * 3 + 1).astype(np.float32)
+    x[1] = rng.standard_normal(cols) + 1e4
+    x[2, 0] = 1e3
+    x[3] *= 1e30 / 3
+    x[4] = 0.5
+    x[5, cols // 3] = np.nan
+    x[6, cols // 2] = -np.inf
+    x[7, 0] = -np.inf
+    x[8, 1:] = x[8, 0]  # constant but for its first element
+    x[8, 0] += 1
+    return x
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.name)
+@pytest.mark.parametrize("one_pass", [True, False], ids=["one-pass", "two-pass"])
+def test_layer_norm_paths_match_torch(dev, rng, upload, read, config, one_pass):
+    cols = _cols(config)
+    x = _layer_norm_rows(rng, cols)
+    gamma = rng.standard_normal(cols).astype(np.float32)
+    beta = rng.standard_normal(cols).astype(np.float32)
+    y, stats = dev.layer_norm(upload(x), upload(gamma), upload(beta), 9, cols, 1e-5, config=config,
+                              one_pass=one_pass)
+    t = torch.tensor(x, dtype=torch.float64)
+    want = F.layer_norm(t, (cols,), torch.tensor(gamma, dtype=torch.float64),
+                        torch.tensor(beta, dtype=torch.float64), 1e-5).numpy()
+    got = read(y, x.shape)
+    # row 1 (mean 1e4, spread 1): the two-pass form subtracts an f32 mean (off by up to
+    # 2^-11 there); the one-pass form subtracts its shift, then the small mean - shift
+    far = slice(None) if one_pass else [0, 2, 3, 4, 5, 6, 7, 8]
+    np.testing.assert_allclose(got[far], want[far], rtol=1e-4, atol=2e-5, equal_nan=True)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-4, atol=2e-5 if one_pass else 5e-3)
+    assert np.all(got[4] == beta)  # the constant row: exactly zero deviations
+    with np.errstate(invalid="ignore"):
+        mean = t.mean(dim=1).numpy()
+        rstd = (1 / torch.sqrt(t.var(dim=1, unbiased=False) + 1e-5)).numpy()
+    got_stats = read(stats, (9, 2))
+    finite = [0, 1, 2, 3, 4, 5, 8]  # rows with -inf: y is NaN as torch's, the mean NaN or -inf
+    np.testing.assert_allclose(got_stats[finite, 0], mean[finite], rtol=1e-5, atol=1e-6, equal_nan=True)
+    np.testing.assert_allclose(got_stats[[0, 1, 2, 4, 8], 1], rstd[[0, 1, 2, 4, 8]], rtol=1e-4)
+
+
+@pytest.mark.parametrize("config", CONFIGS[:2], ids=lambda c: c.name)
+def test_layer_norm_tiny_rows_without_eps(dev, rng, upload, read, config):
+    """Squares below float32's range (one-pass form: underflow) still normalise."""
+    cols = _cols(config)
+    x = np.stack([rng.standard_normal(cols) * 1e-25, rng.standard_normal(cols) * 1e-3 + 1]).astype(np.float32)
+    y, _ = dev.layer_norm(upload(x), None, None, 2, cols, 0.0, config=config)
+    want = F.layer_norm(torch.tensor(x, dtype=torch.float64), (cols,), eps=0.0).numpy()
+    np.testing.assert_allclose(read(y, x.shape), want, rtol=1e-4, atol=1e-4)
+
+
+def test_f16_layer_norm_rows_far_from_zero(dev, rng, read):
+    x = (rng.standard_normal((3, 300)) + np.array([[0.0], [100.0], [-3000.0]])).astype(np.float16)
+    for config in (RowConfig(32, 3, True, True), RowConfig(64, 2, True, False)):
+        out, _ = dev.layer_norm(dev.upload(x, "f16"), None, None, 3, 300, 1e-5, config=config)
+        want = F.layer_norm(torch.tensor(x, dtype=torch.float64), (300,)).numpy()
+        np.testing.assert_allclose(read(out, x.shape).astype(np.float64), want, rtol=4e-3, atol=4e-3)
+
+
 def test_layer_norm_forms_agree_with_the_loop_kernel(dev, rng, upload, read):
     x = rng.standard_normal((3, 64)).astype(np.float32)
     loop = dev.layer_norm(upload(x), None, None, 3, 64, config="loop")
@@ -137,7 +200,9 @@ def test_trusted_kernels_write_nothing_past_their_rows(dev, rng, kind):
         assert shaders.trusted(source)
         n_in, n_out = (1, 1) if kind == "softmax" else (3, 2)
         kernel = dev.kernel(f"{kind}[{config.name}]", source, n_in, n_out, PARAM_FORMAT)
-        x = dev.upload(rng.standard_normal(5 * cols).astype(np.float32))
+        x_host = rng.standard_normal(5 * cols).astype(np.float32)
+        x_host[cols:2 * cols] = 0.5  # a constant row: layer norm's two-reduction path
+        x = dev.upload(x_host)
         outs = [dev.upload(np.full(5 * cols, 7.0, np.float32))]
         if kind == "layer_norm":
             outs.append(dev.upload(np.full(10, 7.0, np.float32)))

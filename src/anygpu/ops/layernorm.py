@@ -17,12 +17,13 @@ def _check_affine(op, gamma, beta, cols, dtype="f32"):
                 raise ValueError(f"{op}: {name} is {buf.dtype} but x is {dtype}; they must share one dtype")
 
 
-def layer_norm(dev, x, gamma, beta, rows: int, cols: int, eps: float = 1e-5, config=None):
+def layer_norm(dev, x, gamma, beta, rows: int, cols: int, eps: float = 1e-5, config=None, one_pass: bool = True):
     """x [rows, cols] -> (y [rows, cols] of x's dtype, stats [rows, 2] f32 = (mean, 1/sqrt(var + eps))).
 
     x is f32 or f16 storage (computed in f32); gamma, beta: [cols] Buffers of x's dtype or
     None (no scale / no shift). Biased variance, as torch. config: a row_gen.RowConfig, or
-    "loop" for the looped kernel; default: the tuned choice (ops/norm_tune.py)."""
+    "loop" for the looped kernel; default: the tuned choice (ops/norm_tune.py). one_pass=False
+    makes a register config use its two-reduction form only (comparisons and tests)."""
     op = "layer_norm"
     check_positive(op, rows=rows, cols=cols)
     check_buffer(op, "x", x, rows * cols, "rows*cols")
@@ -37,7 +38,8 @@ def layer_norm(dev, x, gamma, beta, rows: int, cols: int, eps: float = 1e-5, con
     flags = (gamma is not None) | ((beta is not None) << 1)
     y, stats = dev.empty(rows * cols, x.dtype), dev.empty(2 * rows)
     if isinstance(config, RowConfig):
-        kernel = dev.kernel(f"layer_norm[{config.name}]", generate(op, config, x.dtype), 3, 2, PARAM_FORMAT)
+        name = f"layer_norm[{config.name}{'' if one_pass else ' two-pass'}]"
+        kernel = dev.kernel(name, generate(op, config, x.dtype, one_pass), 3, 2, PARAM_FORMAT)
     else:
         kernel = dev.kernel("layer_norm", load_shader("layer_norm.wgsl", dtype=x.dtype), 3, 2, "IIfI")
     dev.launch(kernel, [x, gamma if gamma is not None else x, beta if beta is not None else x], [y, stats],

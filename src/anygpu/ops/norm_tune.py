@@ -1,6 +1,7 @@
 """Layer-norm kernels chosen by the generic tuner (ops/tuner.py): the looped kernel
 (kernels/layer_norm.wgsl, 64 threads per row) is the fallback, the register kernels of
-ops/row_gen.py the other candidates (as softmax's, ops/softmax_tune.py)."""
+ops/row_gen.py the other candidates (as softmax's, ops/softmax_tune.py): their one-pass
+form, which takes its two-reduction path itself for rows it would not serve accurately."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ _EPS = 1e-5
 
 
 class _LayerNorm(RowTunable):
+    version = 3  # 3: the register kernels reduce once ((sum, sum of squares) from a shift)
+
     def candidates(self, dev, p) -> list:
         limit = dev.limits.get("max-compute-invocations-per-workgroup", 256)
         return ["loop"] + configs_for(p[2], min(limit, 1024), "subgroup" in dev.features)

@@ -5,8 +5,11 @@ each thread loads its share of the row once into named variables (vec4 units whe
 row length is a multiple of 4, else scalars), reduces, and writes from registers: one
 read and one write of the row instead of three or four passes over it. The reductions
 (lib/row_reduce_subgroup.wgsl or lib/row_reduce_tree.wgsl) combine (maximum, sum under
-that maximum) pairs, so softmax needs one reduction (online max and sum) and layer norm
-two (the mean; then the largest deviation and the sum of squares scaled by it).
+that maximum) pairs, so softmax needs one reduction (online max and sum). Layer norm
+needs one too: (sum, sum of squares) of the deviations from the row's first element,
+reduced together; rows where that one-pass variance would be inaccurate (overflowing or
+tiny squares, NaN/inf, constant rows, heavy cancellation) take the two-reduction form in
+the same kernel (the mean; then the largest deviation and the sum of squares scaled by it).
 
 A `RowConfig` fixes threads per row (wg), units per thread, vec4 or scalar units and
 subgroup or tree reductions; it serves rows of up to wg * units (* 4 for vec4) elements.
@@ -119,7 +122,7 @@ def _loads(c: RowConfig, names: list[str], fill: str, comp: str) -> list[str]:
     return lines
 
 
-def _body(kind: str, c: RowConfig, comp: str, store: str) -> list[str]:
+def _body(kind: str, c: RowConfig, comp: str, store: str, one_pass: bool) -> list[str]:
     U = range(c.units)
     if kind == "softmax":
         lines = _loads(c, ["x"], "LOWEST", comp)
@@ -141,17 +144,69 @@ def _body(kind: str, c: RowConfig, comp: str, store: str) -> list[str]:
         lines.append("let dot = reduce_sum(me, acc);")
         lines += [f"if (ok{u}) {{ dx[base + i{u}] = {store}(y{u} * (grad{u} - {comp}(dot))); }}" for u in U]
         return lines
-    # layer_norm: mean; then deviations scaled by their largest magnitude, so values near
-    # 1e30 (whose squares overflow f32) still normalise (as kernels/layer_norm.wgsl).
     lines = _loads(c, ["x"], "0.0", comp)
-    lines.append("var acc = 0.0;")
+    lines.append("let count = f32(P.cols);")
+    # y = ((x - pivot) - moved) * rstd: the one-pass form subtracts its shift first (exact
+    # for x near it) and then the small mean - shift, so a row of mean 1e4 and spread 1
+    # does not lose the 2^-11 of an f32 mean there
+    if not one_pass:
+        lines += _layer_norm_two_pass(c, comp, "")
+        lines += ["let pivot = mean;", "let moved = 0.0;"]
+    else:
+        # One pass: (sum, sum of squares) of the deviations from the row's first element in
+        # one reduction of pairs. Shifting keeps the variance accurate for rows whose mean
+        # is large against their spread; a row it cannot serve accurately (squares that
+        # overflow or underflow, NaN/inf, a constant row, or more than 8 bits lost to
+        # cancellation) takes the two-pass path below: the same value in every thread, so
+        # the branch (and its barriers) is uniform per workgroup.
+        first = "x[base].x" if c.vec else "x[base]"
+        lines.append(f"let shift = f32({first});")
+        lines.append("var s = 0.0;")
+        lines.append("var ss = 0.0;")
+        for u in U:
+            lines.append(f"let e{u} = select({comp}(0.0), x{u} - {comp}(shift), ok{u});")
+            lines.append(f"s += {_hsum(f'e{u}', c.vec)};")
+            lines.append(f"ss += {_hsum(f'(e{u} * e{u})', c.vec)};")
+        lines.append("let sq = reduce_pair(me, vec2<f32>(s, ss));  // (sum, sum of squares) of x - shift")
+        lines.append("let m0 = sq.x / count;")
+        lines.append("var moved = m0 + fma(-m0, count, sq.x) / count;  // mean - shift")
+        lines.append("let spread = sq.y / count;  // mean square of x - shift")
+        lines.append("let variance = spread - moved * moved;")
+        lines.append("var mean = shift + moved;")
+        lines.append("var rstd = 0.0;")
+        lines.append("var pivot = shift;")
+        # 2^-90 < spread < 3e38 (so finite, and no square lost below the smallest normal)
+        lines.append("if (spread > 8e-28 && spread < 3e38 && variance >= spread * 0.00390625) {")
+        lines.append("    rstd = inverseSqrt(variance + P.eps);")
+        lines.append("} else {")
+        lines += ["    " + line for line in _layer_norm_two_pass(c, comp, "    ")]
+        lines += ["    pivot = mean;", "    moved = 0.0;", "}"]
+    for u in U:
+        # gamma and beta are read here, not with x: loaded early they cost f16 rows 20% on an H200
+        lines += [f"if (ok{u}) {{",
+                  f"    var o = ((x{u} - {comp}(pivot)) - {comp}(moved)) * rstd;",
+                  f"    if ((P.flags & 1u) != 0u) {{ o = o * {comp}(gamma[i{u}]); }}",
+                  f"    if ((P.flags & 2u) != 0u) {{ o = o + {comp}(beta[i{u}]); }}",
+                  f"    y[base + i{u}] = {store}(o);",
+                  "}"]
+    lines += ["if (tid == 0u) {", "    stats[2u * row] = mean;", "    stats[2u * row + 1u] = rstd;", "}"]
+    return lines
+
+
+def _layer_norm_two_pass(c: RowConfig, comp: str, indent: str) -> list[str]:
+    """Layer norm's accurate form, from the registers x0.. to `mean` and `rstd`: the mean
+    (one reduction); then deviations scaled by their largest magnitude, so values near
+    1e30 (whose squares overflow f32) still normalise, as kernels/layer_norm.wgsl (a second
+    reduction of (largest |x - mean|, sum of squares under it)). Declares mean and rstd
+    unless `indent` (then it assigns the one-pass form's variables)."""
+    U = range(c.units)
+    lines = ["var acc = 0.0;"]
     lines += [f"acc += {_hsum(f'x{u}', c.vec)};" for u in U]
     lines.append("let total = reduce_sum(me, acc);")
-    lines.append("let count = f32(P.cols);")
     # one correction step: a driver's division may be off by an ulp (NVIDIA's is), and a
     # constant row must give exact zeros
     lines.append("let mean0 = total / count;")
-    lines.append("let mean = mean0 + fma(-mean0, count, total) / count;")
+    lines.append(f"{'' if indent else 'let '}mean = mean0 + fma(-mean0, count, total) / count;")
     lines.append("var peak = 0.0;")
     for u in U:
         lines.append(f"let d{u} = select({comp}(0.0), x{u} - {comp}(mean), ok{u});")
@@ -163,16 +218,8 @@ def _body(kind: str, c: RowConfig, comp: str, store: str) -> list[str]:
         lines.append(f"q += {_hsum(f'(z{u} * z{u})', c.vec)};")
     lines.append("let top = reduce_top(me, peak, q);  // (largest |x - mean|, sum of squares under it)")
     lines.append("let unit = select(1.0, top.x, top.x > 0.0);")
-    lines.append("let rstd = inverseSqrt(top.y / f32(P.cols) + P.eps / (unit * unit)) / unit;")
-    for u in U:
-        # gamma and beta are read here, not with x: loaded early they cost f16 rows 20% on an H200
-        lines += [f"if (ok{u}) {{",
-                  f"    var o = d{u} * rstd;",
-                  f"    if ((P.flags & 1u) != 0u) {{ o = o * {comp}(gamma[i{u}]); }}",
-                  f"    if ((P.flags & 2u) != 0u) {{ o = o + {comp}(beta[i{u}]); }}",
-                  f"    y[base + i{u}] = {store}(o);",
-                  "}"]
-    lines += ["if (tid == 0u) {", "    stats[2u * row] = mean;", "    stats[2u * row + 1u] = rstd;", "}"]
+    # eps / unit / unit, not eps / (unit * unit): unit^2 underflows for rows near 1e-25 (0/0 at eps 0)
+    lines.append(f"{'' if indent else 'let '}rstd = inverseSqrt(top.y / count + P.eps / unit / unit) / unit;")
     return lines
 
 
@@ -182,8 +229,9 @@ _WHAT = {"softmax": "y = exp(x - max) / sum exp(x - max) per row",
 
 
 @functools.lru_cache(maxsize=None)
-def generate(kind: str, config: RowConfig, dtype: str = "f32") -> str:
-    """The WGSL of row kernel `kind` (one of KINDS) for `config`, storing `dtype` (f32/f16)."""
+def generate(kind: str, config: RowConfig, dtype: str = "f32", one_pass: bool = True) -> str:
+    """The WGSL of row kernel `kind` (one of KINDS) for `config`, storing `dtype` (f32/f16).
+    one_pass=False: layer norm's two-reduction form only (for comparisons and tests)."""
     if kind not in KINDS:
         raise ValueError(f"row kernel kind must be one of {KINDS}, got {kind!r}")
     storage = dtype_of(dtype, "kernel").storage
@@ -198,4 +246,4 @@ def generate(kind: str, config: RowConfig, dtype: str = "f32") -> str:
         SUBGROUP_ARGS=sub_args,
         ME="RowThread(tid, lane, group, groups)" if config.subgroup else "RowThread(tid, 0u, 0u, 1u)",
         UNITS="P.cols / 4u" if config.vec else "P.cols",
-        BODY="\n".join("    " + line for line in _body(kind, config, comp, unit_t)))
+        BODY="\n".join("    " + line for line in _body(kind, config, comp, unit_t, one_pass)))

@@ -4,7 +4,8 @@
 // NVIDIA: 8 for 256 threads). The including kernel declares `const WG: u32` and
 // `fn rescale(s: f32, m: f32, top: f32) -> f32` (what a partial s kept under its own
 // maximum m weighs under the common maximum top). Every thread calls these in uniform
-// control flow; each partial array is used once per kernel, so no barrier follows.
+// control flow; each partial array is used once per kernel (or, for rr_top, again only
+// after another reduction's barrier), so no barrier follows.
 struct RowThread { tid: u32, lane: u32, group: u32, groups: u32 }
 
 var<workgroup> rr_sum: array<f32, WG>;
@@ -30,4 +31,15 @@ fn reduce_top(me: RowThread, m: f32, s: f32) -> vec2<f32> {
     var total = 0.0;
     for (var i = 0u; i < me.groups; i++) { total += rescale(rr_top[i].y, rr_top[i].x, top); }
     return vec2<f32>(top, total);
+}
+
+// (sum, sum) of pairs over the workgroup, through rr_top: a kernel may use it for
+// reduce_top later only after another reduction's barrier (reduce_sum's) between them.
+fn reduce_pair(me: RowThread, value: vec2<f32>) -> vec2<f32> {
+    let partial = subgroupAdd(value);
+    if (me.lane == 0u) { rr_top[me.group] = partial; }
+    workgroupBarrier();
+    var total = vec2<f32>(0.0);
+    for (var i = 0u; i < me.groups; i++) { total += rr_top[i]; }
+    return total;
 }

@@ -30,3 +30,14 @@ fn reduce_top(me: RowThread, m: f32, s: f32) -> vec2<f32> {
     }
     return rr_top[0];
 }
+
+// (sum, sum) of pairs through rr_top (see lib/row_reduce_subgroup.wgsl on reusing it).
+fn reduce_pair(me: RowThread, value: vec2<f32>) -> vec2<f32> {
+    rr_top[me.tid] = value;
+    workgroupBarrier();
+    for (var width = WG / 2u; width > 0u; width = width / 2u) {
+        if (me.tid < width) { rr_top[me.tid] += rr_top[me.tid + width]; }
+        workgroupBarrier();
+    }
+    return rr_top[0];
+}
