@@ -218,8 +218,10 @@ def _layer_norm_two_pass(c: RowConfig, comp: str, indent: str) -> list[str]:
         lines.append(f"q += {_hsum(f'(z{u} * z{u})', c.vec)};")
     lines.append("let top = reduce_top(me, peak, q);  // (largest |x - mean|, sum of squares under it)")
     lines.append("let unit = select(1.0, top.x, top.x > 0.0);")
-    # eps / unit / unit, not eps / (unit * unit): unit^2 underflows for rows near 1e-25 (0/0 at eps 0)
-    lines.append(f"{'' if indent else 'let '}rstd = inverseSqrt(top.y / count + P.eps / unit / unit) / unit;")
+    # eps / unit^2 is 0/0 at eps 0 for rows near 1e-25 (unit^2 underflows), however a
+    # compiler groups the divisions: left out when eps is 0
+    lines.append("let eps_term = select(0.0, P.eps / unit / unit, P.eps > 0.0);")
+    lines.append(f"{'' if indent else 'let '}rstd = inverseSqrt(top.y / count + eps_term) / unit;")
     return lines
 
 
