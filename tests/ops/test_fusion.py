@@ -104,14 +104,16 @@ def test_random_programs_match_numpy_and_the_unfused_run_bit_for_bit(dev, n, see
         np.testing.assert_allclose(got[i], want[i], rtol=2e-5, atol=2e-5, err_msg=f"value {i}")
 
 
-def test_f16_chains_round_every_step_as_the_unfused_kernels_do(dev):
+def test_f16_ops_run_op_by_op(dev):
     if not dev.supports("f16"):
         pytest.skip("no shader-f16 on this adapter")
     rng = np.random.default_rng(7)
     inputs = [rng.standard_normal(1001).astype(np.float16) for _ in range(2)]
     steps = _program(rng, 2, 30)
     with _Fuse(dev, True):
-        got = [dev.read(b) for b in _run(dev, steps, inputs, "f16")]
+        values = _run(dev, steps, inputs, "f16")
+        assert not dev._lazy and all(v._lazy is None for v in values)
+        got = [dev.read(b) for b in values]
     with _Fuse(dev, False):
         plain = [dev.read(b) for b in _run(dev, steps, inputs, "f16")]
     for i, (g, p) in enumerate(zip(got, plain)):
@@ -141,11 +143,11 @@ def test_nan_and_inf_propagate_as_op_by_op(dev, n):
         plain = [dev.read(v) for v in chain(dev.upload(x), dev.upload(y))]
     for g, p in zip(got, plain):
         np.testing.assert_array_equal(g, p)
-    with np.errstate(all="ignore"):
-        xt, yt = torch.from_numpy(x), torch.from_numpy(y)
-        relu_max = torch.relu(torch.maximum(xt, yt))
-        np.testing.assert_array_equal(np.isnan(got[0]), np.isnan(torch.log1p(torch.minimum(
-            relu_max.clamp(-5, 5), torch.exp(xt)) / torch.tanh(yt)).numpy()))
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    relu_max = torch.relu(torch.maximum(xt, yt))
+    want = torch.log1p(torch.minimum(relu_max.clamp(-5, 5), torch.exp(xt)) / torch.tanh(yt)).numpy()
+    normal = (np.abs(x) != np.float32(1e-40)) & (np.abs(y) != np.float32(1e-40))  # some GPUs flush subnormals
+    np.testing.assert_array_equal(np.isnan(got[0])[normal], np.isnan(want)[normal])
 
 
 def test_a_chain_is_one_dispatch_and_off_it_is_one_per_op(dev, rng):

@@ -1,31 +1,32 @@
 """Lazy fusion of elementwise chains: many small ops, few kernels.
 
-An elementwise op on float Buffers (`elementwise.unary` / `binary` of f32 or f16, and the
-ops and Tensor methods built on them) does not launch. It returns a Buffer whose contents
-are pending: a `Node` (the op's expression, its scalar parameters, its arguments, which
-are realized Buffers or other pending Nodes) appended to the device's `_lazy` list. The
-device realizes every pending Node before any other work can read or change memory
-(`Device.realize_lazy`, called by every other launch, copy, read, write and flush), so a
-deferred op always sees its inputs as they were when it was called: in-place kernels
-(optimizers, setitem) and host writes come after it, as they did before.
+An elementwise op on f32 Buffers (`elementwise.unary` / `binary`, and the ops and Tensor
+methods built on them) does not launch. It returns a Buffer without memory whose `_lazy`
+is a `Node` (the op's expression, its scalar parameters, its arguments: realized Buffers
+or other pending Nodes), and appends the Node to the device's `_lazy` list. The device
+realizes every pending Node before any other work can read or change memory
+(`Device.realize_lazy`, called by every other launch, copy, read, write and flush, and
+by `Buffer._gpu`), so a deferred op always sees its inputs as they were when it was
+called: in-place kernels (optimizers, setitem) and host writes come after it.
 
-Realizing (`realize`): the results are the pending Nodes whose Buffers are still alive;
-the Nodes they read are computed on the way. Nodes of one length and dtype are cut, in
-creation order, into runs of at most MAX_NODES ops, MAX_PARAMS scalar parameters and
-MAX_BINDINGS buffers. A run becomes one generated kernel (template kernels/fused.wgsl)
-that writes each of its Nodes whose Buffer is alive, or that a later run reads (into a
-temporary Buffer); an intermediate nobody holds (`y = f(g(x))`: g's result) never touches
-memory. Intermediates that are still held (autograd saves them) are written by the same
-kernel that computes them, so reusing them later is exact and costs no recomputation.
+Realizing (`realize`) walks the pending Nodes once, in creation order, and cuts them per
+(length, dtype) into runs of at most MAX_NODES ops, MAX_PARAMS scalars and MAX_BINDINGS
+buffers. A run becomes one generated kernel (template kernels/fused.wgsl) that writes a
+Node only when its Buffer is still held (autograd's saved tensors: written by the kernel
+that computes it, so later reuse is exact and never recomputes), when a later run reads
+it (into a temporary), or when nothing reads it at all (a result nobody holds still runs,
+and ends its kernel, so a timing loop's repeats are not merged). An intermediate nobody
+holds (`y = f(g(x))`: g's result) never touches memory. A run of a single op launches
+that op's own kernel (`elementwise.launch_unary` / `launch_binary`).
 
-The kernel text depends only on the run's structure (ops, wiring, which Nodes are
-written, dtype, vec4 or not): scalars travel as uniform parameters, so the same chain
-with other constants reuses one pipeline. A run of a single op launches that op's
-ordinary kernel (`elementwise.launch_unary` / `launch_binary`).
-
-Each op's formula is its entry in elementwise's UNARY / BINARY tables, emitted once per
-kernel as a WGSL function; f16 intermediates are rounded to f16 as the op-by-op kernels'
-stores round them. Results therefore match op-by-op execution, NaN and inf included.
+The kernel text depends only on the run's structure (ops, wiring, which Nodes are written,
+dtype, vec4 or not): scalars travel as uniform parameters, so the same chain with other
+constants reuses one pipeline. Each op's formula is its entry in elementwise's UNARY /
+BINARY tables, emitted once per kernel as a WGSL function, and each op's result passes an
+opaque identity (xor with a uniform zero) before the next op reads it, so no compiler can
+contract or simplify across ops (an fma rounds once and may not overflow where the
+op-by-op kernels do). Results match op-by-op execution bit for bit, NaN and inf included
+(tests/ops/test_fusion.py, on lavapipe and the H200).
 
 `ANYGPU_FUSE=0` (or `dev.fuse = False`) launches every op at once. `dev.stats`:
 "dispatches" counts real dispatches, "fused_ops" the ops that ran inside fused kernels of
@@ -42,11 +43,13 @@ from . import elementwise
 
 # Limits of one fused kernel; a longer chain becomes several kernels.
 MAX_NODES = 64      # ops
-MAX_PARAMS = 60     # scalar parameters (the 256-byte uniform slot: n, 3 pad words, 60 values)
+MAX_PARAMS = 60     # scalar parameters (the 256-byte uniform slot: n, zero, 2 pad words, 60 values)
 MAX_BINDINGS = 16   # input plus output buffers (and at most the adapter's limit)
 # Ops deferred before they are realized regardless (bounds host memory and realize's work).
 MAX_DEFERRED = 1024
-FUSABLE = frozenset(("f32", "f16"))
+# f32 only: on the H200, f16 chains fused with f16 rounding after every op did not match
+# the op-by-op f16 kernels bit for bit (lavapipe did; cause not found), so f16 runs op by op.
+FUSABLE = frozenset(("f32",))
 
 _ref = weakref.ref
 
@@ -309,7 +312,7 @@ def _emit(dev, run: _Run) -> None:
     kernel = dev.kernel("fused", source, len(inputs), len(outputs), param_format)
     threads = n // 4 if vec4 else n
     params = run.params
-    values = [threads, 0, 0, 0, *params, *([0.0] * (n_words - len(params)))] if n_words else [threads]
+    values = [threads, 0, 0, 0, *params, *([0.0] * (n_words - len(params)))] if n_words else [threads, 0]
     dev.launch(kernel, inputs, outputs, values, elementwise.grid(dev, threads))
     stats = dev.stats
     stats["fused_ops"] += len(nodes)
@@ -324,7 +327,7 @@ _SOURCES: dict[tuple, tuple] = {}
 def _generate(dtype: str, vec4: bool, n_in: int, spec: tuple, written: tuple):
     """The WGSL of a fused run (see the module doc and kernels/fused.wgsl)."""
     t = DTYPES[dtype]
-    store, c = t.storage, t.compute
+    store, c = t.storage, t.compute  # equal: FUSABLE dtypes compute in their storage type
     functions, names = [], {}
     body = []
     n_params = pos = 0
@@ -346,9 +349,11 @@ def _generate(dtype: str, vec4: bool, n_in: int, spec: tuple, written: tuple):
             else:
                 operands.append("0.0")
         call = f"{name}({', '.join(operands)})"
-        if store != c:  # stored (f16) precision after every op, as op-by-op kernels store it
-            call = f"{c}({store}({call}))"
-        body.append(f"    let t{len(body)} = {call};")
+        # Each result passes through an opaque identity (xor with the uniform P.zero = 0), so
+        # the compiler cannot contract or simplify across ops (an a * b of one op and a + c of
+        # the next into an fma, which rounds once and may not overflow): every op rounds
+        # and overflows exactly as its own kernel, which stores its result.
+        body.append(f"    let t{len(body)} = bitcast<{c}>(bitcast<u32>({call}) ^ P.zero);")
     fields = "\n".join(f"    o{m}: {c}," for m in range(len(written)))
     results = ", ".join(f"t{k}" for k in written)
     inputs = ", ".join(f"x{m}: {c}" for m in range(n_in))
@@ -369,8 +374,8 @@ def _generate(dtype: str, vec4: bool, n_in: int, spec: tuple, written: tuple):
         lines = [f"    let r = fused({', '.join(f'{c}(in{m}[i])' for m in range(n_in))});"]
         lines += [f"    out{m}[i] = {store}(r.o{m});" for m in range(len(written))]
     n_words = -(-n_params // 4) * 4
-    params = (Params("n: u32", "pad0: u32", "pad1: u32", "pad2: u32", f"p: C[{n_words}]") if n_words
-              else Params("n: u32"))
+    params = (Params("n: u32", "zero: u32", "pad1: u32", "pad2: u32", f"p: C[{n_words}]") if n_words
+              else Params("n: u32", "zero: u32"))
     source = load_shader("fused.wgsl", dtype, BINDINGS="\n".join(bindings), FUNCTIONS="\n\n".join(functions),
                          BODY="\n".join(lines), **params.subs(dtype))
     return source, params.format(dtype), n_words
