@@ -124,6 +124,14 @@ def test_layer_norm_tiny_rows_without_eps(dev, rng, upload, read, config):
     np.testing.assert_allclose(read(y, x.shape), want, rtol=1e-4, atol=1e-4)
 
 
+def test_loop_layer_norm_tiny_rows_without_eps(dev, rng, upload, read):
+    """The looped kernel too: eps / unit^2 was 0 / 0 (NaN) at eps 0 for rows near 1e-25."""
+    x = np.stack([rng.standard_normal(37) * 1e-25, rng.standard_normal(37) * 1e-3 + 1]).astype(np.float32)
+    y, _ = dev.layer_norm(upload(x), None, None, 2, 37, 0.0, config="loop")
+    want = F.layer_norm(torch.tensor(x, dtype=torch.float64), (37,), eps=0.0).numpy()
+    np.testing.assert_allclose(read(y, x.shape), want, rtol=1e-4, atol=1e-4)
+
+
 def test_f16_layer_norm_rows_far_from_zero(dev, rng, read):
     x = (rng.standard_normal((3, 300)) + np.array([[0.0], [100.0], [-3000.0]])).astype(np.float16)
     for config in (RowConfig(32, 3, True, True), RowConfig(64, 2, True, False)):
