@@ -366,3 +366,16 @@ def test_anygpu_fuse_0_turns_deferral_off(monkeypatch):
     assert y._lazy is None and not dev._lazy and dev.stats["dispatches"] == 1
     monkeypatch.setenv("ANYGPU_FUSE", "1")
     assert Device().fuse is True
+
+
+def test_taking_a_buffers_wgpu_handle_realizes_pending_work_first(dev, rng):
+    """Code outside the runtime that records its own commands on `buf._gpu` (host staging,
+    compiled steps' input copies) must find every read of that buffer already recorded."""
+    data = rng.standard_normal(16).astype(np.float32)
+    x = dev.upload(data)
+    y = dev.unary("exp", dev.scale(x, 2.0))  # pending, reads x
+    handle = x._gpu
+    assert y._lazy is None and not dev._lazy
+    dev._pending.append(("copy", dev.upload(np.zeros(16, np.float32))._gpu, 0, handle, 0, 64))  # x = 0
+    np.testing.assert_allclose(dev.read(y), np.exp(2 * data.astype(np.float64)), rtol=1e-6)
+    np.testing.assert_array_equal(dev.read(x), np.zeros(16, np.float32))

@@ -72,7 +72,8 @@ class Buffer:
 
     The memory returns to the device's pool when the Buffer is garbage collected. A Buffer
     made by a deferred op (ops/fusion.py) holds a pending expression in `_lazy` and gets
-    its memory when the device realizes it; `_gpu` (the wgpu buffer) realizes it first.
+    its memory when the device realizes it; `_gpu` (the wgpu buffer) realizes deferred work
+    first, `_mem` (inside runtime/ only) does not.
     """
 
     __slots__ = ("len", "dtype", "_mem", "_size", "_dev", "_lazy", "__weakref__")
@@ -87,9 +88,12 @@ class Buffer:
 
     @property
     def _gpu(self):
-        """The wgpu buffer holding the contents (realizing deferred work first)."""
-        if self._lazy is not None:
-            self._dev.realize_lazy()
+        """The wgpu buffer holding the contents. Code that takes it records its own commands
+        on it (a copy in or out, runtime/staging.py, compiled.py): all deferred work is
+        realized first, so whatever reads this buffer is recorded before a write to it."""
+        dev = self._dev
+        if dev is not None and dev._lazy:
+            dev.realize_lazy()
         return self._mem
 
     @property
@@ -311,7 +315,7 @@ class Device:
         """A zero-filled Buffer of n elements."""
         buf = self.empty(n, dtype)
         if n > 0:
-            self._pending.append(("clear", buf._gpu, buf.nbytes))
+            self._pending.append(("clear", buf._mem, buf.nbytes))  # a new buffer: nothing pending reads it
             self._maybe_flush()
         return buf
 
@@ -355,7 +359,7 @@ class Device:
         if arr.size:
             # Safe without flushing: a pooled buffer is only handed out after every
             # batch that used it was submitted, so this write is ordered after them.
-            self._write_words(buf._gpu, arr)
+            self._write_words(buf._mem, arr)
         return buf
 
     def write(self, buf: Buffer, data) -> None:
@@ -490,7 +494,7 @@ class Device:
         entries = [{"binding": 0, "resource": {"buffer": self._param_ring, "offset": 0,
                                                "size": PARAM_SLOT_BYTES}}]
         for i, b in enumerate((*inputs, *outputs)):
-            entries.append({"binding": i + 1, "resource": {"buffer": b._gpu, "offset": 0, "size": b._size}})
+            entries.append({"binding": i + 1, "resource": {"buffer": b._mem, "offset": 0, "size": b._size}})
         group = self._device.create_bind_group(layout=kernel.layout, entries=entries)
         # The key holds the wgpu buffers, so none is destroyed or reused while its group is cached.
         self._bind_groups[key] = group
