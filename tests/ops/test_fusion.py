@@ -379,3 +379,12 @@ def test_taking_a_buffers_wgpu_handle_realizes_pending_work_first(dev, rng):
     dev._pending.append(("copy", dev.upload(np.zeros(16, np.float32))._gpu, 0, handle, 0, 64))  # x = 0
     np.testing.assert_allclose(dev.read(y), np.exp(2 * data.astype(np.float64)), rtol=1e-6)
     np.testing.assert_array_equal(dev.read(x), np.zeros(16, np.float32))
+
+
+def test_empty_buffers_defer_and_realize_to_nothing(dev):
+    x = dev.upload(np.zeros(0, np.float32))
+    first = dev.stats["dispatches"]
+    y = dev.unary("exp", dev.scale(x, 2.0))
+    z = dev.add(y, x)
+    assert dev.read(z).shape == (0,) and dev.read(y).shape == (0,)
+    assert dev.stats["dispatches"] == first

@@ -246,11 +246,14 @@ def launch_unary(dev, name: str, expr: str, x, out, alpha, beta) -> None:
     """Record the kernel of unary expression `expr` from x into out (same length and dtype)."""
     dtype, n = x.dtype, x.len
     vec4 = n % 4 == 0  # vec4: wider loads and stores
+    entry = dev.op_kernels.get((expr, dtype, vec4, 1))
+    if entry is None:  # first use on this device: the kernel and how its scalars are packed
+        kernel = dev.kernel(name, source("unary_vec4.wgsl" if vec4 else "unary.wgsl", expr, UNARY_PARAMS,
+                                         dtype), 1, 1, UNARY_PARAMS.format(dtype))
+        entry = dev.op_kernels[(expr, dtype, vec4, 1)] = (kernel, float if DTYPES[dtype].kind == "float" else int)
+    kernel, scalar = entry
     threads = n // 4 if vec4 else n
-    kernel = dev.kernel(name, source("unary_vec4.wgsl" if vec4 else "unary.wgsl", expr, UNARY_PARAMS, dtype),
-                        1, 1, UNARY_PARAMS.format(dtype))
-    dev.launch(kernel, (x,), (out,), (threads, scalar_param(dtype, alpha), scalar_param(dtype, beta)),
-               grid(dev, threads))
+    dev.launch(kernel, (x,), (out,), (threads, scalar(alpha), scalar(beta)), grid(dev, threads))
 
 
 def binary(dev, name: str, a, b, alpha: float = 0.0, out_dtype: str | None = None):
@@ -273,10 +276,15 @@ def launch_binary(dev, name: str, expr: str, a, b, out, alpha) -> None:
     a comparison's)."""
     dtype, n = a.dtype, a.len
     vec4 = n % 4 == 0
-    threads = n // 4 if vec4 else n
-    kernel = dev.kernel(name, source("binary_vec4.wgsl" if vec4 else "binary.wgsl", expr, BINARY_PARAMS,
+    entry = dev.op_kernels.get((expr, dtype, vec4, out.dtype))
+    if entry is None:
+        kernel = dev.kernel(name, source("binary_vec4.wgsl" if vec4 else "binary.wgsl", expr, BINARY_PARAMS,
                                          dtype, out.dtype), 2, 1, BINARY_PARAMS.format(dtype))
-    dev.launch(kernel, (a, b), (out,), (threads, scalar_param(dtype, alpha)), grid(dev, threads))
+        entry = dev.op_kernels[(expr, dtype, vec4, out.dtype)] = (
+            kernel, float if DTYPES[dtype].kind == "float" else int)
+    kernel, scalar = entry
+    threads = n // 4 if vec4 else n
+    dev.launch(kernel, (a, b), (out,), (threads, scalar(alpha)), grid(dev, threads))
 
 
 def check_same_dtype(op: str, a, b) -> str:

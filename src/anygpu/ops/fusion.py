@@ -295,6 +295,8 @@ def _emit(dev, run: _Run) -> None:
         written.append(k)
     inputs = run.inputs
     first = nodes[0]
+    if not first.n:
+        return  # empty Buffers: nothing to compute
     if len(nodes) == 1:  # the op's own kernel
         if len(first.args) == 1:
             elementwise.launch_unary(dev, first.name, first.expr, inputs[0], outputs[0], first.alpha, first.beta)

@@ -178,7 +178,10 @@ class Device:
         self.max_idle_bytes = int(os.environ.get("ANYGPU_POOL_MAX_IDLE_BYTES") or 0) or max(
             1 << 30, 4 * self.max_buffer_bytes)
         self._staging: dict[int, list] = {}
+        self._sizes: dict[tuple, int] = {}  # (elements, dtype) -> pool size class (see _size_of)
         self._kernels: dict[tuple, Kernel] = {}
+        # Layer-0 modules' own lookups of their Kernels (ops/elementwise.py), keyed by the caller.
+        self.op_kernels: dict = {}
         self._layouts: dict[tuple[int, int], tuple[object, object]] = {}
         self._bind_groups: dict[tuple, object] = {}  # (layout, *wgpu buffers) -> bind group, oldest first
         self._timestamps = None  # (query set, resolve buffer, mappable buffer), made on first use
@@ -233,6 +236,14 @@ class Device:
 
         stream_ordered=False when the host will write it directly (see module doc)."""
         n = int(n)
+        size = self._sizes.get((n, dtype))
+        if size is None:
+            size = self._size_of(n, dtype)
+        return Buffer(self, self._take(size, stream_ordered), size, n, dtype)
+
+    def _size_of(self, n: int, dtype: str) -> int:
+        """The pool size class of n elements of dtype, checked (remembered: `empty` is on the
+        path of every op)."""
         if n < 0:
             raise ValueError(f"alloc: element count must be >= 0, got {n}")
         itemsize = self._dtype("alloc", dtype).itemsize
@@ -241,15 +252,17 @@ class Device:
         size = _size_class(nbytes)
         if size > self.max_buffer_bytes:
             size = -(-nbytes // 16) * 16
-        return Buffer(self, self._take(size, stream_ordered), size, n, dtype)
+        if len(self._sizes) >= 4096:
+            self._sizes.clear()
+        self._sizes[(n, dtype)] = size
+        return size
 
     def _attach(self, buf: Buffer) -> None:
         """Give a deferred op's Buffer (made without memory, ops/fusion.py) its memory when it
         is realized: stream-ordered, as `empty`."""
-        nbytes = -(-max(buf.len, 1) * DTYPES[buf.dtype].itemsize // 4) * 4
-        size = _size_class(nbytes)
-        if size > self.max_buffer_bytes:
-            size = -(-nbytes // 16) * 16
+        size = self._sizes.get((buf.len, buf.dtype))
+        if size is None:
+            size = self._size_of(buf.len, buf.dtype)
         buf._mem = self._take(size, True)
         buf._size = size
 
