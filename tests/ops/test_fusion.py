@@ -388,3 +388,12 @@ def test_empty_buffers_defer_and_realize_to_nothing(dev):
     z = dev.add(y, x)
     assert dev.read(z).shape == (0,) and dev.read(y).shape == (0,)
     assert dev.stats["dispatches"] == first
+
+
+def test_a_fused_kernel_past_65535_workgroups_covers_the_tail(dev):
+    """An odd length (scalar kernel) of 65535*256 + 1001 elements needs a folded 2-D grid."""
+    n = 65535 * 256 + 1001
+    x = np.arange(n, dtype=np.float32) % 1021 - 510
+    out = dev.read(dev.unary("add_scalar", dev.scale(dev.upload(x), 2.0), 1.0))
+    np.testing.assert_array_equal(out[-5000:], 2 * x[-5000:] + 1)
+    np.testing.assert_array_equal(out[::4099], 2 * x[::4099] + 1)

@@ -78,30 +78,19 @@ class Node:
 
 
 def defer_unary(dev, name: str, expr: str, x, alpha: float, beta: float):
-    """The Buffer of unary op `name` (`expr`) of x (a float Buffer; checked by the op),
+    """The Buffer of unary op `name` (`expr`) of x (an f32 Buffer; checked by the op),
     computed when it is needed."""
-    n, dtype = x.len, x.dtype
-    out = Buffer(dev, None, 0, n, dtype)  # memory comes with realization (Device._attach)
     arg = x._lazy
     if arg is None:
         arg = x
     else:
         arg.readers += 1
-    out._lazy = node = Node(name, expr, (arg,), alpha, beta, _ref(out), n, dtype)
-    lazy = dev._lazy
-    if not lazy:
-        dev._realizer = realize
-    lazy.append(node)
-    if len(lazy) >= MAX_DEFERRED:
-        dev.realize_lazy()
-    return out
+    return _defer(dev, Node(name, expr, (arg,), alpha, beta, None, x.len, x.dtype))
 
 
 def defer_binary(dev, name: str, expr: str, a, b, alpha: float):
-    """The Buffer of binary op `name` (`expr`) of a and b (equal-length float Buffers of
-    one dtype; checked by the op), computed when it is needed."""
-    n, dtype = a.len, a.dtype
-    out = Buffer(dev, None, 0, n, dtype)
+    """The Buffer of binary op `name` (`expr`) of a and b (equal-length f32 Buffers;
+    checked by the op), computed when it is needed."""
     args = []
     for buf in (a, b):
         arg = buf._lazy
@@ -110,7 +99,14 @@ def defer_binary(dev, name: str, expr: str, a, b, alpha: float):
         else:
             arg.readers += 1
             args.append(arg)
-    out._lazy = node = Node(name, expr, tuple(args), alpha, 0.0, _ref(out), n, dtype)
+    return _defer(dev, Node(name, expr, tuple(args), alpha, 0.0, None, a.len, a.dtype))
+
+
+def _defer(dev, node: Node):
+    """Queue `node` on the device and return the Buffer it will fill."""
+    out = Buffer(dev, None, 0, node.n, node.dtype)
+    node.ref = _ref(out)
+    out._lazy = node  # memory comes with realization (Device._attach)
     lazy = dev._lazy
     if not lazy:
         dev._realizer = realize
