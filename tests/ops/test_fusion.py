@@ -30,10 +30,12 @@ BINARY_OPS = [
     ("mul", lambda x, y: x * y),
     ("maximum", np.maximum),
     ("minimum", np.minimum),
+    ("gt", lambda x, y: (x > y).astype(np.float64)),  # comparisons: f32 0/1
+    ("le", lambda x, y: (x <= y).astype(np.float64)),
 ]
 
 
-def _program(rng, n_inputs: int, n_ops: int):
+def _program(rng, n_inputs: int, n_ops: int, binary=tuple(BINARY_OPS)):
     """A random straight-line program over inputs 0..n_inputs-1: (op, args, alpha, beta)."""
     steps = []
     for _ in range(n_ops):
@@ -42,7 +44,7 @@ def _program(rng, n_inputs: int, n_ops: int):
             name, _, params = UNARY_OPS[rng.integers(len(UNARY_OPS))]
             steps.append((name, (int(rng.integers(count)),), *params(rng)))
         else:
-            name, _ = BINARY_OPS[rng.integers(len(BINARY_OPS))]
+            name, _ = binary[rng.integers(len(binary))]
             steps.append((name, (int(rng.integers(count)), int(rng.integers(count))), 0.0, 0.0))
     return steps
 
@@ -109,7 +111,7 @@ def test_f16_ops_run_op_by_op(dev):
         pytest.skip("no shader-f16 on this adapter")
     rng = np.random.default_rng(7)
     inputs = [rng.standard_normal(1001).astype(np.float16) for _ in range(2)]
-    steps = _program(rng, 2, 30)
+    steps = _program(rng, 2, 30, [op for op in BINARY_OPS if op[0] not in ("gt", "le")])  # f32 results
     with _Fuse(dev, True):
         values = _run(dev, steps, inputs, "f16")
         assert not dev._lazy and all(v._lazy is None for v in values)
