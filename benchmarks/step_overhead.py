@@ -26,8 +26,12 @@ from anygpu import nn
 def encode_cost(dev) -> dict:
     x = dev.upload(np.ones(1000, np.float32))
     y = x
-    for _ in range(250):
-        y = dev.scale(y, 1.0)
+    fuse, dev.fuse = dev.fuse, False  # one dispatch per op (fusion would record 4 for the 250)
+    try:
+        for _ in range(250):
+            y = dev.scale(y, 1.0)
+    finally:
+        dev.fuse = fuse
     pending = list(dev._pending)
     dev.flush()
     dev.synchronize()
