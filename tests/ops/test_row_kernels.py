@@ -132,6 +132,21 @@ def test_loop_layer_norm_tiny_rows_without_eps(dev, rng, upload, read):
     np.testing.assert_allclose(read(y, x.shape), want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("config", ["loop", *CONFIGS[:2]], ids=str)
+def test_layer_norm_statistics_at_tiny_scale(dev, rng, upload, read, config):
+    """Rows near 1e-20 with eps 1e-5: the variance (1e-40) is below f32's normal range, so
+    eps decides rstd (~316). A driver that flushes subnormals (NVIDIA) made eps / unit^2
+    infinite and rstd 0, and every gradient through it zero (lib/norm_rstd.wgsl)."""
+    cols = 37 if config == "loop" else _cols(config)
+    x = (rng.standard_normal((2, cols)) * 1e-20).astype(np.float32)
+    y, stats = dev.layer_norm(upload(x), None, None, 2, cols, 1e-5, config=config)
+    want = torch.tensor(x, dtype=torch.float64)
+    var = want.var(1, unbiased=False)
+    np.testing.assert_allclose(read(stats, (2, 2))[:, 1], (1 / torch.sqrt(var + 1e-5)).numpy(), rtol=1e-5)
+    np.testing.assert_allclose(read(y, x.shape), F.layer_norm(want, (cols,), eps=1e-5).numpy(),
+                               rtol=1e-4, atol=1e-20)
+
+
 def test_f16_layer_norm_rows_far_from_zero(dev, rng, read):
     x = (rng.standard_normal((3, 300)) + np.array([[0.0], [100.0], [-3000.0]])).astype(np.float16)
     for config in (RowConfig(32, 3, True, True), RowConfig(64, 2, True, False)):

@@ -13,6 +13,7 @@ struct Params { rows: u32, cols: u32, eps: f32, flags: u32 }
 
 const WG: u32 = 64u;
 //! include lib/row_per_workgroup.wgsl
+//! include lib/norm_rstd.wgsl
 fn row_count() -> u32 { return P.rows; }
 
 fn row_body(r: u32, t: u32) {
@@ -32,8 +33,7 @@ fn row_body(r: u32, t: u32) {
         let d = (f32(x[base + c]) - mean) / unit;
         acc += d * d;
     }
-    // eps / unit^2 is 0 / 0 at eps 0 for rows near 1e-25 (unit^2 underflows): left out then
-    let rstd = inverseSqrt(workgroup_sum(t, acc) / n + select(0.0, P.eps / unit / unit, P.eps > 0.0)) / unit;
+    let rstd = scaled_rstd(workgroup_sum(t, acc) / n, P.eps, unit);
     for (var c = t; c < P.cols; c += WG) {
         var v = (f32(x[base + c]) - mean) * rstd;
         if ((P.flags & 1u) != 0u) { v = v * f32(gamma[c]); }

@@ -6,6 +6,7 @@
 // workgroup reductions between. Every access is bounds-checked here (a unit past the
 // row's end is neither read nor written), hence the module may skip wgpu's own checks.
 //! trusted
+//! include lib/norm_rstd.wgsl
 // {{KIND}}: {{WHAT}}
 struct Params { rows: u32, cols: u32, eps: f32, flags: u32 }
 @group(0) @binding(0) var<uniform> P: Params;

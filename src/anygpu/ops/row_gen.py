@@ -218,10 +218,7 @@ def _layer_norm_two_pass(c: RowConfig, comp: str, indent: str) -> list[str]:
         lines.append(f"q += {_hsum(f'(z{u} * z{u})', c.vec)};")
     lines.append("let top = reduce_top(me, peak, q);  // (largest |x - mean|, sum of squares under it)")
     lines.append("let unit = select(1.0, top.x, top.x > 0.0);")
-    # eps / unit^2 is 0/0 at eps 0 for rows near 1e-25 (unit^2 underflows), however a
-    # compiler groups the divisions: left out when eps is 0
-    lines.append("let eps_term = select(0.0, P.eps / unit / unit, P.eps > 0.0);")
-    lines.append(f"{'' if indent else 'let '}rstd = inverseSqrt(top.y / count + eps_term) / unit;")
+    lines.append(f"{'' if indent else 'let '}rstd = scaled_rstd(top.y / count, P.eps, unit);  // lib/norm_rstd.wgsl")
     return lines
 
 

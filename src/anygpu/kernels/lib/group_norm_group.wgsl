@@ -7,6 +7,7 @@ struct Params { batch: u32, channels: u32, spatial: u32, groups: u32, eps: f32 }
 
 const WG: u32 = 256u;
 //! include lib/row_per_workgroup.wgsl
+//! include lib/norm_rstd.wgsl
 
 fn row_count() -> u32 { return P.batch * P.groups; }
 
@@ -37,6 +38,6 @@ fn group_stats(tid: u32, grp: Group) -> vec2<f32> {
         let d = (x[grp.base + e] - mean) / unit;
         local_sq = local_sq + d * d;
     }
-    let rstd = inverseSqrt(workgroup_sum(tid, local_sq) / f32(grp.count) + P.eps / (unit * unit)) / unit;
+    let rstd = scaled_rstd(workgroup_sum(tid, local_sq) / f32(grp.count), P.eps, unit);
     return vec2<f32>(mean, rstd);
 }
