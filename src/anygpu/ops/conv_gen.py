@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 
 from ..runtime import Params, load_shader
-from .thread_grid import ThreadGrid
+from .thread_grid import ThreadGrid, outer_product_lines
 
 KINDS = ("conv2d", "conv_transpose2d", "conv2d_grad_weight")
 
@@ -92,20 +92,8 @@ def _declare(t: ConvTiles) -> list[str]:
 
 
 def _compute(t: ConvTiles) -> list[str]:
-    lines = []
-    for kk in range(t.tile_k):
-        lines.append("{")
-        for i in range(t.rows // 4):
-            lines.append(f"    let a{i} = a_tile[{kk}u * (TILE_M / 4u) + ty + {i * t.threads_y}u];")
-        for j in range(t.cols // 4):
-            lines.append(f"    let b{j} = b_tile[{kk}u * (TILE_N / 4u) + tx + {j * t.threads_x}u];")
-        for i in range(t.rows // 4):
-            for r, lane in enumerate(_LANES):
-                for j in range(t.cols // 4):
-                    acc = f"acc_{i}_{r}_{j}"
-                    lines.append(f"    {acc} = fma(vec4<f32>(a{i}.{lane}), b{j}, {acc});")
-        lines.append("}")
-    return lines
+    return outer_product_lines(t, t.tile_k, lambda kk, i: f"a_tile[{kk}u * (TILE_M / 4u) + ty + {i * t.threads_y}u]",
+                               lambda kk, j: f"b_tile[{kk}u * (TILE_N / 4u) + tx + {j * t.threads_x}u]")
 
 
 def _store(t: ConvTiles) -> list[str]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..runtime import load_shader
-from .thread_grid import ThreadGrid
+from .thread_grid import ThreadGrid, outer_product_lines
 
 # Bump when the generated code changes in a way that can change which config is fastest:
 # the autotuner's disk cache is keyed by it.
@@ -252,20 +252,8 @@ def _compute_lines(config: MatmulConfig, stage: bool = False) -> list[str]:
     a_stage / b_stage when double buffered)."""
     ty_step, tx_step = config.threads_y, config.threads_x
     a_at, b_at = ("a_stage + ", "b_stage + ") if stage else ("", "")
-    lines = []
-    for kk in range(config.tile_k):
-        lines.append("{")
-        for i in range(config.rows // 4):
-            lines.append(f"    let a{i} = As[{a_at}{kk}u * AS_PITCH + ty + {i * ty_step}u];")
-        for j in range(config.cols // 4):
-            lines.append(f"    let b{j} = Bs[{b_at}{kk}u * BS_PITCH + tx + {j * tx_step}u];")
-        for i in range(config.rows // 4):
-            for r, comp in enumerate("xyzw"):
-                for j in range(config.cols // 4):
-                    acc = f"acc_{i}_{r}_{j}"
-                    lines.append(f"    {acc} = fma(vec4<f32>(a{i}.{comp}), b{j}, {acc});")
-        lines.append("}")
-    return lines
+    return outer_product_lines(config, config.tile_k, lambda kk, i: f"As[{a_at}{kk}u * AS_PITCH + ty + {i * ty_step}u]",
+                               lambda kk, j: f"Bs[{b_at}{kk}u * BS_PITCH + tx + {j * tx_step}u]")
 
 
 def _store_lines(config: MatmulConfig, variant: Variant) -> list[str]:
