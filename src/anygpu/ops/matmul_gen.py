@@ -401,7 +401,7 @@ class Problem(NamedTuple):
         return (self.batch if self.b_batch else 1) * self.k * self.n
 
     def params(self) -> tuple:
-        """The kernels' uniform block (see kernels/matmul_tiled.wgsl)."""
+        """The kernels' uniform block (kernels/lib/matmul_params.wgsl)."""
         m, n, k = self.m, self.n, self.k
         a_rs, a_cs = (1, m) if self.trans_a else (k, 1)
         b_rs, b_cs = (1, k) if self.trans_b else (n, 1)
