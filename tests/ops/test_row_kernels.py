@@ -241,3 +241,106 @@ def test_trusted_switch(monkeypatch):
     assert not shaders.trusted("// not marked\nfn main() {}")
     monkeypatch.setenv("ANYGPU_TRUSTED_SHADERS", "0")
     assert not shaders.trusted("//! trusted\nfn main() {}")
+
+
+# Layer norm with several rows per workgroup (gamma/beta loaded once for them): rows of 300
+# (vec4) and 301 (scalars), 2 and 4 rows, subgroup and tree reductions.
+MULTI = [RowConfig(32, 3, True, True, 2), RowConfig(64, 2, True, False, 4), RowConfig(32, 10, False, True, 4),
+         RowConfig(64, 5, False, False, 2)]
+
+
+def _multi_rows(rng, cols, dtype):
+    """11 rows (not a multiple of 2 or 4), mixing rows that take the one-pass path with
+    rows that need the two-reduction form in the same workgroup."""
+    x = (rng.standard_normal((11, cols)) * 3 + 1).astype(np.float32)
+    x[1] = rng.standard_normal(cols) + (1e4 if dtype == "f32" else 100.0)
+    x[2, cols // 3] = np.nan
+    x[3] = 0.5                      # constant row: exact zeros, y == beta
+    x[5, ::3] = -np.inf
+    x[6] = x[6] * 1e30 / 3          # squares overflow f32
+    x[9] = rng.standard_normal(cols) * 1e-20  # variance below f32's normal range: eps decides
+    if dtype == "f16":
+        x[6] = rng.standard_normal(cols) * 1e4  # large within f16
+        x[9] = rng.standard_normal(cols) * 1e-4
+    return x.astype(np.float16 if dtype == "f16" else np.float32)
+
+
+@pytest.mark.parametrize("config", MULTI, ids=lambda c: c.name)
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("one_pass", [True, False], ids=["one-pass", "two-pass"])
+def test_multi_row_layer_norm_matches_torch(dev, rng, read, config, dtype, one_pass):
+    cols = _cols(config)
+    x = _multi_rows(rng, cols, dtype)
+    host_t = x.dtype
+    gamma = rng.standard_normal(cols).astype(host_t)
+    beta = rng.standard_normal(cols).astype(host_t)
+    y, stats = dev.layer_norm(dev.upload(x, dtype), dev.upload(gamma, dtype), dev.upload(beta, dtype), 11, cols,
+                              1e-5, config=config, one_pass=one_pass)
+    t = torch.tensor(x, dtype=torch.float64)
+    want = F.layer_norm(t, (cols,), torch.tensor(gamma, dtype=torch.float64),
+                        torch.tensor(beta, dtype=torch.float64), 1e-5).numpy()
+    got = read(y, x.shape).astype(np.float64)
+    tol = dict(rtol=4e-3, atol=4e-3) if dtype == "f16" else dict(rtol=1e-4, atol=2e-5)
+    far = [r for r in range(11) if one_pass or dtype == "f16" or r != 1]
+    np.testing.assert_allclose(got[far], want[far], equal_nan=True, **tol)
+    assert np.all(np.isnan(got[[2, 5]]))
+    assert np.all(got[3] == beta.astype(np.float64))  # the constant row: exactly zero deviations
+    got_stats = read(stats, (11, 2))
+    with np.errstate(invalid="ignore"):
+        mean = t.mean(dim=1).numpy()
+        rstd = (1 / torch.sqrt(t.var(dim=1, unbiased=False) + 1e-5)).numpy()
+    finite = [0, 1, 3, 4, 6, 7, 8, 9, 10]
+    np.testing.assert_allclose(got_stats[finite, 0], mean[finite], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got_stats[finite, 1], rstd[finite], rtol=1e-4)
+
+
+@pytest.mark.parametrize("config", MULTI, ids=lambda c: c.name)
+def test_multi_row_layer_norm_agrees_with_one_row_kernel(dev, rng, upload, read, config):
+    """Each row's result is the one-row kernel's (the same arithmetic per row), without
+    affine terms too, for every remainder of the row count."""
+    cols = _cols(config)
+    single = RowConfig(config.wg, config.units, config.vec, config.subgroup)
+    for rows in range(1, 2 * config.rows + 2):
+        x = (rng.standard_normal((rows, cols)) * 2 - 1).astype(np.float32)
+        x[rows // 2, 0] = 1e3  # a row for the two-reduction path beside one-pass rows
+        for affine in (False, True):
+            g = upload(rng.standard_normal(cols).astype(np.float32)) if affine else None
+            y, stats = dev.layer_norm(upload(x), g, None, rows, cols, 1e-5, config=config)
+            y1, stats1 = dev.layer_norm(upload(x), g, None, rows, cols, 1e-5, config=single)
+            np.testing.assert_allclose(read(y), read(y1), rtol=1e-6, atol=1e-6)
+            np.testing.assert_allclose(read(stats), read(stats1), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("config", MULTI[:2], ids=lambda c: c.name)
+def test_multi_row_layer_norm_tiny_rows_without_eps(dev, rng, upload, read, config):
+    cols = _cols(config)
+    x = np.stack([rng.standard_normal(cols) * 1e-25, rng.standard_normal(cols) * 1e-3 + 1,
+                  rng.standard_normal(cols) * 1e-20]).astype(np.float32)
+    y, _ = dev.layer_norm(upload(x), None, None, 3, cols, 0.0, config=config)
+    want = F.layer_norm(torch.tensor(x, dtype=torch.float64), (cols,), eps=0.0).numpy()
+    np.testing.assert_allclose(read(y, x.shape), want, rtol=1e-4, atol=1e-4)
+
+
+def test_multi_row_configs_and_kernels_write_nothing_past_their_rows(dev, rng):
+    from anygpu.ops.row_gen import multi_row_configs
+    for cols in (300, 301, 4096):
+        for config in multi_row_configs(cols, 1024, True):
+            assert config.rows in (2, 4) and config.serves(cols)
+            assert config.units * config.rows <= 16 and RowConfig.parse(config.name) == config
+    assert RowConfig.parse("r256x4vg4r") == RowConfig(256, 4, True, True, 4)
+    with pytest.raises(ValueError, match="softmax: register config r32x3vg2r"):
+        generate("softmax", MULTI[0], "f32")
+    for config in MULTI:
+        cols = _cols(config)
+        source = generate("layer_norm", config, "f32")
+        assert shaders.trusted(source)
+        kernel = dev.kernel(f"layer_norm[{config.name}]", source, 3, 2, PARAM_FORMAT)
+        x_host = rng.standard_normal(9 * cols).astype(np.float32)
+        x_host[cols:2 * cols] = 0.5  # a constant row: the two-reduction path
+        x = dev.upload(x_host)
+        outs = [dev.upload(np.full(9 * cols, 7.0, np.float32)), dev.upload(np.full(18, 7.0, np.float32))]
+        rows = config.rows + 1  # the last workgroup holds one live row
+        dev.launch(kernel, [x] * 3, outs, (rows, cols, 1e-5, 0), (2, 1, 1))
+        y = dev.read(outs[0])
+        assert np.all(y[rows * cols:] == 7.0) and np.all(y[:rows * cols] != 7.0), config.name
+        assert np.all(dev.read(outs[1])[2 * rows:] == 7.0)
