@@ -4,8 +4,9 @@ A `dtype` is what a Tensor says it holds; `storage` is the runtime Buffer dtype 
 elements live in on the GPU. WGSL has no portable 64-bit integer, so int64 tensors are
 stored as i32 (values must fit in 32 bits; arithmetic wraps there). bool tensors are
 stored as f32 0/1 words, so masks feed `where` and float arithmetic without a conversion.
-float16/bfloat16 are named so scripts can mention them; asking for such a tensor raises
-a clear error until half-precision storage exists.
+float16 tensors are stored as f16 (where the adapter has the feature 'shader-f16'; kernels
+compute in f32 and round the stored result to f16). bfloat16/float64 are named so scripts can
+mention them; asking for such a tensor raises a clear error.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class dtype:
 
 
 float32 = dtype("float32", True, True, 4, "f32", np.float32)
-float16 = dtype("float16", True, True, 2, None, np.float16)
+float16 = dtype("float16", True, True, 2, "f16", np.float16)
 bfloat16 = dtype("bfloat16", True, True, 2, None, None)
 float64 = dtype("float64", True, True, 8, None, np.float64)
 int32 = dtype("int32", False, True, 4, "i32", np.int32)
@@ -58,7 +59,7 @@ long = int64
 ALL = (float32, float16, bfloat16, float64, int32, int64, bool)
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update({"float": float32, "half": float16, "double": float64, "int": int32, "long": int64,
-                 "f32": float32, "i32": int32})
+                 "f32": float32, "f16": float16, "i32": int32})
 
 
 def to_dtype(value, op: str = "tensor", default=None) -> dtype:
@@ -91,15 +92,18 @@ def to_dtype(value, op: str = "tensor", default=None) -> dtype:
     if result.storage is None:
         alternative = "float32" if result.is_floating_point else "int32"
         raise ValueError(f"{op}: {result.name} tensors are not available: anygpu stores floats as float32 "
-                         f"(use dtype=torch.{alternative}; float64 data is converted to float32 by default)")
+                         f"or float16 (use dtype=torch.{alternative}; float64 data is converted to float32 by "
+                         "default)")
     return result
 
 
 def promote(a: dtype, b: dtype) -> dtype:
     """torch's result type of a binary op between two tensors of the same 'dimension class':
-    bool < integer < float, and the wider integer."""
+    bool < integer < float, and the wider integer or float (float16 with float32: float32)."""
     if a is b:
         return a
+    if a.is_floating_point and b.is_floating_point:
+        return a if a.itemsize >= b.itemsize else b
     if a.is_floating_point or b.is_floating_point:
         return a if a.is_floating_point else b
     if a is bool:

@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from . import dtypes, placement
+from . import amp, dtypes, placement
 from .autograd.engine import Entry, reverse_walk
 from .autograd.rules import backward as rule
 from .dtypes import bfloat16, float16, float32, int32, int64, promote, to_dtype
@@ -33,7 +33,8 @@ long = int64
 half = float16
 
 _BUF_DTYPE = {d: d.storage for d in dtypes.ALL}  # Tensor dtype -> Buffer dtype
-_NP_DTYPE = {float32: np.float32, int32: np.int32, int64: np.int32, bool_: np.float32}  # as stored
+_NP_DTYPE = {float32: np.float32, float16: np.float16, int32: np.int32, int64: np.int32,
+             bool_: np.float32}  # as stored
 
 _state = threading.local()
 _rng = [np.random.default_rng()]
@@ -152,7 +153,17 @@ def default_generator() -> np.random.Generator:
 
 
 def _normalize_dtype(dtype, op: str = "tensor", default=None) -> dtypes.dtype:
-    return to_dtype(dtype, op, default)
+    result = to_dtype(dtype, op, default)
+    if result is float16:
+        _check_half(op)
+    return result
+
+
+def _check_half(op: str) -> None:
+    """float16 tensors live in f16 Buffers, which need the adapter feature 'shader-f16'."""
+    if not gpu().supports("f16"):
+        raise ValueError(f"{op}: float16 tensors need the adapter feature 'shader-f16', which this adapter "
+                         "lacks (use float32)")
 
 
 def _is_int(dt) -> bool:
@@ -192,7 +203,8 @@ class Tensor:
     def __init__(self, buf, shape, dtype: str = float32, requires_grad: bool = False):
         self._buf = buf
         self.shape = tuple(shape)
-        self.dtype = dtype
+        # A float kernel's result keeps its input's storage: f16 Buffers are float16 tensors.
+        self.dtype = float16 if dtype is float32 and getattr(buf, "dtype", None) == "f16" else dtype
         self.requires_grad = bool(requires_grad)
         self.grad: Tensor | None = None
         self._entry: Entry | None = None
@@ -393,12 +405,12 @@ class Tensor:
             if self.numel() != 1:
                 raise RuntimeError(f"backward: grad can be implicitly created only for scalar outputs, "
                                    f"got shape {self.shape}")
-            seed = dev.upload(np.ones(1, np.float32))
+            seed = dev.upload(np.ones(1, _NP_DTYPE[self.dtype]))
         else:
             gradient = _to_tensor(gradient, like=self)
             if gradient.shape != self.shape:
                 raise ValueError(f"backward: gradient has shape {gradient.shape}, expected {self.shape}")
-            seed = gradient._buf
+            seed = gradient._buf if gradient._buf.dtype == self._buf.dtype else dev.cast(gradient._buf, self._buf.dtype)
         order = _topological_order(self)
         leaves = {}
         wanted = set()
@@ -420,10 +432,12 @@ class Tensor:
                 return
             written.add(key)
             leaf = leaves[key]
+            if grad.dtype != leaf._buf.dtype:  # gradients come in the tensor's dtype, as torch's
+                grad = dev.cast(grad, leaf._buf.dtype)
             if leaf.grad is None:
-                leaf.grad = Tensor(grad, leaf.shape)
+                leaf.grad = Tensor(grad, leaf.shape, leaf.dtype)
             else:
-                leaf.grad = Tensor(dev.add(leaf.grad._buf, grad), leaf.shape)
+                leaf.grad = Tensor(dev.add(leaf.grad._buf, grad), leaf.shape, leaf.dtype)
 
         done = None
         if grad_ready_hooks:  # a leaf is complete once the walk passes the first entry reading it
@@ -1461,6 +1475,9 @@ def _infer_dtype(arr: np.ndarray) -> dtypes.dtype:
         return bool_
     if arr.dtype.kind in "iu":
         return int64 if arr.dtype.itemsize >= 8 or arr.dtype == np.uint32 else int32
+    if arr.dtype == np.float16:
+        _check_half("tensor")
+        return float16
     return float32
 
 
@@ -1479,7 +1496,8 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memor
         raise ValueError("tensor: integer values out of the int32 range (anygpu stores integers in 32 bits)")
     if dtype is bool_:
         arr = arr != 0
-    host = np.array(arr, dtype=_NP_DTYPE[dtype], order="C")  # a copy; ascontiguousarray would make 0-d 1-d
+    with np.errstate(over="ignore"):  # float16: beyond 65504 is inf, as torch
+        host = np.array(arr, dtype=_NP_DTYPE[dtype], order="C")  # a copy; ascontiguousarray would make 0-d 1-d
     t = Tensor(gpu().upload(host.reshape(-1), _BUF_DTYPE[dtype]), host.shape, dtype)
     t._host = host
     if requires_grad:
@@ -1503,9 +1521,10 @@ def full(shape, fill_value, dtype=None, requires_grad: bool = False, device=None
             int64 if isinstance(fill_value, (int, np.integer)) else float32
     dtype = _normalize_dtype(dtype, "full")
     dev = gpu()
-    if dtype is float32 or dtype is bool_:
+    if dtype.is_floating_point or dtype is bool_:
         value = float(bool(fill_value)) if dtype is bool_ else float(fill_value)
         buf = dev.unary("fill", dev.empty(numel(shape)), value)
+        buf = dev.cast(buf, "f16") if dtype is float16 else buf  # rounded as torch: 70000 -> inf
     else:
         _check_fits("full", numel(shape))
         buf = dev.upload(np.full(numel(shape), fill_value, np.int32))
@@ -1642,6 +1661,17 @@ def randint(*args, size=None, generator=None, dtype=None, device=None, requires_
     return tensor(values, dtype=int64 if dtype is None else dtype, requires_grad=requires_grad)
 
 
+def _autocast(op: str, *operands):
+    """The operands as autocast wants them for `op` (amp.policy): float tensors converted
+    to float16 (matmul-type ops) or float32 (reductions, softmax, exp/log/pow), through
+    recorded conversions; unchanged outside autocast and for other ops."""
+    want = amp.policy(op) if amp._state.__dict__ else None
+    if want is None:
+        return operands
+    return tuple(_cast(t, want) if isinstance(t, Tensor) and t.dtype.is_floating_point and t.dtype is not want
+                 else t for t in operands)
+
+
 def _to_tensor(value, like: Tensor | None = None) -> Tensor:
     """A Tensor for an operand: Python numbers become 0-d tensors of their own kind
     (bool, int64 or float32), so integer arithmetic stays integer."""
@@ -1692,8 +1722,47 @@ def _view_host(source: Tensor, host):
     return host if _is_int(source.dtype) else None
 
 
+def _half_result(parents: Sequence[Tensor]) -> bool:
+    """Whether torch's result of a float op on `parents` is float16: the float operands that
+    decide (those with dims, else all; Python numbers arrive as 0-d float32) are all float16."""
+    floats = [p for p in parents if p.dtype.is_floating_point]
+    strong = [p for p in floats if p.ndim] or floats
+    return bool(strong) and all(p.dtype is float16 for p in strong)
+
+
 def _record(name: str, out: Tensor, parents: Sequence[Tensor], backward) -> Tensor:
-    """Attach the backward rule of the op that produced `out` (when grad is wanted)."""
+    """Attach the backward rule of the op that produced `out` (when grad is wanted).
+
+    float16 operands: the ops compute in f32 (their kernels load f16 as f32, or their
+    operands were converted), so a float32 result of float16 operands is rounded to f16
+    here, once, and the backward converts: the rule runs on f32 gradients and each
+    input's gradient is returned in its own storage dtype."""
+    computed = out._buf.dtype if name in _HALF_RULES else "f32"
+    if out.dtype is float32 and _half_result(parents):
+        out._buf, out.dtype = gpu().cast(out._buf, "f16"), float16
+    if backward is not None and (out.dtype is float16 or any(p.dtype is float16 for p in parents)):
+        backward = _converting_backward(backward, computed, tuple(p._buf.dtype for p in parents))
+    return _attach(name, out, parents, backward)
+
+
+# Ops whose forward ran on f16 Buffers and whose backward rule runs on them too (f16 stored,
+# summed in f32): matmul's gradients are matmuls of the f16 gradient with the f16 operands.
+_HALF_RULES = {"matmul", "bmm"}
+
+
+def _converting_backward(backward, computed: str, wanted: tuple):
+    """backward run on a gradient of the dtype the forward computed in (f32 for most rules:
+    the values they saved are f32, or f16 loaded as f32), with each input's gradient
+    converted to its storage dtype."""
+    def run(grad_out):
+        dev = gpu()
+        grads = backward(grad_out if grad_out.dtype == computed else dev.cast(grad_out, computed))
+        return tuple(g if g is None or want not in ("f32", "f16") or g.dtype == want else dev.cast(g, want)
+                     for g, want in zip(grads, wanted))
+    return run
+
+
+def _attach(name: str, out: Tensor, parents: Sequence[Tensor], backward) -> Tensor:
     if is_grad_enabled() and any(p.requires_grad for p in parents):
         out.requires_grad = True
         out._parents = tuple(parents)
@@ -1748,9 +1817,15 @@ def _cast(x: Tensor, dtype, copy: bool = False) -> Tensor:
     if dtype is bool_:
         return _compare("ne", x, 0)
     if dtype.is_floating_point:
-        buf = dev.copy(x._buf) if x._buf.dtype == "f32" else dev.cast(x._buf, "f32")
+        store = _BUF_DTYPE[dtype]
+        if dtype is float16:
+            _check_half("to")
+        buf = dev.copy(x._buf) if x._buf.dtype == store else dev.cast(x._buf, store)
         out = Tensor(buf, x.shape, dtype)
-        return _record("to", out, (x,), rule("to", dev)) if x.dtype.is_floating_point else out
+        if not x.dtype.is_floating_point:
+            return out
+        source = x._buf.dtype  # float <-> float: the gradient goes back converted to x's dtype
+        return _attach("to", out, (x,), lambda g: (g if g.dtype == source else gpu().cast(g, source),))
     buf = dev.copy(x._buf) if x._buf.dtype == "i32" else dev.cast(x._buf, "i32")
     out = Tensor(buf, x.shape, dtype)
     out._host = x._host if _is_int(x.dtype) else None
@@ -1780,6 +1855,8 @@ def _is_scalar(value) -> bool:
 
 
 def _binary(name: str, a, b) -> Tensor:
+    if name == "pow":
+        a, b = _autocast(name, a, b)
     out_dtype = _result_dtype(a, b)
     if name == "div" or (name == "pow" and isinstance(b, float)):
         out_dtype = float32
@@ -1862,6 +1939,7 @@ _INT_KEEPING_UNARY = {"neg", "abs", "square", "relu", "clamp"}
 
 
 def _unary(name: str, x: Tensor, alpha: float = 0.0, beta: float = 0.0) -> Tensor:
+    x, = _autocast(name, x)
     if not x.dtype.is_floating_point and name in _INT_KEEPING_UNARY:
         return _int_unary(name, x, alpha, beta)
     dev = gpu()
@@ -1900,6 +1978,7 @@ def _reduce_sum_int(x: Tensor, dims, keepdim: bool) -> Tensor:
 
 
 def _reduce_sum(x: Tensor, dim, keepdim: bool) -> Tensor:
+    x, = _autocast("sum", x)
     dev = gpu()
     dims = _dims("sum", dim, x.ndim)
     if not x.dtype.is_floating_point:
@@ -1975,6 +2054,7 @@ def _arg_reduce(op: str, x: Tensor, dim, keepdim: bool) -> Tensor:
 def softmax(x: Tensor, dim: int = -1) -> Tensor:
     """exp(x - max) / sum(exp(x - max)) along dim: the fused row kernel over the last
     dim (another dim is moved last and back)."""
+    x, = _autocast("softmax", x)
     d = _dim("softmax", dim, x.ndim)
     if x.numel() == 0:
         return x.float().clone()
@@ -1992,9 +2072,24 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
 def _max_detached(x: Tensor, d: int) -> Tensor:
     """x's max over dim d, kept as size 1, outside the graph (a shift that cancels out)."""
     out = gpu().reduce_axis(_float_operand(x), numel(x.shape[:d]), x.shape[d], numel(x.shape[d + 1:]), "max")
-    return Tensor(out, x.shape[:d] + (1,) + x.shape[d + 1:])
+    return Tensor(out if x._buf.dtype != "f16" else gpu().cast(out, "f16"), x.shape[:d] + (1,) + x.shape[d + 1:])
 
 
+def _in_float32(fn):
+    """A composite op that runs a float16 input in float32 and rounds its result to float16
+    once, as torch's half kernels do (f32 math inside), rather than after every step.
+    Under autocast the op's policy (amp.FLOAT32) applies first: the result stays float32."""
+    @functools.wraps(fn)
+    def run(x, *args, **kwargs):
+        x, = _autocast(fn.__name__, x)
+        if x.dtype is not float16:
+            return fn(x, *args, **kwargs)
+        out = fn(_cast(x, float32), *args, **kwargs)
+        return _cast(out, float16) if out.dtype is float32 else out
+    return run
+
+
+@_in_float32
 def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     """x - max - log(sum(exp(x - max))) along dim (numerically stable)."""
     d = _dim("log_softmax", dim, x.ndim)
@@ -2006,6 +2101,7 @@ def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     return shifted - shifted.exp().sum(d, keepdim=True).log()
 
 
+@_in_float32
 def logsumexp(x: Tensor, dim, keepdim: bool = False) -> Tensor:
     """log(sum(exp(x))) over dim, computed around the max (numerically stable)."""
     d = _dim("logsumexp", dim, x.ndim)
@@ -2508,7 +2604,7 @@ def where(condition, a=None, b=None) -> Tensor:
 
 
 def _as_float(t: Tensor) -> Tensor:
-    return t if t.dtype == float32 else t.float()
+    return t if t.dtype.is_floating_point else t.float()
 
 
 # ===================================================================== matmul
@@ -2527,8 +2623,9 @@ def _matmul_int(a: Tensor, b: Tensor, m: int, n: int, k: int) -> Tensor:
 
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:
-    """torch.matmul: 1-D/2-D/batched with broadcast batch dims."""
-    a, b = _to_tensor(a), _to_tensor(b)
+    """torch.matmul: 1-D/2-D/batched with broadcast batch dims (float16 operands: f16
+    stored, summed in f32, as are their gradients)."""
+    a, b = _autocast("matmul", _to_tensor(a), _to_tensor(b))
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError("matmul: both arguments need at least 1 dimension")
     if a.ndim == 1 and b.ndim == 1:
@@ -2543,6 +2640,8 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} cannot be multiplied ({k} != {k2})")
     if not (a.dtype.is_floating_point and b.dtype.is_floating_point):
         return _matmul_int(a, b, m, n, k)
+    if a.dtype is not b.dtype:
+        raise ValueError(f"matmul: expected both operands to have the same dtype, got {a.dtype} and {b.dtype}")
     if 0 in a.shape or 0 in b.shape:  # empty products: an empty result, or zeros when k == 0
         out_shape = broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2]) + (m, n)
         return linked_empty(zeros(out_shape) if numel(out_shape) else Tensor(gpu().empty(0), out_shape), a, b)

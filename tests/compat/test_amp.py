@@ -37,53 +37,43 @@ def train(lib, scaler_cls, autocast, weights, x, y, steps=4):
     return losses, scaler
 
 
-def test_amp_loop_matches_torch_fp32_and_warns_once(rng):
+def test_amp_loop_tracks_torch_fp32_and_scales_as_torch(rng):
     weights = (rng.standard_normal((3, 5)).astype(np.float32), rng.standard_normal(3).astype(np.float32))
     x = rng.standard_normal((7, 5)).astype(np.float32)
     y = rng.standard_normal((7, 3)).astype(np.float32)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        ours, scaler = train(ag, lambda: ag.amp.GradScaler("cuda"),
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # float16 autocast and the scaler are real: nothing to warn about
+        # 256: with torch's 2**16 the first steps' f16 gradients overflow and are skipped (as on CUDA)
+        ours, scaler = train(ag, lambda: ag.amp.GradScaler("cuda", init_scale=256.0),
                              lambda: ag.autocast(device_type="cuda", dtype=ag.float16), weights, x, y)
-    messages = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
-    assert sum("autocast" in m and "float32" in m for m in messages) == 1
-    assert sum("GradScaler" in m and "float32" in m for m in messages) == 1
     theirs, _ = train(torch, lambda: torch.amp.GradScaler("cpu", enabled=False),
                       lambda: torch.autocast("cpu", enabled=False), weights, x, y)
-    np.testing.assert_allclose(ours, theirs, rtol=1e-5)
-    assert scaler.get_scale() == 1.0 and scaler.is_enabled() is False
-    assert scaler.state_dict() == torch.amp.GradScaler("cpu", enabled=False).state_dict() == {}
-    scaler.load_state_dict({})
+    np.testing.assert_allclose(ours, theirs, rtol=1e-2)  # f16 matmul inputs: f16 rounding
+    reference = torch.amp.GradScaler("cpu", init_scale=256.0)
+    assert scaler.get_scale() == 256.0 and scaler.is_enabled() is True
+    assert scaler.state_dict() == {**reference.state_dict(), "_growth_tracker": 4}
+    scaler.load_state_dict(scaler.state_dict())
 
 
 def test_cuda_amp_spellings_and_decorator(rng):
     data = rng.standard_normal((4, 6)).astype(np.float32)
     a = ag.tensor(data)
 
-    with pytest.warns(UserWarning, match="float32"):
-        @ag.cuda.amp.autocast()
-        def product():
-            return (a @ a.T).numpy()
+    @ag.cuda.amp.autocast()
+    def product():
+        return a @ a.T
 
+    assert product().dtype is ag.float16 and (a @ a.T).dtype is ag.float32
     plain = (a @ a.T).numpy()
-    np.testing.assert_array_equal(product(), plain)
-    with ag.amp.autocast("cuda", dtype=ag.bfloat16 if hasattr(ag, "bfloat16") else None):
-        np.testing.assert_array_equal((a @ a.T).numpy(), plain)
+    with pytest.warns(UserWarning, match="float32"):
+        with ag.amp.autocast("cuda", dtype=ag.bfloat16):  # no bfloat16 storage: float32, said once
+            np.testing.assert_array_equal((a @ a.T).numpy(), plain)
     with ag.autocast("cpu", enabled=False):
-        pass
-    with pytest.warns(UserWarning, match="not scaled"):
-        scaler = ag.cuda.amp.GradScaler(init_scale=1024.0, growth_interval=10)
-    assert scaler.get_scale() == 1.0 and scaler.get_growth_interval() == 10
+        assert (a @ a.T).dtype is ag.float32
+    scaler = ag.cuda.amp.GradScaler(init_scale=1024.0, growth_interval=10)
+    assert scaler.get_scale() == 1024.0 and scaler.get_growth_interval() == 10
     loss = ag.tensor([2.0])
-    assert scaler.scale(loss) is loss
+    assert scaler.scale(loss).item() == 2048.0
+    assert ag.amp.GradScaler(enabled=False).scale(loss) is loss
     with pytest.raises(ValueError, match="device_type"):
         ag.autocast("tpu")
-    assert ag.amp.is_autocast_available("cuda")
-
-
-def test_disabled_autocast_does_not_warn():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with ag.autocast("cuda", enabled=False):
-            pass
-        ag.amp.GradScaler(enabled=False)

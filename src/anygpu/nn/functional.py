@@ -10,11 +10,13 @@ Images are NCHW. Integer tensors (class indices, token ids, boolean masks) are i
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Sequence
 
 import numpy as np
 
+from .. import amp
 from ..autograd.rules import backward as rule
 from ..ops import gpu
 from ..ops._common import check_pair
@@ -22,8 +24,8 @@ from ..ops.conv import conv_output_size, conv_transpose_output_size
 from ..ops.nd import broadcast_shapes, contiguous_strides, numel
 from ..tensor import linked_empty, zeros
 from ..tensor import (
-    Tensor, _record, default_generator, float32, int32, int64, no_grad, ones, tensor, unary_op,
-    where,
+    Tensor, _record, default_generator, float16, float32, int32, int64, matmul, no_grad, ones, tensor,
+    unary_op, where,
 )
 from ..tensor import log_softmax as _log_softmax
 from ..tensor import softmax as _softmax
@@ -1311,3 +1313,64 @@ def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | 
         loss = loss * weight
     classes = input.shape[-1] if input.ndim else 1
     return _reduce(loss.sum(input.ndim - 1) * (1.0 / classes), reduction)
+
+
+# ===================================================================== float16 and autocast
+
+def _float_args(args, kwargs):
+    return [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor) and a.dtype.is_floating_point]
+
+
+def _converted(value, dtype):
+    return value.to(dtype) if isinstance(value, Tensor) and value.dtype.is_floating_point and \
+        value.dtype is not dtype else value
+
+
+def _rounded_half(out):
+    if isinstance(out, Tensor):
+        return out.half() if out.dtype is float32 else out
+    if isinstance(out, tuple):
+        return type(out)(*(_rounded_half(o) for o in out)) if hasattr(out, "_fields") else \
+            tuple(_rounded_half(o) for o in out)
+    return out
+
+
+def _half_or_autocast(fn):
+    """float16 inputs and autocast for a functional op. Under autocast the op's policy
+    (amp.LOWER: float16, amp.FLOAT32: float32) converts its float tensor arguments. A
+    float16 call runs the float32 kernels on converted arguments (recorded conversions, so
+    gradients come back in each argument's dtype) and rounds the result to float16 once;
+    linear runs as an f16 matmul (f16 stored, summed in f32)."""
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        want = amp.policy(name) if amp._state.__dict__ else None
+        floats = _float_args(args, kwargs)
+        if want is None and not any(t.dtype is float16 for t in floats):
+            return fn(*args, **kwargs)
+        if want is not None:
+            args = tuple(_converted(a, want) for a in args)
+            kwargs = {k: _converted(v, want) for k, v in kwargs.items()}
+            floats = _float_args(args, kwargs)
+        half = bool(floats) and floats[0].dtype is float16
+        if half and name == "linear" and all(t.dtype is float16 for t in floats):
+            return _linear_half(*args, **kwargs)
+        args = tuple(_converted(a, float32) for a in args)
+        kwargs = {k: _converted(v, float32) for k, v in kwargs.items()}
+        out = fn(*args, **kwargs)
+        return _rounded_half(out) if half else out
+    return run
+
+
+def _linear_half(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    _tensor("linear", "input", input, min_ndim=1, dtype=float16)
+    _tensor("linear", "weight", weight, ndims=(2,), dtype=float16)
+    out = matmul(input, weight.t())
+    return out if bias is None else out + bias
+
+
+for _name in __all__:
+    if _name != "one_hot":
+        globals()[_name] = _half_or_autocast(globals()[_name])
+del _name

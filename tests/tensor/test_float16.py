@@ -1,0 +1,208 @@
+"""float16 tensors (f16 Buffers, f32 math inside the kernels) and float16 autocast with a
+GradScaler, against torch on the CPU in float16 and float32."""
+
+import numpy as np
+import pytest
+import torch
+
+import anygpu as ag
+from anygpu.ops import gpu
+
+pytestmark = pytest.mark.skipif(not gpu().supports("f16"), reason="adapter lacks shader-f16")
+
+
+def _close(ours, theirs, rtol=2e-3, atol=2e-3):
+    ours = ours.detach().numpy() if isinstance(ours, ag.Tensor) else ours
+    theirs = theirs.detach().float().numpy()
+    np.testing.assert_allclose(np.asarray(ours, np.float32), theirs, rtol=rtol, atol=atol)
+
+
+def _pair(data, requires_grad=True):
+    return (ag.tensor(data, dtype=ag.float16, requires_grad=requires_grad),
+            torch.tensor(data, dtype=torch.float16, requires_grad=requires_grad))
+
+
+def test_creation_conversion_and_round_trip():
+    data = np.array([70000.0, 65519.0, 65520.0, -1e6, 1e-8, 3.14159, np.nan, -np.inf], np.float32)
+    ours, theirs = ag.tensor(data).half(), torch.tensor(data).half()
+    assert ours.dtype is ag.float16 and ours.numpy().dtype == np.float16
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())  # rounding, overflow to inf, NaN
+    np.testing.assert_array_equal(ag.tensor(data, dtype=ag.half).numpy(), theirs.numpy())
+    assert ours.float().dtype is ag.float32 and ours.to(ag.float32).dtype is ag.float32
+    assert ag.tensor(data).to(ag.float16).element_size() == 2
+    assert ag.tensor(np.ones(3, np.float16)).dtype is ag.float16  # as torch.from_numpy
+    assert ag.ones(2, 3, dtype=ag.float16).dtype is ag.float16
+    assert ag.zeros(5, dtype="float16").numpy().dtype == np.float16
+    assert ag.full((2,), 1e5, dtype=ag.float16).numpy().tolist() == [np.inf, np.inf]
+    assert ag.tensor([1, 2]).half().tolist() == [1.0, 2.0]
+    assert ag.tensor([1.5, -2.5]).half().long().tolist() == [1, -2]
+    assert repr(ag.ones(2).half()) == repr(torch.ones(2).half())
+    for dtype in (ag.bfloat16, ag.float64):
+        with pytest.raises(ValueError, match="not available"):
+            ag.zeros(2, dtype=dtype)
+
+
+@pytest.mark.parametrize("op", ["exp", "relu", "sigmoid", "tanh", "silu", "gelu", "abs", "neg", "square",
+                                "affine", "div", "pow2", "add_self", "clamp"])
+def test_elementwise_forward_and_gradients(rng, op):
+    data = (rng.standard_normal((7, 13)) * 2).astype(np.float32)
+    fns = {"affine": lambda z: z * 2.5 - 1.0, "div": lambda z: z / 3.0, "pow2": lambda z: z ** 2,
+           "add_self": lambda z: z + z * z, "clamp": lambda z: z.clamp(-1.0, 0.5),
+           "silu": lambda z: torch_or_ag(z).nn.functional.silu(z), "gelu": lambda z: torch_or_ag(z).nn.functional.gelu(z)}
+    fn = fns.get(op, lambda z: getattr(z, op)())
+    (a, t) = _pair(data)
+    out_a, out_t = fn(a), fn(t)
+    assert out_a.dtype is ag.float16 and out_t.dtype is torch.float16
+    _close(out_a, out_t)
+    grad = rng.standard_normal(out_t.shape).astype(np.float32)
+    out_a.backward(ag.tensor(grad).half())
+    out_t.backward(torch.tensor(grad).half())
+    assert a.grad.dtype is ag.float16
+    _close(a.grad, t.grad, rtol=4e-3, atol=4e-3)
+
+
+@pytest.mark.parametrize("shape", [(5, 7, 9), (33, 17, 65)])
+def test_matmul_linear_and_gradients(rng, shape):
+    m, k, n = shape
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (n, k), (n,)))
+    ours = [ag.tensor(v, dtype=ag.float16, requires_grad=True) for v in (x, w, b)]
+    theirs = [torch.tensor(v, dtype=torch.float16, requires_grad=True) for v in (x, w, b)]
+    for lib, (xi, wi, bi) in ((ag, ours), (torch, theirs)):
+        y = lib.nn.functional.linear(xi, wi, bi)
+        assert str(y.dtype) == "torch.float16"
+        (y.float() ** 2).sum().backward()
+        z = xi @ wi.T
+        assert str(z.dtype) == "torch.float16"
+        lib._y, lib._z = y, z
+    tol = 4e-3 * np.sqrt(k)
+    _close(ag._y, torch._y, rtol=4e-3, atol=tol)
+    _close(ag._z, torch._z, rtol=4e-3, atol=tol)
+    for o, t in zip(ours, theirs):
+        assert o.grad.dtype is ag.float16
+        _close(o.grad, t.grad, rtol=1e-2, atol=tol * 4 * np.sqrt(m))
+    with pytest.raises(ValueError, match="matmul.*same dtype"):
+        ag.tensor(x).half() @ ag.tensor(x).T
+
+
+def test_softmax_log_softmax_layer_norm_sum_mean(rng):
+    data = (rng.standard_normal((6, 37)) * 3).astype(np.float32)
+    for name, fn in (("softmax", lambda z: z.softmax(-1)), ("log_softmax", lambda z: z.log_softmax(1)),
+                     ("layer_norm", lambda z: torch_or_ag(z).nn.functional.layer_norm(z, (37,))),
+                     ("sum", lambda z: z.sum(1)), ("mean", lambda z: z.mean()), ("logsumexp", lambda z: z.logsumexp(0))):
+        a, t = _pair(data)
+        out_a, out_t = fn(a), fn(t)
+        assert out_a.dtype is ag.float16, name
+        _close(out_a, out_t, rtol=4e-3, atol=2e-2)
+        out_a.float().sum().backward()
+        out_t.float().sum().backward()
+        assert a.grad.dtype is ag.float16, name
+        _close(a.grad, t.grad, rtol=1e-2, atol=2e-2)
+
+
+def torch_or_ag(z):
+    return ag if isinstance(z, ag.Tensor) else torch
+
+
+def test_nan_inf_and_overflow():
+    data = np.array([np.nan, np.inf, -np.inf, 60000.0, -60000.0, 1.0], np.float32)
+    a, t = _pair(data, requires_grad=False)
+    for fn in (lambda z: z * 2.0, lambda z: z + z, lambda z: z.exp(), lambda z: z.relu(), lambda z: z.sum(),
+               lambda z: z.softmax(0)):
+        np.testing.assert_array_equal(fn(a).numpy(), fn(t).numpy())
+
+
+def test_mixed_dtypes_promote_as_torch(rng):
+    data = rng.standard_normal((3, 4)).astype(np.float32)
+    a16, a32 = ag.tensor(data).half(), ag.tensor(data)
+    assert (a16 + a32).dtype is ag.float32 and (a16 * 2.0).dtype is ag.float16
+    assert (a16 + ag.tensor(1.0)).dtype is ag.float16  # a 0-d float32 tensor does not widen
+    assert (a16 > 0).dtype is ag.bool and a16.argmax().dtype is ag.int64
+
+
+# torch's documented CUDA autocast lists (torch CPU autocast keeps softmax/layer_norm in float16).
+AUTOCAST_DTYPES = {
+    "matmul": "float16", "linear": "float16", "conv2d": "float16", "relu": "float16", "add": "float16",
+    "softmax": "float32", "log_softmax": "float32", "layer_norm": "float32", "mse_loss": "float32",
+    "cross_entropy": "float32", "sum": "float32", "exp": "float32",
+}
+
+
+def test_autocast_output_dtypes_follow_torch_cuda_lists(rng):
+    F = ag.nn.functional
+    x = ag.tensor(rng.standard_normal((4, 6)).astype(np.float32))
+    w = ag.tensor(rng.standard_normal((5, 6)).astype(np.float32), requires_grad=True)
+    image = ag.tensor(rng.standard_normal((1, 2, 5, 5)).astype(np.float32))
+    kernel = ag.tensor(rng.standard_normal((3, 2, 3, 3)).astype(np.float32))
+    with ag.autocast("cuda", dtype=ag.float16):
+        y = F.linear(x, w)
+        got = {"matmul": (x @ w.T).dtype, "linear": y.dtype, "conv2d": F.conv2d(image, kernel).dtype,
+               "relu": y.relu().dtype, "add": (y + y).dtype, "softmax": y.softmax(-1).dtype,
+               "log_softmax": F.log_softmax(y, -1).dtype, "layer_norm": F.layer_norm(y, (5,)).dtype,
+               "mse_loss": F.mse_loss(y, ag.zeros(4, 5)).dtype,
+               "cross_entropy": F.cross_entropy(y, ag.tensor([0, 1, 2, 3])).dtype, "sum": y.sum().dtype,
+               "exp": y.exp().dtype}
+        loss = F.mse_loss(y, ag.zeros(4, 5))
+    assert {k: str(v).removeprefix("torch.") for k, v in got.items()} == AUTOCAST_DTYPES
+    assert x.matmul(w.T).dtype is ag.float32  # outside the region: float32 again
+    loss.backward()
+    assert w.grad.dtype is ag.float32  # master weights get float32 gradients through the casts
+    with torch.autocast("cpu", dtype=torch.float16):  # torch CPU agrees on the matmul-type ops
+        tx, tw = torch.tensor(x.numpy()), torch.tensor(w.detach().numpy())
+        assert torch.nn.functional.linear(tx, tw).dtype == torch.float16 and (tx @ tw.T).dtype == torch.float16
+    with ag.autocast("cuda", enabled=False):
+        assert (x @ w.T).dtype is ag.float32
+
+
+def _scaler_run(lib, grads_inf_at, steps=7):
+    """A scaler over a one-parameter model whose gradient is inf at chosen steps: the scales."""
+    p = lib.nn.Parameter(lib.tensor([1.0, 2.0]))
+    opt = lib.optim.SGD([p], lr=0.1)
+    scaler = lib.amp.GradScaler("cuda" if lib is ag else "cpu", init_scale=8.0, growth_interval=2)
+    scales, values = [], []
+    for step in range(steps):
+        opt.zero_grad()
+        loss = (p * (float("inf") if step in grads_inf_at else 1.0)).sum()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        scales.append(scaler.get_scale())
+        values.append(p.detach().numpy().tolist())
+    return scales, values, scaler.state_dict()
+
+
+def test_grad_scaler_skips_inf_steps_and_scales_as_torch():
+    ours = _scaler_run(ag, {1, 4})
+    theirs = _scaler_run(torch, {1, 4})
+    assert ours[0] == theirs[0]  # the scale sequence
+    np.testing.assert_allclose(ours[1], theirs[1], rtol=1e-6)  # skipped steps leave p unchanged
+    assert ours[2] == theirs[2]
+    scaler = ag.amp.GradScaler()
+    assert scaler.get_scale() == 65536.0 and scaler.is_enabled()
+    scaler.load_state_dict(theirs[2])
+    assert scaler.state_dict() == theirs[2]
+
+
+def test_mixed_precision_training_tracks_float32(rng):
+    x = rng.standard_normal((32, 10)).astype(np.float32)
+    y = rng.standard_normal((32, 1)).astype(np.float32)
+
+    def train(amp):
+        ag.manual_seed(0)
+        model = ag.nn.Sequential(ag.nn.Linear(10, 17), ag.nn.ReLU(), ag.nn.Linear(17, 1))
+        opt = ag.optim.SGD(model.parameters(), lr=0.05)
+        scaler = ag.amp.GradScaler(enabled=amp)
+        losses = []
+        for _ in range(6):
+            opt.zero_grad()
+            with ag.autocast("cuda", dtype=ag.float16, enabled=amp):
+                loss = ag.nn.functional.mse_loss(model(ag.tensor(x)), ag.tensor(y))
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            losses.append(loss.item())
+        assert all(p.dtype is ag.float32 for p in model.parameters())
+        return losses
+
+    mixed, full = train(True), train(False)
+    np.testing.assert_allclose(mixed, full, rtol=1e-2)
+    assert mixed[-1] < mixed[0]
