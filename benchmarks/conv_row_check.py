@@ -14,7 +14,7 @@ import anygpu
 from anygpu.bench.suite import warm_up
 from anygpu.bench.timing import time_anygpu
 from anygpu.ops import conv_tune
-from anygpu.ops.autotune import seconds_per_run
+from anygpu.ops.tuner import seconds_per_run
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ import numpy as np
 
 import anygpu as ag
 from anygpu.bench.timing import time_anygpu
-from anygpu.ops import autotune, matmul_gen
+from anygpu.ops import matmul_gen, matmul_tune
 from anygpu.ops.matmul_gen import MatmulConfig, Problem
 
 SWEEP = (
@@ -64,12 +64,12 @@ def measure(dev, torch, where, problem: Problem, configs, budget_s: float, full_
         torch_s = time_torch(torch, where, lambda: torch.matmul(ta_op, tb_op), budget_s=budget_s, rounds=3)
         want = (p.alpha * torch.matmul(ta_op, tb_op)).expand(p.batch, p.m, p.n).cpu().numpy().astype(np.float64)
     else:
-        want = autotune.reference(p, a, b)
+        want = matmul_tune.reference(p, a, b)
     rows = min(p.m, 8) * p.n
     results = {}
     for config in configs:
         name = config.name if config else "simple"
-        if config is not None and not autotune.fits(dev, config):
+        if config is not None and not matmul_tune.fits(dev, config):
             results[name] = {"skipped": "over the device's limits"}
             continue
         try:
@@ -84,7 +84,7 @@ def measure(dev, torch, where, problem: Problem, configs, budget_s: float, full_
             err = float(np.abs(got - want).max() / np.abs(want).max())
         else:   # big products: the first rows of the first matrix and the last of the last
             flat = want.reshape(-1)
-            edges = autotune._edge_rows(dev, out, p)
+            edges = matmul_tune.edge_rows(dev, out, p)
             ref = np.concatenate([flat[:rows], flat[-rows:]])
             err = float(np.abs(edges - ref).max() / np.abs(ref).max())
         results[name] = {"seconds": seconds, "tflops": p.flops / seconds / 1e12, "rel_err": err,

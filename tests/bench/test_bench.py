@@ -58,7 +58,7 @@ def test_bench_through_the_anygpu_command_with_torch_and_tuning(tmp_path):
     assert matmul["peers"]["torch"] > 0 and matmul["ratios"]["torch"] > 0
     assert "simple" in matmul["detail"]["tuning"]      # every candidate's time, or why it was skipped
     assert plot.stat().st_size > 1000
-    assert (tmp_path / "cache" / "matmul_autotune.json").exists()
+    assert (tmp_path / "cache" / "tuner.json").exists()
 
 
 @pytest.mark.parametrize("text, sizes", [("256", [(256, 256, 256)]), ("64, 128x32x16", [(64, 64, 64), (128, 32, 16)])])

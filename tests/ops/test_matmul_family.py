@@ -1,4 +1,5 @@
-"""The generated matmul family, its autotuner and the GPU timer, against NumPy in float64.
+"""The generated matmul family, its tuning (ops/matmul_tune.py on ops/tuner.py) and the GPU
+timer, against NumPy in float64.
 
 Every candidate config the autotuner may pick is run on odd sizes (edges in every
 dimension, scalar loads), vec4-aligned sizes, tile-multiple sizes (no bounds
@@ -10,12 +11,12 @@ import re
 import numpy as np
 import pytest
 
-from anygpu.ops import autotune, matmul_gen
+from anygpu.ops import matmul_gen, matmul_tune, tuner
 from anygpu.ops.matmul_gen import MatmulConfig, Problem, Variant
 
 # Beyond the autotuner's lists: scalar-only members, and a k step of 4.
 EXTRA_CONFIGS = ("64x128x8_4x8_v1", "32x64x4_4x8_v1p")
-CONFIGS = sorted({c.name for c in autotune.GPU_CANDIDATES + autotune.CPU_CANDIDATES} | set(EXTRA_CONFIGS))
+CONFIGS = sorted({c.name for c in matmul_tune.GPU_CANDIDATES + matmul_tune.CPU_CANDIDATES} | set(EXTRA_CONFIGS))
 
 
 @pytest.fixture(autouse=True)
@@ -72,7 +73,7 @@ def family_problems(config):
 @pytest.mark.parametrize("name", CONFIGS)
 def test_every_candidate_config_matches_numpy(dev, rng, name):
     config = MatmulConfig.parse(name)
-    if not autotune.fits(dev, config):
+    if not matmul_tune.fits(dev, config):
         pytest.skip(f"{name} needs {config.workgroup_bytes()} bytes of workgroup memory, "
                     f"over this adapter's {dev.max_workgroup_storage}")
     for problem in family_problems(config):
@@ -125,7 +126,7 @@ def test_matmul_strided_through_the_family(dev, rng, monkeypatch, autotune_env):
     """Products big enough for the heuristic to pick a family member, with the public op."""
     monkeypatch.setenv("ANYGPU_AUTOTUNE", autotune_env)
     for problem in (Problem(2, 260, 132, 250, False, True, a_batch=False, alpha=0.5), Problem(1, 256, 256, 260)):
-        assert autotune.heuristic(dev, problem) is not None
+        assert matmul_tune.heuristic(dev, problem) is not None
         a, b = operands(rng, problem)
         out = dev.matmul_strided(dev.upload(a), dev.upload(b), *problem)
         assert_matches(dev.read(out).reshape(problem.batch, problem.m, problem.n), expected(problem, a, b))
@@ -138,74 +139,99 @@ def test_a_config_that_does_not_compile_falls_back_to_the_simple_kernel(dev, rng
     def generate(config, variant):
         return "this is not WGSL" if config == broken else real_generate(config, variant)
     monkeypatch.setattr(matmul_gen, "generate", generate)
-    monkeypatch.setattr(autotune, "heuristic", lambda dev, problem: broken)
+    monkeypatch.setattr(matmul_tune, "heuristic", lambda dev, problem: broken)
     problem = Problem(1, 33, 65, 17)
     monkeypatch.setenv("ANYGPU_AUTOTUNE", "0")
     a, b = operands(rng, problem)
-    autotune.forget_choices(dev)
+    tuner.forget_choices(dev)
+    mark = ("matmul", broken.name)
     try:
         out = dev.matmul(dev.upload(a), dev.upload(b), problem.m, problem.n, problem.k)
         assert_matches(dev.read(out).reshape(1, problem.m, problem.n), expected(problem, a, b))
-        assert broken in autotune._state(dev).broken
+        assert mark in tuner._state(dev).broken
+        assert matmul_tune.choose(dev, problem) is None  # the broken guess is not picked again
         # and the tuner skips it, reporting why
-        result = autotune.tune(dev, problem, configs=[broken, MatmulConfig.parse("32x32x16_4x4_v4")])
+        result = tuner.tune(dev, matmul_tune.TUNABLE, matmul_tune.key(problem),
+                            candidates=[None, broken, MatmulConfig.parse("32x32x16_4x4_v4")])
         assert result.timings[broken.name].startswith("failed")
-        assert result.config != broken
+        assert result.choice != broken
     finally:
-        autotune._state(dev).broken.pop(broken, None)
-        autotune.forget_choices(dev)
+        tuner._state(dev).broken.pop(mark, None)
+        tuner.forget_choices(dev)
 
 
 # ---------------------------------------------------------------------------- autotuner
 
 
 def test_tuning_picks_a_verified_config_and_the_cache_round_trips(dev, monkeypatch, tmp_path):
+    op = matmul_tune.TUNABLE
     problem = Problem(1, 96, 80, 72)
     small = MatmulConfig.parse("32x32x16_4x4_v4")
-    result = autotune.tune(dev, problem, configs=[small], rounds=1, budget_s=0.001)
+    result = tuner.tune(dev, op, matmul_tune.key(problem), candidates=[None, small], rounds=1, budget_s=0.001)
     assert set(result.timings) == {"simple", small.name}
     assert all(isinstance(t, float) and t > 0 for t in result.timings.values())
-    assert result.config in (None, small)
+    assert result.choice in (None, small)
 
-    assert autotune.store(dev, problem, result)
-    path = tmp_path / "cache" / autotune.CACHE_FILE
+    assert tuner.store(dev, op, matmul_tune.key(problem), result)
+    path = tmp_path / "cache" / tuner.CACHE_FILE
     data = json.loads(path.read_text())
-    entry = data["entries"][autotune.cache_key(dev, problem)]
-    assert entry["config"] == result.name and entry["shape"] == [1, 96, 80, 72]
-    assert [p.name for p in path.parent.iterdir()] == [autotune.CACHE_FILE]  # no temporary left behind
+    key = tuner.cache_key(dev, op, matmul_tune.key(problem))
+    entry = data["entries"][key]
+    assert entry["choice"] == op.label(result.choice) and "m128-n64-k64-NN-vec4-single" in key
+    assert entry["problem"] == repr(("f32", 1, 96, 80, 72, False, False, True, True))
+    assert [p.name for p in path.parent.iterdir()] == [tuner.CACHE_FILE]  # no temporary left behind
 
-    # A product of the same bucket takes the stored winner without tuning again.
-    pinned = {"config": small.name, "seconds": 1.0}
-    data["entries"][autotune.cache_key(dev, problem)] = pinned
+    # A product of the same bucket takes the stored winner without tuning again (one
+    # the device's candidate list offers: other names are ignored).
+    other = Problem(1, 100, 76, 68)
+    offered = op.candidates(dev, matmul_tune.key(other))[-1]
+    data["entries"][key] = {"choice": offered.name, "seconds": 1.0}
     path.write_text(json.dumps(data))
-    monkeypatch.setattr(autotune, "TUNE_FROM", {"cpu": 0, "gpu": 0})
-    monkeypatch.setattr(autotune, "tune", lambda *args, **kwargs: pytest.fail("tuned despite a cached winner"))
-    autotune.forget_choices(dev)
-    assert autotune.bucket(Problem(1, 100, 76, 68)) == autotune.bucket(problem)
-    assert autotune.choose(dev, Problem(1, 100, 76, 68)) == small
-    autotune.forget_choices(dev)
+    monkeypatch.setattr(op, "tune_from", {"cpu": 0, "gpu": 0})
+    monkeypatch.setattr(tuner, "tune", lambda *args, **kwargs: pytest.fail("tuned despite a cached winner"))
+    tuner.forget_choices(dev)
+    assert op.bucket(matmul_tune.key(other)) == op.bucket(matmul_tune.key(problem))
+    assert matmul_tune.choose(dev, other) == offered
+    tuner.forget_choices(dev)
+
+
+def test_cached_winner_of_the_bucket_is_used_where_its_tile_is_not_timed(dev, monkeypatch, tmp_path):
+    """A bucket spans sizes whose candidate lists differ (no tile over twice the product is
+    timed); a winner tuned at one size is used at the others, not tuned over again."""
+    op = matmul_tune.TUNABLE
+    wide, narrow = Problem(1, 90, 90, 64), Problem(1, 50, 50, 64)
+    assert op.bucket(matmul_tune.key(wide)) == op.bucket(matmul_tune.key(narrow))
+    big = max(op.candidates(dev, matmul_tune.key(wide))[1:], key=lambda c: c.tile_m)
+    assert big not in op.candidates(dev, matmul_tune.key(narrow)) and big.tile_m > 2 * narrow.m
+    path = tmp_path / "cache" / tuner.CACHE_FILE
+    assert tuner.store(dev, op, matmul_tune.key(wide), tuner.TuneResult(big, 1e-3), path)
+    monkeypatch.setattr(op, "tune_from", {"cpu": 0, "gpu": 0})
+    monkeypatch.setattr(tuner, "tune", lambda *args, **kwargs: pytest.fail("tuned despite a cached winner"))
+    tuner.forget_choices(dev)
+    assert matmul_tune.choose(dev, narrow) == big
+    tuner.forget_choices(dev)
 
 
 def test_first_use_tunes_stores_and_computes_right(dev, rng, monkeypatch, tmp_path):
-    monkeypatch.setattr(autotune, "TUNE_FROM", {"cpu": 0, "gpu": 0})
-    monkeypatch.setattr(autotune, "CPU_CANDIDATES", (MatmulConfig.parse("32x32x16_4x4_v4"),))
-    monkeypatch.setattr(autotune, "GPU_CANDIDATES", (MatmulConfig.parse("32x32x16_4x4_v4"),))
-    autotune.forget_choices(dev)
+    monkeypatch.setattr(matmul_tune.TUNABLE, "tune_from", {"cpu": 0, "gpu": 0})
+    monkeypatch.setattr(matmul_tune, "CPU_CANDIDATES", (MatmulConfig.parse("32x32x16_4x4_v4"),))
+    monkeypatch.setattr(matmul_tune, "GPU_CANDIDATES", (MatmulConfig.parse("32x32x16_4x4_v4"),))
+    tuner.forget_choices(dev)
     problem = Problem(1, 70, 90, 40, True, False)
     a, b = operands(rng, problem)
     out = dev.matmul_strided(dev.upload(a), dev.upload(b), *problem)
     assert_matches(dev.read(out).reshape(1, 70, 90), expected(problem, a, b))
-    entries = autotune.load_cache(tmp_path / "cache" / autotune.CACHE_FILE)
-    assert autotune.cache_key(dev, problem) in entries
-    autotune.forget_choices(dev)
+    entries = tuner.load_cache(tmp_path / "cache" / tuner.CACHE_FILE)
+    assert tuner.cache_key(dev, matmul_tune.TUNABLE, matmul_tune.key(problem)) in entries
+    tuner.forget_choices(dev)
 
 
 def test_autotune_off_never_tunes_nor_touches_the_cache(dev, rng, monkeypatch, tmp_path):
     monkeypatch.setenv("ANYGPU_AUTOTUNE", "0")
-    monkeypatch.setattr(autotune, "TUNE_FROM", {"cpu": 0, "gpu": 0})
-    monkeypatch.setattr(autotune, "tune", lambda *args, **kwargs: pytest.fail("tuned with ANYGPU_AUTOTUNE=0"))
+    monkeypatch.setattr(matmul_tune.TUNABLE, "tune_from", {"cpu": 0, "gpu": 0})
+    monkeypatch.setattr(tuner, "tune", lambda *args, **kwargs: pytest.fail("tuned with ANYGPU_AUTOTUNE=0"))
     problem = Problem(1, 300, 260, 270)
-    assert autotune.choose(dev, problem) == autotune.heuristic(dev, problem)
+    assert matmul_tune.choose(dev, problem) == matmul_tune.heuristic(dev, problem)
     a, b = operands(rng, problem)
     out = dev.matmul(dev.upload(a[0]), dev.upload(b[0]), 300, 260, 270)
     assert_matches(dev.read(out).reshape(1, 300, 260), expected(problem, a, b))
@@ -215,48 +241,49 @@ def test_autotune_off_never_tunes_nor_touches_the_cache(dev, rng, monkeypatch, t
 @pytest.mark.parametrize("content", ["{not json", json.dumps({"format": 99, "entries": {}}),
                                      json.dumps({"format": 1, "entries": {"x": "y"}})])
 def test_a_damaged_cache_is_ignored_and_replaced(dev, tmp_path, content):
-    path = tmp_path / "cache" / autotune.CACHE_FILE
+    path = tmp_path / "cache" / tuner.CACHE_FILE
     path.parent.mkdir()
     path.write_text(content)
-    problem = Problem(1, 64, 64, 64)
-    entries = autotune.load_cache(path)
-    assert autotune.cache_key(dev, problem) not in entries
-    result = autotune.TuneResult(None, 1e-3, problem, {})
-    assert autotune.store(dev, problem, result, path)
-    assert autotune.load_cache(path)[autotune.cache_key(dev, problem)]["config"] == "simple"
+    op, problem = matmul_tune.TUNABLE, matmul_tune.key(Problem(1, 64, 64, 64))
+    entries = tuner.load_cache(path)
+    assert tuner.cache_key(dev, op, problem) not in entries
+    assert tuner.store(dev, op, problem, tuner.TuneResult(None, 1e-3), path)
+    assert tuner.load_cache(path)[tuner.cache_key(dev, op, problem)]["choice"] == "simple"
 
 
 def test_cached_winner_that_is_unknown_or_too_big_is_not_used(dev, monkeypatch, tmp_path):
-    monkeypatch.setattr(autotune, "TUNE_FROM", {"cpu": 0, "gpu": 0})
+    op = matmul_tune.TUNABLE
+    monkeypatch.setattr(op, "tune_from", {"cpu": 0, "gpu": 0})
     problem = Problem(1, 64, 64, 64)
-    path = tmp_path / "cache" / autotune.CACHE_FILE
+    path = tmp_path / "cache" / tuner.CACHE_FILE
     for name in ("garbage", "1024x1024x64_4x4_v4"):
         path.parent.mkdir(exist_ok=True)
-        path.write_text(json.dumps({"format": 1, "entries": {autotune.cache_key(dev, problem): {"config": name}}}))
-        autotune.forget_choices(dev)
+        path.write_text(json.dumps({"format": tuner.CACHE_FORMAT,
+                                    "entries": {tuner.cache_key(dev, op, matmul_tune.key(problem)): {"choice": name}}}))
+        tuner.forget_choices(dev)
         tuned = []
-        monkeypatch.setattr(autotune, "tune", lambda dev, problem: tuned.append(problem) or
-                            autotune.TuneResult(None, 1.0, problem, {}))
-        assert autotune.choose(dev, problem) is None
-        assert tuned == [problem]
-    autotune.forget_choices(dev)
+        monkeypatch.setattr(tuner, "tune", lambda dev, op, problem: tuned.append(problem) or
+                            tuner.TuneResult(None, 1.0))
+        assert matmul_tune.choose(dev, problem) is None
+        assert tuned == [matmul_tune.key(problem)]
+    tuner.forget_choices(dev)
 
 
 def test_cache_folder_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("ANYGPU_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert autotune.cache_dir() == tmp_path / "xdg" / "anygpu"
+    assert tuner.cache_dir() == tmp_path / "xdg" / "anygpu"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert autotune.cache_dir() == tmp_path / "home" / ".cache" / "anygpu"
+    assert tuner.cache_dir() == tmp_path / "home" / ".cache" / "anygpu"
     monkeypatch.setenv("ANYGPU_CACHE_DIR", str(tmp_path / "mine"))
-    assert autotune.cache_path() == tmp_path / "mine" / autotune.CACHE_FILE
+    assert tuner.cache_path() == tmp_path / "mine" / tuner.CACHE_FILE
 
 
 def test_small_check_problem_generates_the_same_code():
     config = MatmulConfig.parse("128x128x8_8x8_v4p")
     for problem in (Problem(4, 1000, 999, 1001, True, False), Problem(1, 4096, 4096, 4096), Problem(1, 5, 7, 3)):
-        small = autotune._small_problem(config, problem)
+        small = matmul_tune.small_problem(config, problem)
         assert small.m <= 2 * config.tile_m and small.k <= 3 * config.tile_k
         assert Variant.of(config, small.m, small.n, small.k, small.trans_a, small.trans_b) == \
             Variant.of(config, problem.m, problem.n, problem.k, problem.trans_a, problem.trans_b)
@@ -297,11 +324,11 @@ class FakeDevice:
     (Problem(64, 512, 512, 64, False, True), "128x64x16_8x8_v4p"),   # short k
 ])
 def test_gpu_heuristic_follows_the_sweep(problem, expected):
-    config = autotune.heuristic(FakeDevice(), problem)
+    config = matmul_tune.heuristic(FakeDevice(), problem)
     assert (config.name if config else None) == expected
 
 
 def test_heuristic_respects_small_workgroup_memory():
-    config = autotune.heuristic(FakeDevice(workgroup_bytes=16384), Problem(1, 1024, 1024, 1024))
+    config = matmul_tune.heuristic(FakeDevice(workgroup_bytes=16384), Problem(1, 1024, 1024, 1024))
     assert config is not None and config.workgroup_bytes() <= 16384
-    assert autotune.heuristic(FakeDevice("CPU"), Problem(1, 1024, 1024, 1024)).name == "128x128x8_8x16_v4p"
+    assert matmul_tune.heuristic(FakeDevice("CPU"), Problem(1, 1024, 1024, 1024)).name == "128x128x8_8x16_v4p"

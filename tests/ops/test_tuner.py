@@ -90,10 +90,19 @@ def test_damaged_cache_entries_are_ignored(dev, cache, monkeypatch):
     for text in ("{not json", json.dumps({"format": 999, "entries": {}}), json.dumps([1, 2])):
         cache.write_text(text)
         assert tuner.load_cache() == {}
-    # A valid entry for another candidate is used as it is.
+    # An entry naming an offered candidate passes the float64 check before it is used:
+    # 3.0 computes wrong numbers, so the op is tuned again.
     cache.write_text(json.dumps({"format": tuner.CACHE_FORMAT, "entries": {key: {"choice": "3.0"}}}))
     tuner.forget_choices(dev)
-    assert tuner.choose(dev, op, problem) == 3.0
+    tuned.clear()
+    assert tuner.choose(dev, op, problem) == 2.0 and tuned == [problem]
+    # A right one is used as it is.
+    right = _Scale(candidates=(2.0, 2.0 + 1e-7))
+    cache.write_text(json.dumps({"format": tuner.CACHE_FORMAT,
+                                 "entries": {key: {"choice": right.label(2.0 + 1e-7)}}}))
+    tuner.forget_choices(dev)
+    tuned.clear()
+    assert tuner.choose(dev, right, problem) == 2.0 + 1e-7 and tuned == []
 
 
 def test_autotune_off_takes_the_fallback_without_reading_the_cache(dev, cache, monkeypatch):

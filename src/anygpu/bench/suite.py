@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..ops import autotune
+from ..ops import matmul_tune, tuner
 from ..ops.matmul_gen import Problem
 from .timing import time_anygpu, time_host, time_torch
 
@@ -137,15 +137,14 @@ def bench_matmul(dev, peers: Peers, m: int, n: int, k: int, budget_s: float, tun
     b = rng.random((k, n), dtype=np.float32) - 0.5
     problem = Problem(1, m, n, k)
     if tune:
-        result = autotune.tune(dev, problem)
-        autotune.store(dev, problem, result)
-        autotune.forget_choices(dev)
+        result = tuner.tune(dev, matmul_tune.TUNABLE, matmul_tune.key(problem))
+        tuner.store(dev, matmul_tune.TUNABLE, matmul_tune.key(problem), result)
+        tuner.forget_choices(dev)
         row.detail["tuning"] = {name: t if isinstance(t, str) else t * 1e3
                                 for name, t in result.timings.items()}   # ms per product, or why skipped
     a_gpu, b_gpu = dev.upload(a), dev.upload(b)
     row.anygpu = time_anygpu(dev, lambda: dev.matmul(a_gpu, b_gpu, m, n, k), budget_s, detail=row.detail)
-    config = autotune.choose(dev, problem)
-    row.detail["config"] = config.name if config else autotune.SIMPLE
+    row.detail["config"] = matmul_tune.TUNABLE.label(matmul_tune.choose(dev, problem))
     want = a @ b
     row.detail["max_rel_err"] = _rel_err(dev.read(dev.matmul(a_gpu, b_gpu, m, n, k)).reshape(m, n), want)
     row.peers["numpy"] = time_host(lambda: a @ b, budget_s=budget_s)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from ..ops.autotune import seconds_per_run
+from ..ops.tuner import seconds_per_run
 from ..runtime.device import MAX_PENDING
 
 

@@ -1,6 +1,5 @@
-"""The tuning caches' file handling, shared by ops/autotune.py (matmul configs) and
-ops/tuner.py (generic tunables): reading a JSON cache of a known format without trusting
-the file, and writing one atomically."""
+"""The tuning cache's file handling (ops/tuner.py): reading a JSON cache of a known
+format without trusting the file, and writing one atomically."""
 
 from __future__ import annotations
 

@@ -1,14 +1,14 @@
 """Matrix products (Layer 0): matmul, batch_matmul and the strided form autograd uses.
 
 The kernel is a member of the register-blocked family (ops/matmul_gen.py) that the
-autotuner (ops/autotune.py) picks per device and shape bucket, or the simple 64x64
-tiled kernel (kernels/matmul_tiled.wgsl), which is always correct and is used for
-small products and whenever a family member cannot run."""
+autotuner (ops/tuner.py; matmul's candidates in ops/matmul_tune.py) picks per device and
+shape bucket, or the simple 64x64 tiled kernel (kernels/matmul_tiled.wgsl), which is
+always correct and is used for small products and whenever a family member cannot run."""
 
 from __future__ import annotations
 
 from ..runtime import GpuError, LimitError
-from . import autotune
+from . import matmul_tune
 from ._common import check_buffer, check_positive
 from .matmul_gen import Problem, launch
 
@@ -38,7 +38,7 @@ def matmul_strided(dev, a, b, batch: int, m: int, n: int, k: int,
                       bool(a_batch), bool(b_batch), float(alpha))
     out = dev.empty(batch * m * n, a.dtype)
     # The tuned family is f32 only; other dtypes take the simple kernel of their dtype.
-    config = autotune.choose(dev, problem) if a.dtype == "f32" else None
+    config = matmul_tune.choose(dev, problem) if a.dtype == "f32" else None
     if config is not None:
         try:
             launch(dev, config, problem, a, b, out)
@@ -46,7 +46,7 @@ def matmul_strided(dev, a, b, batch: int, m: int, n: int, k: int,
         except LimitError:   # this shape's grid is too large for this tile: the simple kernel's may fit
             pass
         except GpuError as exc:  # this family member does not compile here: never again
-            autotune.forget(dev, config, str(exc))
+            matmul_tune.forget(dev, config, str(exc))
     launch(dev, None, problem, a, b, out)
     return out
 

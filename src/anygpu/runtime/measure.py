@@ -77,7 +77,7 @@ class Measurement:
 
 def cache_path() -> Path:
     """adapters.json in ANYGPU_CACHE_DIR, else $XDG_CACHE_HOME/anygpu, else ~/.cache/anygpu
-    (the same folder as the autotuner's cache, ops/autotune.py, which runtime cannot import)."""
+    (the same folder as the autotuner's cache, ops/tuner.py, which runtime cannot import)."""
     folder = os.environ.get("ANYGPU_CACHE_DIR")
     if not folder:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
