@@ -56,7 +56,7 @@ def heuristic(dev, problem: Problem) -> MatmulConfig | None:
     """A config chosen from the size alone (no timing). On GPUs it follows what the H200
     sweep measured: enough 128x128 tiles to fill the machine twice over take 128-wide
     tiles (128x64 when k is short), about a wave takes 64x64, fewer take 32x32."""
-    kind = tuner._kind(dev)
+    kind = tuner.adapter_kind(dev)
     if problem.flops < SIMPLE_BELOW[kind]:
         return None
     tiles = problem.batch * -(-problem.m // 128) * -(-problem.n // 128)
@@ -139,14 +139,13 @@ class MatmulTunable(tuner.Tunable):
         """The simple kernel, then the family members that fit the device and whose tile
         is not far larger than the product."""
         q = product(p)
-        pool = CPU_CANDIDATES if tuner._kind(dev) == "cpu" else GPU_CANDIDATES
-        return [None] + [config for config in pool
-                         if fits(dev, config) and config.tile_m <= 2 * q.m and config.tile_n <= 2 * q.n]
+        return [config for config in self.known(dev, p)
+                if config is None or (config.tile_m <= 2 * q.m and config.tile_n <= 2 * q.n)]
 
     def known(self, dev, p) -> list:
         """The device's whole list: a bucket spans sizes whose tile filters differ, and a
         winner tuned at one of them stays valid for the others."""
-        pool = CPU_CANDIDATES if tuner._kind(dev) == "cpu" else GPU_CANDIDATES
+        pool = CPU_CANDIDATES if tuner.adapter_kind(dev) == "cpu" else GPU_CANDIDATES
         return [None] + [config for config in pool if fits(dev, config)]
 
     def untuned(self, dev, p, fallback):

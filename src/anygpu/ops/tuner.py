@@ -145,7 +145,8 @@ def _state(dev) -> _State:
     return state
 
 
-def _kind(dev) -> str:
+def adapter_kind(dev) -> str:
+    """'cpu' for a software adapter (lavapipe), else 'gpu' (the keys of `tune_from`)."""
     return "cpu" if getattr(dev, "adapter_type", "") == "CPU" else "gpu"
 
 
@@ -207,7 +208,7 @@ def _decide(dev, tunable: Tunable, problem):
             cached = by_label[label]
             if label == tunable.label(fallback) or _trusted(dev, tunable, cached, problem):
                 return cached
-    if tunable.work(problem) < tunable.tune_from[_kind(dev)]:
+    if tunable.work(problem) < tunable.tune_from[adapter_kind(dev)]:
         return guess
     if len(usable) == 1:
         return fallback
@@ -314,7 +315,7 @@ def tune(dev, tunable: Tunable, problem, candidates=None, rounds: int | None = N
 
     rounds: timed rounds per candidate (median taken); budget_s: about how long one
     round may take (more repeats for fast problems)."""
-    cpu = _kind(dev) == "cpu"
+    cpu = adapter_kind(dev) == "cpu"
     rounds = rounds if rounds is not None else (1 if cpu else 3)
     budget_s = budget_s if budget_s is not None else (0.05 if cpu else 0.02)
     candidates = list(candidates) if candidates is not None else _usable(dev, tunable, problem)
