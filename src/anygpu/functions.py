@@ -127,22 +127,24 @@ def empty(*size, dtype=None, device=None, requires_grad: bool = False, out=None,
 
 
 def _float_like(op: str, input: Tensor, dtype):
+    """input's shape and the float dtype of a random tensor like it (input's by default)."""
     dtype = dtypes.to_dtype(dtype if dtype is not None else input.dtype, op)
     if not dtype.is_floating_point:
         raise ValueError(f"{op}: needs a float dtype, got {dtype}")
-    return input.shape
+    return input.shape, dtype
 
 
 def rand_like(input: Tensor, dtype=None, device=None, requires_grad: bool = False, generator=None) -> Tensor:
     placement.check_device("rand_like", device)
-    shape = _float_like("rand_like", input, dtype)
-    return tensor(_generator_rng(generator).random(shape, dtype=np.float32), requires_grad=requires_grad)
+    shape, dtype = _float_like("rand_like", input, dtype)
+    return tensor(_generator_rng(generator).random(shape, dtype=np.float32), dtype=dtype, requires_grad=requires_grad)
 
 
 def randn_like(input: Tensor, dtype=None, device=None, requires_grad: bool = False, generator=None) -> Tensor:
     placement.check_device("randn_like", device)
-    shape = _float_like("randn_like", input, dtype)
-    return tensor(_generator_rng(generator).standard_normal(shape, dtype=np.float32), requires_grad=requires_grad)
+    shape, dtype = _float_like("randn_like", input, dtype)
+    return tensor(_generator_rng(generator).standard_normal(shape, dtype=np.float32), dtype=dtype,
+                  requires_grad=requires_grad)
 
 
 def randint_like(input: Tensor, low, high=None, dtype=None, device=None, generator=None) -> Tensor:

@@ -1623,7 +1623,7 @@ def _random_float(op: str, shape, dtype, requires_grad, draw) -> Tensor:
     if not dtype.is_floating_point:
         raise ValueError(f"{op}: dtype must be a float dtype, got {dtype}")
     _check_fits(op, numel(shape))
-    return tensor(draw(shape), requires_grad=requires_grad)
+    return tensor(draw(shape), dtype=dtype, requires_grad=requires_grad)
 
 
 def rand(*shape, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
