@@ -1323,11 +1323,12 @@ class Tensor:
     def type(self, dtype=None, non_blocking: bool = False):
         """x.type() -> torch's type string ('torch.FloatTensor'); x.type(dtype) converts."""
         if dtype is None:
-            names = {float32: "Float", int64: "Long", int32: "Int", bool_: "Bool"}
+            names = {float32: "Float", float16: "Half", int64: "Long", int32: "Int", bool_: "Bool"}
             return f"torch.{names[self.dtype]}Tensor"
         if isinstance(dtype, str) and dtype.endswith("Tensor"):
             names = {"torch.FloatTensor": float32, "torch.LongTensor": int64, "torch.IntTensor": int32,
-                     "torch.BoolTensor": bool_, "torch.cuda.FloatTensor": float32, "torch.cuda.LongTensor": int64}
+                     "torch.BoolTensor": bool_, "torch.cuda.FloatTensor": float32, "torch.cuda.LongTensor": int64,
+                     "torch.HalfTensor": float16, "torch.cuda.HalfTensor": float16}
             if dtype not in names:
                 raise ValueError(f"type: unknown tensor type {dtype!r}")
             dtype = names[dtype]

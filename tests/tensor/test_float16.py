@@ -37,6 +37,7 @@ def test_creation_conversion_and_round_trip():
     assert ag.tensor([1, 2]).half().tolist() == [1.0, 2.0]
     assert ag.tensor([1.5, -2.5]).half().long().tolist() == [1, -2]
     assert repr(ag.ones(2).half()) == repr(torch.ones(2).half())
+    assert ours.type() == theirs.type() == "torch.HalfTensor" and ag.ones(2).type("torch.HalfTensor").dtype is ag.half
     assert ag.randn(3, dtype=ag.half).dtype is ag.float16 and ag.rand(2, dtype=ag.float16).dtype is ag.float16
     assert ag.rand_like(ours).dtype is ag.float16 and ag.randn_like(ours, dtype=ag.float32).dtype is ag.float32
     with pytest.raises(ValueError, match="float32"):  # optimizers keep float32 (master) parameters
