@@ -1747,8 +1747,9 @@ def _record(name: str, out: Tensor, parents: Sequence[Tensor], backward) -> Tens
 
 
 # Ops whose forward ran on f16 Buffers and whose backward rule runs on them too (f16 stored,
-# summed in f32): matmul's gradients are matmuls of the f16 gradient with the f16 operands.
-_HALF_RULES = {"matmul", "bmm"}
+# f32 math): matmul's gradients are matmuls of the f16 gradient with the f16 operands (summed
+# in f32), softmax's backward reads the f16 gradient and output.
+_HALF_RULES = {"matmul", "bmm", "softmax"}
 
 
 def _converting_backward(backward, computed: str, wanted: tuple):
@@ -2066,7 +2067,8 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
     dev = gpu()
     cols = x.shape[-1]
     rows = x.numel() // cols
-    out = Tensor(dev.softmax(_float_operand(x), rows, cols), x.shape)
+    xb = x._buf if x._buf.dtype == "f16" else _float_operand(x)  # f16 rows: the f16 row kernels
+    out = Tensor(dev.softmax(xb, rows, cols), x.shape)
     return _record("softmax", out, (x,), rule("softmax", dev, out._buf, rows, cols))
 
 
