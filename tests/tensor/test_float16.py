@@ -211,3 +211,26 @@ def test_mixed_precision_training_tracks_float32(rng):
     mixed, full = train(True), train(False)
     np.testing.assert_allclose(mixed, full, rtol=1e-2)
     assert mixed[-1] < mixed[0]
+
+
+def test_module_dtype_conversion_like_torch():
+    """Module.half/float/to(dtype) convert floating parameters and buffers in place (the
+    Parameter objects stay); integer buffers stay; float64/bfloat16/int dtypes are refused."""
+    torch.manual_seed(0)
+    theirs = torch.nn.Sequential(torch.nn.Linear(5, 3), torch.nn.BatchNorm1d(3)).eval()
+    ours = ag.nn.Sequential(ag.nn.Linear(5, 3), ag.nn.BatchNorm1d(3)).eval()
+    ours.load_state_dict({k: v.numpy() for k, v in theirs.state_dict().items()})
+    weight = ours[0].weight
+    ours.half(), theirs.half()
+    assert ours[0].weight is weight
+    assert {k: str(v.dtype) for k, v in ours.state_dict().items()} == \
+        {k: str(v.dtype).replace("int64", "int32") for k, v in theirs.state_dict().items()}
+    x = np.random.default_rng(1).standard_normal((4, 5)).astype(np.float16)
+    got = ours(ag.tensor(x))
+    assert got.dtype is ag.float16
+    _close(got, theirs(torch.tensor(x)), rtol=5e-3, atol=5e-3)
+    assert ours.float()[0].weight.dtype is ag.float32 and ours.to(ag.float16)[1].bias.dtype is ag.float16
+    assert ours.to("cpu", ag.float32)[0].bias.dtype is ag.float32
+    for convert in (ours.double, ours.bfloat16, lambda: ours.to(ag.int32)):
+        with pytest.raises(ValueError, match="Module"):
+            convert()

@@ -395,14 +395,47 @@ class Module:
                 param.grad.zero_()
 
     def to(self, *args, **kwargs) -> "Module":
-        """Accepted for PyTorch code (`model.to(device)`): parameters already live on the
-        adapter; a device argument is checked like a tensor's (anygpu/placement.py)."""
+        """`model.to(device)`: parameters already live on the adapter; a device argument is
+        checked like a tensor's (anygpu/placement.py). `model.to(dtype)` (or a tensor whose
+        dtype to take): floating parameters and buffers are converted in place, as torch's."""
         from .. import placement
+        from .. import dtypes as _dtypes
+        dtype = kwargs.get("dtype")
         for arg in (*args, kwargs.get("device")):
-            if (isinstance(arg, placement.device) or (isinstance(arg, int) and not isinstance(arg, bool))
+            if isinstance(arg, _dtypes.dtype):
+                dtype = arg
+            elif isinstance(arg, Tensor):
+                dtype = arg.dtype
+            elif (isinstance(arg, placement.device) or (isinstance(arg, int) and not isinstance(arg, bool))
                     or (isinstance(arg, str) and arg.partition(":")[0] in placement.DEVICE_TYPES)):
                 placement.check_device("Module.to", arg)
+        if dtype is not None:
+            self._convert_floating("Module.to", dtype)
         return self
+
+    def _convert_floating(self, op: str, dtype) -> "Module":
+        """Convert every floating parameter and buffer to `dtype` in place (the Parameter
+        objects stay, so an optimizer built before still holds them)."""
+        from .. import dtypes as _dtypes
+        dtype = _dtypes.to_dtype(dtype, op)  # refuses float64 / bfloat16, naming the alternative
+        if not dtype.is_floating_point:
+            raise ValueError(f"{op}: expected a floating dtype for the parameters, got {dtype}")
+        for held in (*self.parameters(), *self.buffers()):
+            if held is not None and held.dtype.is_floating_point and held.dtype is not dtype:
+                held.data = held.detach().to(dtype)
+        return self
+
+    def half(self) -> "Module":
+        from .. import dtypes as _dtypes
+        return self._convert_floating("Module.half", _dtypes.float16)
+
+    def double(self) -> "Module":
+        from .. import dtypes as _dtypes
+        return self._convert_floating("Module.double", _dtypes.float64)
+
+    def bfloat16(self) -> "Module":
+        from .. import dtypes as _dtypes
+        return self._convert_floating("Module.bfloat16", _dtypes.bfloat16)
 
     def cpu(self) -> "Module":
         return self
@@ -414,7 +447,8 @@ class Module:
         return self
 
     def float(self) -> "Module":
-        return self
+        from .. import dtypes as _dtypes
+        return self._convert_floating("Module.float", _dtypes.float32)
 
     def __deepcopy__(self, memo):
         """A copy with its own GPU buffers (copied GPU to GPU), e.g. for an EMA model."""
