@@ -1827,7 +1827,7 @@ def _cast(x: Tensor, dtype, copy: bool = False) -> Tensor:
         if not x.dtype.is_floating_point:
             return out
         source = x._buf.dtype  # float <-> float: the gradient goes back converted to x's dtype
-        return _attach("to", out, (x,), lambda g: (g if g.dtype == source else gpu().cast(g, source),))
+        return _attach("to", out, (x,), rule("to", dev, source))
     buf = dev.copy(x._buf) if x._buf.dtype == "i32" else dev.cast(x._buf, "i32")
     out = Tensor(buf, x.shape, dtype)
     out._host = x._host if _is_int(x.dtype) else None

@@ -254,10 +254,17 @@ def softmax_backward(dev, grad_out, y, rows: int, cols: int):
 
 # ============================================================ shapes and indexing
 
-@rule("identity", "reshape", "clone", "to")
+@rule("identity", "reshape", "clone")
 def identity_backward(dev, grad_out):
-    """Ops that move no element (reshape, clone, a float -> float conversion)."""
+    """Ops that move no element (reshape, clone)."""
     return (grad_out,)
+
+
+@rule("to")
+def to_backward(dev, grad_out, source: str):
+    """out = x converted between float storage dtypes (f32 <-> f16): the gradient goes back
+    converted to x's storage dtype `source`."""
+    return (grad_out if grad_out.dtype == source else dev.cast(grad_out, source),)
 
 
 @rule("permute")
