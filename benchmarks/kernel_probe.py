@@ -3,8 +3,8 @@
     python3 benchmarks/kernel_probe.py [--quick] [--json probe.json] [--only softmax,layer_norm,conv,trusted]
 
 Times (GPU timestamps, median) each candidate the tuners offer for softmax 4096x4096
-(f32 and f16), layer norm 4096x4096 (f32 and f16; with its multi-row candidates, names
-ending "2r"/"4r"; each one-row register kernel also in its two-reduction form, "two-pass") and conv2d 3x3 64->64 56x56 batch 32,
+(f32 and f16), layer norm 4096x4096 (f32 and f16; each register kernel also in its
+two-reduction form, "two-pass") and conv2d 3x3 64->64 56x56 batch 32,
 checks each against the fallback's output, and compares trusted shader modules
 (runtime/shaders.py) with checked ones for the register kernels and the direct conv.
 torch CUDA eager (TF32 off) runs in the same process. Prints a table per group.
@@ -73,7 +73,7 @@ def probe_rows(dev, peers, kind: str, dtype: str, rows: int, cols: int, budget: 
     reference = None
     candidates = tunable.candidates(dev, (dtype, rows, cols))
     if kind == "layer_norm":  # beside each one-pass register kernel, its two-reduction form
-        candidates += [(c, "two-pass") for c in candidates if isinstance(c, RowConfig) and c.rows == 1]
+        candidates += [(c, "two-pass") for c in candidates if isinstance(c, RowConfig)]
     for cand in candidates:
         name = f"{cand[0].name} two-pass" if isinstance(cand, tuple) else tunable.label(cand)
         try:

@@ -1,16 +1,14 @@
 """Layer-norm kernels chosen by the generic tuner (ops/tuner.py): the looped kernel
 (kernels/layer_norm.wgsl, 64 threads per row) is the fallback, the register kernels of
 ops/row_gen.py the other candidates (as softmax's, ops/softmax_tune.py): their one-pass
-form, which takes its two-reduction path itself for rows it would not serve accurately,
-each with one row per workgroup and (row_gen.multi_row_configs) with 2 or 4 rows per
-workgroup sharing one load of gamma and beta."""
+form, which takes its two-reduction path itself for rows it would not serve accurately."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from . import tuner
-from .row_gen import RowConfig, configs_for, multi_row_configs
+from .row_gen import RowConfig, configs_for
 from .softmax_tune import RowTunable
 
 __all__: list[str] = []  # nothing here is a Device op
@@ -19,12 +17,11 @@ _EPS = 1e-5
 
 
 class _LayerNorm(RowTunable):
-    version = 4  # 3: the register kernels reduce once ((sum, sum of squares) from a shift); 4: multi-row
+    version = 3  # 3: the register kernels reduce once ((sum, sum of squares) from a shift)
 
     def candidates(self, dev, p) -> list:
         limit = dev.limits.get("max-compute-invocations-per-workgroup", 256)
-        threads, subgroups = min(limit, 1024), "subgroup" in dev.features
-        return ["loop"] + configs_for(p[2], threads, subgroups) + multi_row_configs(p[2], threads, subgroups)
+        return ["loop"] + configs_for(p[2], min(limit, 1024), "subgroup" in dev.features)
 
     def parse(self, label: str):
         return label if label == "loop" else RowConfig.parse(label)

@@ -13,10 +13,6 @@ the same kernel (the mean; then the largest deviation and the sum of squares sca
 
 A `RowConfig` fixes threads per row (wg), units per thread, vec4 or scalar units and
 subgroup or tree reductions; it serves rows of up to wg * units (* 4 for vec4) elements.
-Layer norm also has multi-row configs (rows = 2 or 4, `multi_row_configs`): one workgroup
-holds that many consecutive rows, each thread the same units of each, so it loads its
-gamma and beta once for all of them, and the rows' reductions are batched (one barrier
-for all rows: lib/row_reduce_rows_*.wgsl).
 ops/softmax_tune.py and ops/norm_tune.py offer these configs to the generic tuner beside
 the looped kernel (the fallback).
 """
@@ -32,12 +28,8 @@ from ..runtime.dtypes import dtype_of
 
 KINDS = ("softmax", "softmax_backward", "layer_norm")
 PARAM_FORMAT = "IIfI"  # rows, cols, eps, flags (Params in kernels/row_registers.wgsl)
-_NAME = re.compile(r"^r(\d+)x(\d+)([vs])([gt])(?:(\d+)r)?$")
-_MAX_UNITS = 16  # registers per thread: 16 vec4 (64 floats) at most (all rows together)
-_MULTI_ROWS = (2, 4)
-# workgroup memory of a multi-row kernel: 12 bytes per thread (lib/row_reduce_*.wgsl) and
-# 12 per thread and row (lib/row_reduce_rows_*.wgsl), within WebGPU's default 16 KiB
-_WG_BYTES = 16384
+_NAME = re.compile(r"^r(\d+)x(\d+)([vs])([gt])$")
+_MAX_UNITS = 16  # registers per thread: 16 vec4 (64 floats) at most
 
 
 @dataclass(frozen=True)
@@ -46,20 +38,18 @@ class RowConfig:
     units: int       # units per thread
     vec: bool        # vec4 units (rows of a multiple of 4 elements) or scalars
     subgroup: bool   # subgroup reductions (adapter feature 'subgroup') or a workgroup tree
-    rows: int = 1    # rows per workgroup (layer norm only; > 1: gamma/beta loaded once for all)
 
     @property
     def name(self) -> str:
-        more = f"{self.rows}r" if self.rows > 1 else ""
-        return f"r{self.wg}x{self.units}{'v' if self.vec else 's'}{'g' if self.subgroup else 't'}{more}"
+        return f"r{self.wg}x{self.units}{'v' if self.vec else 's'}{'g' if self.subgroup else 't'}"
 
     @classmethod
     def parse(cls, name: str) -> "RowConfig":
         found = _NAME.match(name)
         if not found:
-            raise ValueError(f"row kernel config: cannot parse {name!r}; expected like 'r256x4vg' or 'r256x4vg2r'")
-        wg, units, vec, sub, rows = found.groups()
-        return cls(int(wg), int(units), vec == "v", sub == "g", int(rows or 1))
+            raise ValueError(f"row kernel config: cannot parse {name!r}; expected like 'r256x4vg'")
+        wg, units, vec, sub = found.groups()
+        return cls(int(wg), int(units), vec == "v", sub == "g")
 
     def capacity(self) -> int:
         """The longest row (elements) this config holds."""
@@ -84,15 +74,6 @@ def configs_for(cols: int, max_threads: int, subgroups: bool) -> list[RowConfig]
                 found.append(RowConfig(wg, units, vec, sub))
         wg *= 2
     return found
-
-
-def multi_row_configs(cols: int, max_threads: int, subgroups: bool) -> list[RowConfig]:
-    """Layer norm's multi-row variants of configs_for(...): each config again with 2 and 4
-    rows per workgroup where all rows' units fit the registers (units * rows <= 16) and
-    the batched reductions fit the workgroup memory."""
-    return [RowConfig(c.wg, c.units, c.vec, c.subgroup, rows)
-            for c in configs_for(cols, max_threads, subgroups) for rows in _MULTI_ROWS
-            if c.units * rows <= _MAX_UNITS and c.wg * 12 * (1 + rows) <= _WG_BYTES]
 
 
 # ---------------------------------------------------------------------------- generation
@@ -163,8 +144,6 @@ def _body(kind: str, c: RowConfig, comp: str, store: str, one_pass: bool) -> lis
         lines.append("let dot = reduce_sum(me, acc);")
         lines += [f"if (ok{u}) {{ dx[base + i{u}] = {store}(y{u} * (grad{u} - {comp}(dot))); }}" for u in U]
         return lines
-    if c.rows > 1:
-        return _layer_norm_rows(c, comp, store, one_pass)
     lines = _loads(c, ["x"], "0.0", comp)
     lines.append("let count = f32(P.cols);")
     # y = ((x - pivot) - moved) * rstd: the one-pass form subtracts its shift first (exact
@@ -243,111 +222,6 @@ def _layer_norm_two_pass(c: RowConfig, comp: str, indent: str) -> list[str]:
     return lines
 
 
-def _layer_norm_rows(c: RowConfig, comp: str, store: str, one_pass: bool) -> list[str]:
-    """Layer norm of c.rows consecutive rows per workgroup (rows row, row + 1, ...; those
-    past P.rows are neither read nor written). Per row the same arithmetic as the one-row
-    kernel (_body), with x{r}_{u} the rows' registers and the reductions batched. The
-    two-reduction form runs when any live row needs it (a branch uniform per workgroup)
-    and replaces only those rows' statistics, so each row's result is the one-row kernel's."""
-    R, U = range(c.rows), range(c.units)
-    lines = []
-    for r in R:
-        lines.append(f"let live{r} = row + {r}u < P.rows;")
-        lines.append(f"let base{r} = base + {r}u * n;")
-    for u in U:
-        lines.append(f"let i{u} = tid + {u * c.wg}u;")
-        lines.append(f"let ok{u} = i{u} < n;")
-        for r in R:
-            lines.append(f"var x{r}_{u} = {comp}(0.0);")
-            lines.append(f"if (ok{u} && live{r}) {{ x{r}_{u} = {comp}(x[base{r} + i{u}]); }}")
-    lines.append("let count = f32(P.cols);")
-    if one_pass:
-        first = ".x" if c.vec else ""
-        for r in R:
-            lines.append(f"var shift{r} = 0.0;")
-            lines.append(f"if (live{r}) {{ shift{r} = f32(x[base{r}]{first}); }}")
-            lines.append(f"var s{r} = 0.0;")
-            lines.append(f"var ss{r} = 0.0;")
-            for u in U:
-                lines.append(f"let e{r}_{u} = select({comp}(0.0), x{r}_{u} - {comp}(shift{r}), ok{u});")
-                lines.append(f"s{r} += {_hsum(f'e{r}_{u}', c.vec)};")
-                lines.append(f"ss{r} += {_hsum(f'(e{r}_{u} * e{r}_{u})', c.vec)};")
-        pairs = ", ".join(f"vec2<f32>(s{r}, ss{r})" for r in R)
-        lines.append(f"let sq = reduce_rows_pair(me, array<vec2<f32>, ROWS>({pairs}));")
-        for r in R:
-            lines += [f"let m0_{r} = sq[{r}].x / count;",
-                      f"var moved{r} = m0_{r} + fma(-m0_{r}, count, sq[{r}].x) / count;",
-                      f"let spread{r} = sq[{r}].y / count;",
-                      f"let variance{r} = spread{r} - moved{r} * moved{r};",
-                      f"var mean{r} = shift{r} + moved{r};",
-                      f"var rstd{r} = 0.0;",
-                      f"var pivot{r} = shift{r};",
-                      f"let fine{r} = spread{r} > 8e-28 && spread{r} < 3e38 && variance{r} >= spread{r} * 0.00390625;",
-                      f"if (fine{r}) {{ rstd{r} = inverseSqrt(variance{r} + P.eps); }}"]
-        lines.append(f"if ({' || '.join(f'(live{r} && !fine{r})' for r in R)}) {{")
-        lines += ["    " + line for line in _layer_norm_rows_two_pass(c, comp)]
-        for r in R:
-            lines += [f"    if (!fine{r}) {{",
-                      f"        mean{r} = tmean{r};", f"        rstd{r} = trstd{r};",
-                      f"        pivot{r} = tmean{r};", f"        moved{r} = 0.0;", "    }"]
-        lines.append("}")
-    else:
-        lines += _layer_norm_rows_two_pass(c, comp)
-        for r in R:
-            lines += [f"let mean{r} = tmean{r};", f"let rstd{r} = trstd{r};",
-                      f"let pivot{r} = tmean{r};", f"let moved{r} = 0.0;"]
-    for u in U:
-        # gamma and beta: read once per unit for all rows, after x (see _body)
-        lines += [f"if (ok{u}) {{",
-                  f"    var g{u} = {comp}(1.0);",
-                  f"    var b{u} = {comp}(0.0);",
-                  f"    if ((P.flags & 1u) != 0u) {{ g{u} = {comp}(gamma[i{u}]); }}",
-                  f"    if ((P.flags & 2u) != 0u) {{ b{u} = {comp}(beta[i{u}]); }}"]
-        for r in R:
-            lines += [f"    if (live{r}) {{",
-                      f"        var o = ((x{r}_{u} - {comp}(pivot{r})) - {comp}(moved{r})) * rstd{r};",
-                      f"        if ((P.flags & 1u) != 0u) {{ o = o * g{u}; }}",
-                      f"        if ((P.flags & 2u) != 0u) {{ o = o + b{u}; }}",
-                      f"        y[base{r} + i{u}] = {store}(o);",
-                      "    }"]
-        lines.append("}")
-    lines.append("if (tid == 0u) {")
-    for r in R:
-        lines += [f"    if (live{r}) {{", f"        stats[2u * (row + {r}u)] = mean{r};",
-                  f"        stats[2u * (row + {r}u) + 1u] = rstd{r};", "    }"]
-    lines.append("}")
-    return lines
-
-
-def _layer_norm_rows_two_pass(c: RowConfig, comp: str) -> list[str]:
-    """_layer_norm_two_pass for every row of a multi-row config, reductions batched:
-    declares tmean{r} and trstd{r}."""
-    R, U = range(c.rows), range(c.units)
-    lines = []
-    for r in R:
-        lines.append(f"var acc{r} = 0.0;")
-        lines += [f"acc{r} += {_hsum(f'x{r}_{u}', c.vec)};" for u in U]
-    lines.append(f"let total = reduce_rows_sum(me, array<f32, ROWS>({', '.join(f'acc{r}' for r in R)}));")
-    for r in R:
-        lines.append(f"let mean0_{r} = total[{r}] / count;")
-        lines.append(f"let tmean{r} = mean0_{r} + fma(-mean0_{r}, count, total[{r}]) / count;")
-        lines.append(f"var peak{r} = 0.0;")
-        for u in U:
-            lines.append(f"let d{r}_{u} = select({comp}(0.0), x{r}_{u} - {comp}(tmean{r}), ok{u});")
-            lines.append(f"peak{r} = max(peak{r}, {_hmax(f'abs(d{r}_{u})', c.vec)});")
-        lines.append(f"let inv_peak{r} = select(0.0, 1.0 / peak{r}, peak{r} > 0.0);")
-        lines.append(f"var q{r} = 0.0;")
-        for u in U:
-            lines.append(f"let z{r}_{u} = d{r}_{u} * inv_peak{r};")
-            lines.append(f"q{r} += {_hsum(f'(z{r}_{u} * z{r}_{u})', c.vec)};")
-    tops = ", ".join(f"vec2<f32>(peak{r}, q{r})" for r in R)
-    lines.append(f"let top = reduce_rows_top(me, array<vec2<f32>, ROWS>({tops}));")
-    for r in R:
-        lines.append(f"let unit{r} = select(1.0, top[{r}].x, top[{r}].x > 0.0);")
-        lines.append(f"let trstd{r} = scaled_rstd(top[{r}].y / count, P.eps, unit{r});")
-    return lines
-
-
 _WHAT = {"softmax": "y = exp(x - max) / sum exp(x - max) per row",
          "softmax_backward": "dx = y * (grad - sum grad*y) per row",
          "layer_norm": "y = (x - mean) * rstd * gamma + beta per row; stats = (mean, rstd)"}
@@ -359,22 +233,15 @@ def generate(kind: str, config: RowConfig, dtype: str = "f32", one_pass: bool = 
     one_pass=False: layer norm's two-reduction form only (for comparisons and tests)."""
     if kind not in KINDS:
         raise ValueError(f"row kernel kind must be one of {KINDS}, got {kind!r}")
-    if config.rows > 1 and kind != "layer_norm":
-        raise ValueError(f"{kind}: register config {config.name}: several rows per workgroup is layer norm's only")
     storage = dtype_of(dtype, "kernel").storage
     unit_t = f"vec4<{storage}>" if config.vec else storage
     comp = "vec4<f32>" if config.vec else "f32"
-    reduce = load_shader("lib/row_reduce_subgroup.wgsl" if config.subgroup else "lib/row_reduce_tree.wgsl")
-    row = "wid.x + wid.y * nwg.x"
-    if config.rows > 1:
-        rows_lib = "lib/row_reduce_rows_subgroup.wgsl" if config.subgroup else "lib/row_reduce_rows_tree.wgsl"
-        reduce = f"const ROWS: u32 = {config.rows}u;\n{reduce}\n{load_shader(rows_lib)}"
-        row = "(wid.x + wid.y * nwg.x) * ROWS"
+    reduce = "lib/row_reduce_subgroup.wgsl" if config.subgroup else "lib/row_reduce_tree.wgsl"
     sub_args = (",\n        @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_id) group: u32,"
                 " @builtin(num_subgroups) groups: u32") if config.subgroup else ""
     return load_shader(
         "row_registers.wgsl", dtype=dtype, KIND=kind, WHAT=_WHAT[kind], WG=config.wg,
-        BINDINGS=_bindings(kind, unit_t), REDUCE=reduce, ROW=row, RESCALE=_RESCALE[kind],
+        BINDINGS=_bindings(kind, unit_t), REDUCE=load_shader(reduce), RESCALE=_RESCALE[kind],
         SUBGROUP_ARGS=sub_args,
         ME="RowThread(tid, lane, group, groups)" if config.subgroup else "RowThread(tid, 0u, 0u, 1u)",
         UNITS="P.cols / 4u" if config.vec else "P.cols",
