@@ -1731,14 +1731,16 @@ def _half_result(parents: Sequence[Tensor]) -> bool:
     return bool(strong) and all(p.dtype is float16 for p in strong)
 
 
-def _record(name: str, out: Tensor, parents: Sequence[Tensor], backward) -> Tensor:
+def _record(name: str, out: Tensor, parents: Sequence[Tensor], backward, native: bool = False) -> Tensor:
     """Attach the backward rule of the op that produced `out` (when grad is wanted).
 
     float16 operands: the ops compute in f32 (their kernels load f16 as f32, or their
     operands were converted), so a float32 result of float16 operands is rounded to f16
     here, once, and the backward converts: the rule runs on f32 gradients and each
-    input's gradient is returned in its own storage dtype."""
-    computed = out._buf.dtype if name in _HALF_RULES else "f32"
+    input's gradient is returned in its own storage dtype. `native`: the forward ran on
+    the f16 Buffers themselves (elementwise ops of float16 operands, see _float_operands),
+    so the rule runs on f16 gradients too (its kernels store f16 and compute in f32)."""
+    computed = out._buf.dtype if native or name in _HALF_RULES else "f32"
     if out.dtype is float32 and _half_result(parents):
         out._buf, out.dtype = gpu().cast(out._buf, "f16"), float16
     if backward is not None and (out.dtype is float16 or any(p.dtype is float16 for p in parents)):
@@ -1803,6 +1805,16 @@ def sum_to_shape(grad_buf, grad_shape, shape):
 
 def _float_operand(t: Tensor):
     return t._buf if t._buf.dtype == "f32" else gpu().cast(t._buf, "f32")
+
+
+def _float_operands(*tensors: Tensor) -> tuple:
+    """The Buffers an elementwise float kernel reads: the f16 Buffers themselves when every
+    operand is float16 (f16 storage, f32 math, the result rounded to f16 once: torch's half
+    kernels, without converted copies), else each operand as f32 (mixed float16/float32
+    computes in float32, as torch promotes)."""
+    if all(t._buf.dtype == "f16" for t in tensors):
+        return tuple(t._buf for t in tensors)
+    return tuple(_float_operand(t) for t in tensors)
 
 
 def _int_operand(t: Tensor):
@@ -1874,13 +1886,13 @@ def _binary(name: str, a, b) -> Tensor:
     a = _to_tensor(a)
     b = _to_tensor(b)
     dev = gpu()
-    a_buf, b_buf = _float_operand(a), _float_operand(b)  # the backward reads these, never int bits
+    a_buf, b_buf = _float_operands(a, b)  # the backward reads these, never int bits
     buf, shape = dev.broadcast_binary(name, a_buf, a.shape, b_buf, b.shape)
     out = Tensor(buf, shape)
 
     needs = (a.requires_grad, b.requires_grad)
     backward = rule(name, dev, a_buf, b_buf, buf, shapes=(a.shape, b.shape, shape), needs=needs)
-    return _record(name, out, (a, b), backward)
+    return _record(name, out, (a, b), backward, native=buf.dtype == "f16")
 
 
 # Tensor-with-Python-scalar arithmetic as one unary launch: name -> (forward op, reversed op).
@@ -1894,12 +1906,12 @@ def _scalar_binary(name: str, x: Tensor, s: float, reverse: bool) -> Tensor:
     if op is None:  # s ** x: through the broadcasting kernel
         return _binary(name, full((), s), x)
     dev = gpu()
-    xb = _float_operand(x)
+    xb, = _float_operands(x)
     alpha = -s if (name, reverse) == ("sub", False) else s
     out = Tensor(dev.unary(op, xb, alpha), x.shape)
 
     backward = rule(op, dev, xb, out._buf, alpha)
-    return _record(name, out, (x,), backward)
+    return _record(name, out, (x,), backward, native=xb.dtype == "f16")
 
 
 def _compare(name: str, a, b) -> Tensor:
@@ -1911,7 +1923,8 @@ def _compare(name: str, a, b) -> Tensor:
     if exact_int:
         buf, shape = gpu().broadcast_binary_int(name, _int_operand(a), a.shape, _int_operand(b), b.shape)
     else:
-        buf, shape = gpu().broadcast_binary(name, _float_operand(a), a.shape, _float_operand(b), b.shape)
+        a_buf, b_buf = _float_operands(a, b)  # float16 with float16: compared as stored
+        buf, shape = gpu().broadcast_binary(name, a_buf, a.shape, b_buf, b.shape)
     return Tensor(buf, shape, bool_)
 
 
@@ -1945,9 +1958,9 @@ def _unary(name: str, x: Tensor, alpha: float = 0.0, beta: float = 0.0) -> Tenso
     if not x.dtype.is_floating_point and name in _INT_KEEPING_UNARY:
         return _int_unary(name, x, alpha, beta)
     dev = gpu()
-    xb = _float_operand(x)
+    xb, = _float_operands(x)
     out = Tensor(dev.unary(name, xb, alpha, beta), x.shape)
-    return _record(name, out, (x,), rule(name, dev, xb, out._buf, alpha, beta))
+    return _record(name, out, (x,), rule(name, dev, xb, out._buf, alpha, beta), native=xb.dtype == "f16")
 
 
 def unary_op(name: str, x: Tensor, alpha: float = 0.0, beta: float = 0.0) -> Tensor:

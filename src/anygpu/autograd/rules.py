@@ -58,8 +58,9 @@ def has_rule(name: str) -> bool:
 # ============================================================ elementwise, one input
 
 def _zeros_like(dev, g):
-    # A fresh zero buffer rather than g * 0, so an infinite g gives 0, not NaN.
-    return dev.alloc(g.len)
+    # A fresh zero buffer rather than g * 0, so an infinite g gives 0, not NaN; in g's dtype
+    # (f16 for the float16 ops that run on f16 Buffers).
+    return dev.alloc(g.len, g.dtype)
 
 
 # name -> grad_x from (dev, g, x, y, alpha, beta): x the input, y the output.

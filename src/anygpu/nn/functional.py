@@ -52,7 +52,9 @@ _REDUCTIONS = ("none", "mean", "sum")
 
 def _tensor(op: str, name: str, value, min_ndim: int = 0, ndims: Sequence[int] | None = None,
             dtype: str | None = float32) -> Tensor:
-    """`value` if it is a Tensor of an accepted rank and dtype, else a clear error."""
+    """`value` if it is a Tensor of an accepted rank and dtype, else a clear error. float32
+    means a float tensor: float16 reaches an op only where _half_or_autocast lets it
+    (_HALF_NATIVE, linear), the rest get float32 copies."""
     if not isinstance(value, Tensor):
         raise TypeError(f"{op}: {name} must be a Tensor, got {type(value).__name__}")
     if ndims is not None and value.ndim not in ndims:
@@ -60,6 +62,8 @@ def _tensor(op: str, name: str, value, min_ndim: int = 0, ndims: Sequence[int] |
         raise ValueError(f"{op}: {name} must be {expected}, got shape {value.shape}")
     if value.ndim < min_ndim:
         raise ValueError(f"{op}: {name} needs at least {min_ndim} dims, got shape {value.shape}")
+    if dtype is float32 and value.dtype is float16:
+        return value
     if dtype is not None and value.dtype != dtype and (dtype.is_floating_point or value.dtype not in (int32, int64)):
         kind = "a float" if dtype == float32 else "an integer"
         raise ValueError(f"{op}: {name} must be {kind} tensor, got dtype {value.dtype}")
@@ -1335,12 +1339,18 @@ def _rounded_half(out):
     return out
 
 
+# Activations that are one elementwise kernel (unary_op): on a float16 input that kernel runs
+# on the f16 Buffer itself (f32 math, the result rounded once), forward and backward.
+_HALF_NATIVE = {"relu", "silu", "gelu", "sigmoid", "tanh", "leaky_relu", "elu", "softplus"}
+
+
 def _half_or_autocast(fn):
     """float16 inputs and autocast for a functional op. Under autocast the op's policy
     (amp.LOWER: float16, amp.FLOAT32: float32) converts its float tensor arguments. A
     float16 call runs the float32 kernels on converted arguments (recorded conversions, so
     gradients come back in each argument's dtype) and rounds the result to float16 once;
-    linear runs as an f16 matmul (f16 stored, summed in f32)."""
+    linear runs as an f16 matmul (f16 stored, summed in f32), the _HALF_NATIVE activations
+    as their f16 elementwise kernels."""
     name = fn.__name__
 
     @functools.wraps(fn)
@@ -1356,6 +1366,8 @@ def _half_or_autocast(fn):
         half = bool(floats) and floats[0].dtype is float16
         if half and name == "linear" and all(t.dtype is float16 for t in floats):
             return _linear_half(*args, **kwargs)
+        if half and name in _HALF_NATIVE:
+            return fn(*args, **kwargs)
         args = tuple(_converted(a, float32) for a in args)
         kwargs = {k: _converted(v, float32) for k, v in kwargs.items()}
         out = fn(*args, **kwargs)
