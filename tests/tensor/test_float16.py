@@ -116,6 +116,76 @@ def test_nan_inf_and_overflow():
         np.testing.assert_array_equal(fn(a).numpy(), fn(t).numpy())
 
 
+def _native_chain(lib, x, b, c):
+    """float16 elementwise ops of every kind: broadcasting, Python scalars on either side,
+    maximum (NaN through it), activations, clamp, pow, a comparison: 25 ops."""
+    F = lib.nn.functional
+    y = x * 2.0 + b                       # 60000 * 2 and 40000 * 2 overflow past 65504 to inf
+    y = (y - c) / c + 0.5                 # broadcast sub and div, scalar add
+    z = lib.maximum(y, x * 0.25) - 1.5
+    w = F.silu(z) * b + z.sigmoid() * z.tanh() - (z * 0.125).exp()
+    w = 3.0 - w.clamp(-40000.0, 20000.0) * F.leaky_relu(z, 0.1) + w.abs() ** 2
+    return w, w > z
+
+
+def _native_chain_inputs(rng):
+    x = (rng.standard_normal((5, 7, 9)) * 3).astype(np.float32)
+    x[0, 0, :8] = [np.nan, np.inf, -np.inf, 60000.0, -60000.0, 65504.0, 40000.0, -1e-3]
+    b = rng.standard_normal((7, 1)).astype(np.float32)
+    c = (rng.uniform(1.0, 3.0, 9) * rng.choice([-1, 1], 9)).astype(np.float32)
+    return x, b, c
+
+
+def test_native_chain_with_broadcasting_scalars_nan_inf_overflow_matches_torch(rng):
+    data = _native_chain_inputs(rng)
+    ours = [ag.tensor(v, dtype=ag.float16, requires_grad=True) for v in data]
+    theirs = [torch.tensor(v, dtype=torch.float16, requires_grad=True) for v in data]
+    (w_a, mask_a), (w_t, mask_t) = _native_chain(ag, *ours), _native_chain(torch, *theirs)
+    assert w_a.dtype is ag.float16 and mask_a.dtype is ag.bool
+    got, want = w_a.detach().numpy(), w_t.detach().numpy()
+    assert np.isnan(want).any() and np.isinf(want).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[np.isinf(want)], want[np.isinf(want)])  # same infinities
+    _close(w_a, w_t)
+    np.testing.assert_array_equal(mask_a.numpy(), mask_t.numpy())
+    grad = rng.standard_normal(w_t.shape).astype(np.float16)
+    w_a.backward(ag.tensor(grad))
+    w_t.backward(torch.tensor(grad))
+    for o, t in zip(ours, theirs):
+        assert o.grad.dtype is ag.float16
+        g_a, g_t = o.grad.numpy().astype(np.float32), t.grad.numpy().astype(np.float32)
+        np.testing.assert_array_equal(np.isnan(g_a), np.isnan(g_t))
+        finite = np.isfinite(g_t)
+        np.testing.assert_allclose(g_a[finite], g_t[finite], rtol=4e-3, atol=4e-3 * np.abs(g_t[finite]).max())
+
+
+def test_native_ops_stay_in_f16(rng, monkeypatch):
+    """float16 elementwise ops read and write f16 Buffers: one dispatch per op forward, and no
+    conversion to f32 forward or backward (the mixed float16/float32 case still converts)."""
+    dev = gpu()
+    ours = [ag.tensor(v, dtype=ag.float16, requires_grad=True) for v in _native_chain_inputs(rng)]
+    casts = []
+    real_cast = type(dev).cast
+
+    def spy(self, buf, dtype):
+        casts.append((buf.dtype, dtype))
+        return real_cast(self, buf, dtype)
+
+    monkeypatch.setattr(type(dev), "cast", spy)
+    start = dev.stats["dispatches"]
+    w, mask = _native_chain(ag, *ours)
+    mask.numpy()
+    assert dev.stats["dispatches"] - start == 25  # the chain's 25 ops, one kernel each
+    assert w._buf.dtype == "f16" and not casts
+    grad = ag.ones(*w.shape, dtype=ag.float16)
+    casts.clear()
+    w.backward(grad)
+    assert all(t.grad._buf.dtype == "f16" for t in ours)
+    assert ("f16", "f32") not in casts and ("f32", "f16") not in casts, casts
+    (ours[0] + ag.ones(7, 9)).sum().backward()  # mixed: float32 result, x converted
+    assert ("f16", "f32") in casts
+
+
 def test_mixed_dtypes_promote_as_torch(rng):
     data = rng.standard_normal((3, 4)).astype(np.float32)
     a16, a32 = ag.tensor(data).half(), ag.tensor(data)
