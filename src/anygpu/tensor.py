@@ -1740,10 +1740,12 @@ def _record(name: str, out: Tensor, parents: Sequence[Tensor], backward, native:
     input's gradient is returned in its own storage dtype. `native`: the forward ran on
     the f16 Buffers themselves (elementwise ops of float16 operands, see _float_operands),
     so the rule runs on f16 gradients too (its kernels store f16 and compute in f32)."""
+    if out.dtype is not float16 and not any(p.dtype is float16 for p in parents):
+        return _attach(name, out, parents, backward)  # no float16 anywhere: the common path
     computed = out._buf.dtype if native or name in _HALF_RULES else "f32"
     if out.dtype is float32 and _half_result(parents):
         out._buf, out.dtype = gpu().cast(out._buf, "f16"), float16
-    if backward is not None and (out.dtype is float16 or any(p.dtype is float16 for p in parents)):
+    if backward is not None:
         backward = _converting_backward(backward, computed, tuple(p._buf.dtype for p in parents))
     return _attach(name, out, parents, backward)
 
