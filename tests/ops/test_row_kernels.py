@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from anygpu.ops.row_gen import PARAM_FORMAT, RowConfig, configs_for, generate
+from anygpu.ops.row_gen import PARAM_FORMAT, RowConfig, configs_for, generate, held_configs
 from anygpu.runtime import shaders
 
 # Rows of 300 (vec4 units) and 301 (scalars): 32 threads x 3 units, 64 x 2 / 32 x 10, 64 x 5.
@@ -241,3 +241,111 @@ def test_trusted_switch(monkeypatch):
     assert not shaders.trusted("// not marked\nfn main() {}")
     monkeypatch.setenv("ANYGPU_TRUSTED_SHADERS", "0")
     assert not shaders.trusted("//! trusted\nfn main() {}")
+
+
+# Layer norm's hold forms (row_gen.held_configs): `hold` rows per workgroup in turn, gamma/beta
+# held in registers, the next row prefetched with `p`. Every form the tuner offers for rows of
+# 300 (vec4, subgroup reductions) and 301 (scalars, tree reductions) is forced here.
+HELD = held_configs(300, 256, True) + held_configs(301, 256, False)
+
+
+def _held_rows(rng, cols, dtype):
+    """11 rows (no multiple of 2, 4 or 8), rows of the one-pass path beside rows that take
+    the two-reduction fallback in the same workgroup: an outlier first element (heavy
+    cancellation), NaN, a constant row, -inf, huge and tiny magnitudes."""
+    x = (rng.standard_normal((11, cols)) * 3 + 1).astype(np.float32)
+    x[1] = rng.standard_normal(cols) + (1e4 if dtype == "f32" else 100.0)
+    x[2, cols // 3] = np.nan
+    x[3] = 0.5                                   # constant row: exact zeros, y == beta
+    x[4, 0] = 1e3 if dtype == "f32" else 300.0   # cancellation: the two-reduction path
+    x[5, ::3] = -np.inf
+    x[6] *= (1e30 if dtype == "f32" else 1e4) / 3  # f32: squares overflow
+    x[9] = rng.standard_normal(cols) * (1e-20 if dtype == "f32" else 1e-4)
+    return x.astype(np.float16 if dtype == "f16" else np.float32)
+
+
+def test_held_configs_are_offered_and_parse_back():
+    names = {c.name for c in HELD}
+    assert {"r32x3vgh1", "r32x3vgh2", "r32x3vgh4", "r32x3vgh2p", "r32x3vgh4p", "r32x3vgh8p", "r64x5sth8p"} <= names
+    for cols in (300, 301, 4096):
+        for config in held_configs(cols, 1024, True):
+            assert config.hold >= 1 and config.units <= 8 and config.serves(cols)
+            assert RowConfig.parse(config.name) == config
+    with pytest.raises(ValueError, match="softmax: register config r32x3vgh2"):
+        generate("softmax", RowConfig(32, 3, True, True, 2), "f32")
+    with pytest.raises(ValueError, match="prefetch"):
+        RowConfig(32, 3, True, True, 1, True)
+
+
+@pytest.mark.parametrize("config", HELD, ids=lambda c: c.name)
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_held_layer_norm_matches_torch(dev, rng, read, config, dtype):
+    cols = _cols(config)
+    x = _held_rows(rng, cols, dtype)
+    gamma = rng.standard_normal(cols).astype(x.dtype)
+    beta = rng.standard_normal(cols).astype(x.dtype)
+    y, stats = dev.layer_norm(dev.upload(x, dtype), dev.upload(gamma, dtype), dev.upload(beta, dtype), 11, cols,
+                              1e-5, config=config)
+    t = torch.tensor(x, dtype=torch.float64)
+    want = F.layer_norm(t, (cols,), torch.tensor(gamma, dtype=torch.float64),
+                        torch.tensor(beta, dtype=torch.float64), 1e-5).numpy()
+    got = read(y, x.shape).astype(np.float64)
+    tol = dict(rtol=4e-3, atol=4e-3) if dtype == "f16" else dict(rtol=1e-4, atol=2e-5)
+    np.testing.assert_allclose(got, want, equal_nan=True, **tol)
+    assert np.all(np.isnan(got[[2, 5]]))
+    assert np.all(got[3] == beta.astype(np.float64))
+    got_stats = read(stats, (11, 2))
+    with np.errstate(invalid="ignore"):
+        mean = t.mean(dim=1).numpy()
+        rstd = (1 / torch.sqrt(t.var(dim=1, unbiased=False) + 1e-5)).numpy()
+    finite = [0, 1, 3, 4, 6, 7, 8, 9, 10]
+    np.testing.assert_allclose(got_stats[finite, 0], mean[finite], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got_stats[finite, 1], rstd[finite], rtol=1e-4)
+
+
+@pytest.mark.parametrize("config", HELD, ids=lambda c: c.name)
+def test_held_layer_norm_is_the_one_row_kernel(dev, rng, upload, read, config):
+    """Per row the one-row kernel's arithmetic (to an ulp: a driver may contract the two
+    kernels' multiply-adds differently): every remainder of the row count, with and
+    without gamma / beta, fallback rows beside one-pass rows."""
+    cols = _cols(config)
+    single = RowConfig(config.wg, config.units, config.vec, config.subgroup)
+    for rows in sorted({1, config.hold - 1, config.hold, config.hold + 1, 2 * config.hold + 1} - {0}):
+        x = (rng.standard_normal((rows, cols)) * 2 - 1).astype(np.float32)
+        x[rows // 2, 0] = 1e3  # the two-reduction path beside one-pass rows
+        x[-1, 3] = np.inf
+        for affine in ((False, False), (True, False), (False, True), (True, True)):
+            g, b = (upload(rng.standard_normal(cols).astype(np.float32)) if on else None for on in affine)
+            y, stats = dev.layer_norm(upload(x), g, b, rows, cols, 1e-5, config=config)
+            y1, stats1 = dev.layer_norm(upload(x), g, b, rows, cols, 1e-5, config=single)
+            np.testing.assert_allclose(read(y), read(y1), rtol=1e-6, atol=1e-6, equal_nan=True)
+            np.testing.assert_allclose(read(stats), read(stats1), rtol=1e-6, atol=1e-7, equal_nan=True)
+
+
+@pytest.mark.parametrize("config", [c for c in HELD if c.hold >= 4], ids=lambda c: c.name)
+def test_held_layer_norm_tiny_rows_without_eps(dev, rng, upload, read, config):
+    cols = _cols(config)
+    x = np.stack([rng.standard_normal(cols) * 1e-25, rng.standard_normal(cols) * 1e-3 + 1,
+                  rng.standard_normal(cols) * 1e-20]).astype(np.float32)
+    y, _ = dev.layer_norm(upload(x), None, None, 3, cols, 0.0, config=config)
+    want = F.layer_norm(torch.tensor(x, dtype=torch.float64), (cols,), eps=0.0).numpy()
+    np.testing.assert_allclose(read(y, x.shape), want, rtol=1e-4, atol=1e-4)
+
+
+def test_held_kernels_write_nothing_past_their_rows(dev, rng):
+    """Trusted modules: launched over more workgroups than the rows need, on the first
+    rows of larger buffers, the hold kernels leave the rest untouched."""
+    for config in HELD:
+        cols = _cols(config)
+        source = generate("layer_norm", config, "f32")
+        assert shaders.trusted(source)
+        kernel = dev.kernel(f"layer_norm[{config.name}]", source, 3, 2, PARAM_FORMAT)
+        total = 2 * config.hold + 2
+        x_host = rng.standard_normal(total * cols).astype(np.float32)
+        x_host[cols:2 * cols] = 0.5  # a constant row: the two-reduction path
+        outs = [dev.upload(np.full(total * cols, 7.0, np.float32)), dev.upload(np.full(2 * total, 7.0, np.float32))]
+        rows = config.hold + 1  # the last live workgroup holds one row
+        dev.launch(kernel, [dev.upload(x_host)] * 3, outs, (rows, cols, 1e-5, 3), (3, 1, 1))
+        y = dev.read(outs[0])
+        assert np.all(y[rows * cols:] == 7.0) and np.all(y[:rows * cols] != 7.0), config.name
+        assert np.all(dev.read(outs[1])[2 * rows:] == 7.0), config.name
