@@ -138,6 +138,16 @@ def test_ddp_equals_one_process_with_the_whole_batch(ddp_runs, variant):
         assert np.abs(np.asarray(reference) - np.asarray(rank0["initial"][name])).max() > 1e-3  # it trained
 
 
+def test_backward_does_not_wait_for_the_reduction(ddp_runs):
+    """Each bucket's upload is recorded behind a gate: backward returns with them held
+    (the optimizer step is recorded before the sums arrive), and the results above still
+    equal one process."""
+    for rank in (0, 1):
+        for variant, run in ddp_runs[rank].items():
+            assert run["buckets"] == 2  # bucket_cap_mb=0.0005: (bias, weight, bias) and (weight)
+            assert run["held"] == [2] * 4, (rank, variant)
+
+
 def test_uneven_split_needs_weighting(ddp_runs):
     """Plain averaging of a 3-sample and a 9-sample gradient is not the 12-sample gradient."""
     plain = ddp_runs[0]["sgd-uneven-plain-sync"]

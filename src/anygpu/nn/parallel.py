@@ -9,7 +9,8 @@ How a step runs on N ranks (see anygpu.distributed for the process group):
    bucket's gradients are final its GPU copy into persistent host staging
    (runtime/staging.py) is submitted and the process group's worker thread maps it and runs
    the MPI all-reduce while Python records the rest of backward. When backward ends, DDP
-   waits for every bucket, uploads the sums and cuts the averages into the parameters' ``.grad``.
+   records, per bucket, the upload of its sum and the cut of the averages into the
+   parameters' ``.grad`` -- behind a gate, so it does not wait for the reduction (below).
 4. The optimizer steps on identical gradients, so the replicas stay identical.
 
 With the mean loss of a batch of b samples on each rank, the result equals one process
@@ -17,14 +18,16 @@ training on the N*b samples. ``weight_by_samples=True`` weights each rank's grad
 batch size instead of 1/N, which keeps that equality when ranks get different batch sizes
 (uneven last batches, or ``balance="throughput"``).
 
-What this overlaps is the recording of backward, not the GPU's pipelining across steps: the
-wait at the end of backward still drains the GPU queue (docs/DISTRIBUTED.md, "How the
-gradients travel", says what that costs).
+Nothing waits at the end of backward: each bucket's upload is recorded behind a gate
+(runtime Device.gate), so Python records the optimizer step and the next forward while
+MPI reduces, and the GPU gets that work once the sums are there (docs/DISTRIBUTED.md,
+"How the gradients travel").
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 import weakref
 
@@ -151,6 +154,7 @@ class DistributedDataParallel(Module):
         self._uploads: list = [None] * len(self._buckets)  # per bucket: GPU Buffer the result lands in
         self._round: _Round | None = None
         self._synced: list | None = None  # the .grad Tensors the last sync produced
+        self._defer = True  # False: wait for the sums at the end of backward (benchmarks/distributed.py --no-defer)
         # Seconds spent, summed over syncs: waiting for the GPU and the mappings (map), in the MPI
         # all-reduce (mpi) -- both on the worker thread -- and the caller blocked on them (wait).
         self.stats = {"rounds": 0, "map_seconds": 0.0, "mpi_seconds": 0.0, "wait_seconds": 0.0}
@@ -312,30 +316,50 @@ class DistributedDataParallel(Module):
 
         state.results.append(group.executor.submit(exchange) if group.executor is not None else exchange())
 
-    def _finish(self, state: "_Round") -> None:
-        """Launch the buckets not launched yet, wait for all, and cut the averages into .grad."""
-        from anygpu.distributed.process_group import _await, _need_group
+    def _finish(self, state: "_Round", defer: bool) -> None:
+        """Launch the buckets not launched yet and record, per bucket, the upload of its sum
+        and the cut of the averages into the parameters' ``.grad``.
+
+        defer: put each bucket's upload behind a gate (runtime Device.gate) instead of
+        waiting here: Python goes on recording (the optimizer step, the next forward) while
+        MPI reduces, and the recorded work is submitted once the sums have arrived. Reading a
+        gradient (or anything recorded after it) waits for them, as a flush does."""
+        from anygpu.distributed.process_group import _need_group
         from anygpu.ops import gpu
 
         while state.launched < len(self._buckets):
             self._launch(state)
         group = _need_group("DistributedDataParallel")
         dev = gpu()
-        waited = time.perf_counter()
         for index, result in enumerate(state.results):
-            (total, mapped), times = result if isinstance(result, tuple) else _await(
-                group, result, "DistributedDataParallel gradient all-reduce")
-            self.stats["map_seconds"] += times["map"]
-            self.stats["mpi_seconds"] += times["work"]
+            collect = functools.partial(self._collect, group, result)
+            if defer and not isinstance(result, tuple):
+                dev.gate(result.done, collect)
+            else:
+                collect()
+            size = self._sizes[index]
             stage, flat = self._stages[index], self._uploads[index]
-            stage.record_upload(flat, 0, self._sizes[index] + 1)
-            averaged = Tensor(flat, (self._sizes[index] + 1,)) * (1.0 / total)
+            stage.record_upload(flat, 0, size + 1)
+            summed = Tensor(flat, (size + 1,))
+            # The divisor is the summed weight, the bucket's last element: world_size when
+            # every rank sends 1 (exact in float32), else known only on the GPU.
+            averaged = summed / summed[size] if self.weight_by_samples else summed * (1.0 / self.world_size)
             for p, offset in self._buckets[index]:
                 # A fresh buffer: a gradient buffer may be shared with other tensors of the graph.
                 p.grad = Tensor(dev.copy(averaged._buf, None, p.numel(), src_offset=offset), p.shape)
-        self.stats["wait_seconds"] += time.perf_counter() - waited
         self.stats["rounds"] += 1
         self._round = None
+
+    def _collect(self, group, result) -> None:
+        """Wait for one bucket's exchange (worker thread) and account its times."""
+        from anygpu.distributed.process_group import _await
+
+        waited = time.perf_counter()
+        _, times = result if isinstance(result, tuple) else _await(
+            group, result, "DistributedDataParallel gradient all-reduce")
+        self.stats["map_seconds"] += times["map"]
+        self.stats["mpi_seconds"] += times["work"]
+        self.stats["wait_seconds"] += time.perf_counter() - waited
 
     def sync_gradients(self, samples: int | None = None) -> None:
         """Average the parameters' gradients across ranks now. A backward after a forward
@@ -373,7 +397,7 @@ class DistributedDataParallel(Module):
             state = self._start_round(count)
         else:
             self.last_compute_seconds = time.perf_counter() - started
-        self._finish(state)
+        self._finish(state, defer=self._defer and self._overlaps())
         self._synced = [p.grad for p in self._params]
         self._measure(count)
         self._last_sync_end = time.perf_counter()

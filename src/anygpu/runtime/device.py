@@ -13,6 +13,14 @@ in one command buffer run in order), but a host `write_buffer` (upload) only get
 buffers whose last use was already submitted: queue order then puts the write
 after every earlier use. At each submit the retired buffers join the free list.
 
+Gates (`Device.gate`): a command that holds back everything recorded after it until a
+host-side condition is met (DistributedDataParallel: the MPI all-reduce of a bucket has
+written the upload buffer that the next commands copy from). Until then the batch is not
+submitted at `MAX_PENDING` but keeps growing (up to `HELD_MAX`), so Python records the
+optimizer step and the next forward while the reduction runs; a flush that must submit
+(a read, a host write, `synchronize`, a full ring) submits the commands before the gate,
+waits for it, then submits the rest.
+
 Deferred elementwise work (ops/fusion.py): a Buffer may hold a pending expression
 (`buf._lazy`) instead of contents. The device keeps those expressions in `_lazy`, in
 creation order, and realizes all of them (`realize_lazy`) before anything else can
@@ -25,6 +33,7 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import wgpu
@@ -38,6 +47,9 @@ from .errors import GpuError, LimitError
 # submit costs the host about as much as ten dispatches, and submitting every few
 # hundred lets the GPU start on a long chain of small ops early.
 MAX_PENDING = 256
+# Commands a batch may grow to while a gate (Device.gate) holds it back, and so the
+# uniform ring's slots: recording goes on behind an unresolved gate up to this many.
+HELD_MAX = 4096
 PARAM_SLOT_BYTES = 256  # one uniform slot per dispatch (kernels use at most 64 words)
 WORKGROUPS_PER_DIM = 65535
 MAX_BIND_GROUPS = 8192  # cached bind groups; the oldest goes first
@@ -186,16 +198,17 @@ class Device:
         self._bind_groups: dict[tuple, object] = {}  # (layout, *wgpu buffers) -> bind group, oldest first
         self._timestamps = None  # (query set, resolve buffer, mappable buffer), made on first use
         self._pending: list[tuple] = []
+        self._gates: list = []  # the ready() functions of the gates in _pending
         align = self.limits["min-uniform-buffer-offset-alignment"]
         self._slot = -(-PARAM_SLOT_BYTES // align) * align
-        self._params = bytearray(self._slot * MAX_PENDING)
+        self._params = bytearray(self._slot * HELD_MAX)
         self._n_params = 0
         self._param_ring = self._device.create_buffer(
             size=len(self._params), usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
         # Dispatches are encoded by direct C calls (runtime/native.py) unless ANYGPU_RAW_CALLS=0.
         self._raw_calls = native.AVAILABLE and os.environ.get("ANYGPU_RAW_CALLS", "1") != "0"
         if self._raw_calls:
-            self._offset_table, self._offset_ptrs = native.offset_table(self._slot, MAX_PENDING)
+            self._offset_table, self._offset_ptrs = native.offset_table(self._slot, HELD_MAX)
         self._recording = None  # a runtime.capture.Recording while a step is being captured
         self._pinned: dict = {}  # wgpu buffer -> number of captured steps that replay it
         self._orphans: dict = {}  # pinned wgpu buffer whose Buffer died -> its size class
@@ -571,7 +584,7 @@ class Device:
         pending.append(("dispatch", kernel.pipeline, group, slot, (int(gx), int(gy), int(gz)), kernel, key))
         self.stats["dispatches"] += 1
         if len(pending) >= MAX_PENDING or slot + 1 >= MAX_PENDING:
-            self.flush()
+            self._maybe_flush()
 
     def dynamic(self, fn):
         """Run fn() now and return its result. While a step is being captured
@@ -633,8 +646,28 @@ class Device:
     # ------------------------------------------------------------------ submission
 
     def _maybe_flush(self) -> None:
-        if len(self._pending) >= MAX_PENDING or self._n_params >= MAX_PENDING:
+        pending = len(self._pending)
+        if pending >= MAX_PENDING or self._n_params >= MAX_PENDING:
+            if (self._gates and pending < HELD_MAX - 1 and self._n_params < HELD_MAX - 1
+                    and not all(ready() for ready in self._gates)):
+                return  # held behind a gate: keep recording (see the module doc)
             self.flush()
+
+    def gate(self, ready: Callable[[], bool], wait: Callable[[], None]) -> None:
+        """Hold back the work recorded after this call until `wait()` has returned.
+
+        ready(): whether wait() would return at once. wait() runs on this thread inside a
+        flush, after the commands recorded before the gate were submitted; what it raises
+        comes out of that flush (the held commands are then dropped). While a step is being
+        captured there is no holding back: the gate waits now."""
+        if self._lazy:
+            self.realize_lazy()
+        if self._recording is not None:
+            self.flush()
+            wait()
+            return
+        self._pending.append(("gate", ready, wait))
+        self._gates.append(ready)
 
     def flush(self) -> None:
         """Encode and submit everything recorded so far (does not wait)."""
@@ -651,27 +684,42 @@ class Device:
         n_params, self._n_params = self._n_params, 0
         retired, self._retired = self._retired, {}
         self._retired_count = 0
+        gated, self._gates = bool(self._gates), []
         if not pending:
             self._recycle(retired)
             return
         if self._recording is not None:
             self._recording.add_batch(pending, self._params, self._slot)
         try:
-            if n_params:
+            if n_params:  # one ring write for all of the batch's parts (queue order keeps it first)
                 self._queue.write_buffer(self._param_ring, 0, self._params, 0, n_params * self._slot)
-            encoder = self._device.create_command_encoder()
-            if self._raw_calls:
-                with native.Captured(self.adapter_name):
-                    self._encode(encoder, pending, self._offset_ptrs)
+            if not gated:
+                self._submit_commands(pending)
             else:
-                self._encode(encoder, pending, None)
-            self._queue.submit([encoder.finish()])
-            self._staged_writes[0] = self._staged_writes[1] = 0
+                start = 0
+                for index, cmd in enumerate(pending):
+                    if cmd[0] == "gate":
+                        if index > start:
+                            self._submit_commands(pending[start:index])
+                        cmd[2]()
+                        start = index + 1
+                if start < len(pending):
+                    self._submit_commands(pending[start:])
         except wgpu.GPUError as exc:
             raise GpuError(f"GPU error on {self.adapter_name}: {exc}") from exc
         finally:
             self.stats["submits"] += 1
             self._recycle(retired)
+
+    def _submit_commands(self, commands) -> None:
+        encoder = self._device.create_command_encoder()
+        if self._raw_calls:
+            with native.Captured(self.adapter_name):
+                self._encode(encoder, commands, self._offset_ptrs)
+        else:
+            self._encode(encoder, commands, None)
+        self._queue.submit([encoder.finish()])
+        self._staged_writes[0] = self._staged_writes[1] = 0
 
     def _encode(self, encoder, commands, offset_ptrs) -> None:
         """Record `commands` (the pending list's tuples) into `encoder`; consecutive

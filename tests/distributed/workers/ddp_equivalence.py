@@ -43,6 +43,7 @@ def train_ddp(rank, optimizer_name, split, weighted, nosync):
     sizes = SPLITS[split]
     start = sum(sizes[:rank])
     mine = slice(start, start + sizes[rank])
+    held = []  # gradient uploads still held behind gates right after each backward (none waited for)
     for step in range(STEPS):
         opt.zero_grad()
         if nosync:
@@ -51,8 +52,9 @@ def train_ddp(rank, optimizer_name, split, weighted, nosync):
                 F.mse_loss(ddp(ag.tensor(x[mine])), ag.tensor(y[mine])).backward()
         x, y = batch(step)
         F.mse_loss(ddp(ag.tensor(x[mine])), ag.tensor(y[mine])).backward()
+        held.append(len(ag.gpu()._gates))
         opt.step()
-    return {"final": {name: value.numpy().tolist() for name, value in model.state_dict().items()},
+    return {"held": held, "buckets": len(ddp._buckets), "final": {name: value.numpy().tolist() for name, value in model.state_dict().items()},
             "initial": initial, "keys": list(ddp.state_dict().keys()),
             "module_keys": list(model.state_dict().keys())}
 

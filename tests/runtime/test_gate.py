@@ -1,0 +1,124 @@
+"""Device.gate: work recorded after a gate is held back (not submitted) until the gate's
+condition holds, keeps its order, and a failing gate leaves the device usable."""
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from anygpu.runtime.device import HELD_MAX, MAX_PENDING
+from anygpu.runtime.staging import AVAILABLE, HostStage
+
+
+@pytest.fixture(autouse=True)
+def unfused(dev, monkeypatch):
+    """Every scale is its own dispatch (no deferred fusion), so the counts below are launches."""
+    dev.flush()
+    monkeypatch.setattr(dev, "fuse", False)
+
+
+class Latch:
+    """A gate condition the test opens by hand; counts the waits."""
+
+    def __init__(self):
+        self.event = threading.Event()
+        self.waits = 0
+
+    def ready(self) -> bool:
+        return self.event.is_set()
+
+    def wait(self) -> None:
+        self.waits += 1
+        assert self.event.wait(10)
+
+
+def _chain(dev, x, n):
+    for _ in range(n):
+        x = dev.scale(x, 1.5)
+        x = dev.scale(x, 1 / 1.5)
+    return x
+
+
+def test_gate_holds_back_the_work_after_it_past_max_pending(dev, rng):
+    data = rng.standard_normal(257).astype(np.float32)
+    x = dev.upload(data)
+    dev.flush()
+    latch = Latch()
+    before = dev.stats["submits"]
+    dev.gate(latch.ready, latch.wait)
+    y = _chain(dev, x, MAX_PENDING)  # 2 * MAX_PENDING launches: a plain batch would have been submitted
+    assert dev.stats["submits"] == before and latch.waits == 0
+    latch.event.set()  # now the next launch past MAX_PENDING submits everything
+    y = dev.scale(y, 2.0)
+    assert dev.stats["submits"] > before and latch.waits == 1
+    np.testing.assert_allclose(dev.read(y), data * 2.0, rtol=1e-5)
+
+
+def test_a_read_behind_a_closed_gate_waits_for_it(dev, rng):
+    data = rng.standard_normal(33).astype(np.float32)
+    x = dev.upload(data)
+    latch = Latch()
+    dev.gate(latch.ready, latch.wait)
+    y = dev.scale(x, -3.0)
+    threading.Timer(0.05, latch.event.set).start()
+    np.testing.assert_allclose(dev.read(y), data * -3.0, rtol=1e-6)
+    assert latch.waits == 1
+
+
+def test_a_full_ring_behind_a_closed_gate_flushes_and_waits(dev, rng):
+    x = dev.upload(rng.standard_normal(8).astype(np.float32))
+    latch = Latch()
+    latch.event.set()
+    dev.gate(lambda: False, latch.wait)  # claims never to be ready
+    y = _chain(dev, x, HELD_MAX // 2 + 1)
+    assert latch.waits == 1  # the ring filled: the flush had to wait instead of growing further
+    np.testing.assert_allclose(dev.read(y), dev.read(x), rtol=1e-4)
+
+
+def test_a_failing_gate_raises_from_the_flush_and_the_device_keeps_working(dev, rng):
+    x = dev.upload(rng.standard_normal(16).astype(np.float32))
+
+    def fail():
+        raise ValueError("gate: the other side went away")
+
+    dev.gate(lambda: False, fail)
+    dev.scale(x, 2.0)
+    with pytest.raises(ValueError, match="went away"):
+        dev.flush()
+    data = rng.standard_normal(5).astype(np.float32)
+    np.testing.assert_allclose(dev.read(dev.scale(dev.upload(data), 4.0)), data * 4.0, rtol=1e-6)
+
+
+@pytest.mark.skipif(not AVAILABLE, reason="host staging needs wgpu-native's C API")
+def test_host_round_trip_behind_a_gate_is_ordered(dev, rng):
+    """DistributedDataParallel's pattern on one process: a stage's download submitted, its
+    exchange on another thread, the upload and work that reads it recorded behind a gate
+    before the exchange has run (the worker is held until the work is recorded)."""
+    data = rng.standard_normal(1001).astype(np.float32)
+    src = dev.upload(data)
+    stage = HostStage(dev, data.nbytes)
+    stage.record_download(src)
+    stage.submit()
+    hold = threading.Event()
+
+    def work(download, upload):
+        upload[:data.size] = download[:data.size] * 2 + 1
+
+    def exchange():
+        assert hold.wait(10)
+        stage.exchange(work)
+
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(exchange)
+        dev.gate(future.done, future.result)
+        out = dev.empty(data.size)
+        stage.record_upload(out)
+        result = dev.scale(out, 0.5)
+        assert not future.done()
+        threading.Timer(0.05, hold.set).start()
+        dev.flush()  # must wait for the exchange (which waits for `hold`) before submitting the upload
+        assert future.done()
+        got = dev.read(result)
+    np.testing.assert_allclose(got, (data * 2 + 1) * 0.5, rtol=1e-6)
+    stage.close()
