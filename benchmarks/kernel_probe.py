@@ -1,19 +1,23 @@
 """Issue-11 kernel probe: every softmax / layer-norm / conv2d candidate beside torch, in one run.
 
     python3 benchmarks/kernel_probe.py [--quick] [--json probe.json] [--only softmax,layer_norm,conv,trusted]
+                                       [--match REGEX] [--no-affine]
 
 Times (GPU timestamps, median) each candidate the tuners offer for softmax 4096x4096
 (f32 and f16), layer norm 4096x4096 (f32 and f16; each register kernel also in its
 two-reduction form, "two-pass") and conv2d 3x3 64->64 56x56 batch 32,
 checks each against the fallback's output, and compares trusted shader modules
 (runtime/shaders.py) with checked ones for the register kernels and the direct conv.
-torch CUDA eager (TF32 off) runs in the same process. Prints a table per group.
+torch CUDA eager (TF32 off) runs in the same process. Prints a table per group. --match
+times only the row candidates whose label matches REGEX (re.search); --no-affine runs layer
+norm without gamma and beta (what the affine terms cost).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 
 import numpy as np
@@ -40,13 +44,16 @@ def _table(title: str, rows: list[tuple]) -> None:
         print(f"{name:<28} {us} {rate:13.1f} {ratio:9.2f} {err:9.1e}" if seconds else f"{name:<28} {us}  {err}")
 
 
-def probe_rows(dev, peers, kind: str, dtype: str, rows: int, cols: int, budget: float, results: dict) -> None:
+def probe_rows(dev, peers, kind: str, dtype: str, rows: int, cols: int, budget: float, results: dict,
+               match: str = "", affine: bool = True) -> None:
     rng = np.random.default_rng(0)
     host_t = np.float16 if dtype == "f16" else np.float32
     x = (rng.standard_normal((rows, cols)) * 3).astype(host_t)
     gamma = rng.standard_normal(cols).astype(host_t)
     beta = rng.standard_normal(cols).astype(host_t)
     xb, gb, bb = dev.upload(x, dtype), dev.upload(gamma, dtype), dev.upload(beta, dtype)
+    if not affine:
+        gb = bb = None
     if kind == "softmax":
         tunable = (softmax_tune.F16_TUNABLES if dtype == "f16" else softmax_tune.TUNABLES)["softmax"]
 
@@ -67,7 +74,8 @@ def probe_rows(dev, peers, kind: str, dtype: str, rows: int, cols: int, budget: 
         if kind == "softmax":
             torch_s = peers.time(lambda: torch.softmax(tx, dim=1), budget)
         else:
-            torch_s = peers.time(lambda: torch.nn.functional.layer_norm(tx, (cols,), tg, tb), budget)
+            torch_s = peers.time(lambda: torch.nn.functional.layer_norm(tx, (cols,), tg if affine else None,
+                                                                        tb if affine else None), budget)
     nbytes = 2.0 * rows * cols * x.itemsize
     out = []
     reference = None
@@ -76,6 +84,8 @@ def probe_rows(dev, peers, kind: str, dtype: str, rows: int, cols: int, budget: 
         candidates += [(c, "two-pass") for c in candidates if isinstance(c, RowConfig) and not c.hold]
     for cand in candidates:
         name = f"{cand[0].name} two-pass" if isinstance(cand, tuple) else tunable.label(cand)
+        if match and not re.search(match, name) and cand != candidates[0]:
+            continue  # the fallback (first) stays: the others' error is measured against it
         try:
             seconds = time_anygpu(dev, lambda: run(cand), budget)
             got = dev.read(run(cand)).astype(np.float64)
@@ -86,7 +96,7 @@ def probe_rows(dev, peers, kind: str, dtype: str, rows: int, cols: int, budget: 
         out.append((name, seconds, nbytes / seconds / 1e9, (torch_s or 0) / seconds, _err(got, reference)))
     if torch_s:
         out.append((f"torch {dtype}", torch_s, nbytes / torch_s / 1e9, 1.0, 0.0))
-    title = f"{kind} {rows}x{cols} {dtype}"
+    title = f"{kind} {rows}x{cols} {dtype}" + ("" if affine else " (no gamma/beta)")
     _table(title, out)
     results[title] = [dict(zip(("name", "seconds", "rate", "ratio", "err"), r)) for r in out]
 
@@ -190,6 +200,8 @@ def main(argv=None) -> int:
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--only", default="softmax,layer_norm,conv,trusted")
     parser.add_argument("--budget", type=float, default=0.1, help="seconds per measurement")
+    parser.add_argument("--match", default="", help="only the row candidates whose label matches this regex")
+    parser.add_argument("--no-affine", action="store_true", help="layer norm without gamma and beta")
     args = parser.parse_args(argv)
     only = set(args.only.split(","))
     dev = Device()
@@ -202,7 +214,8 @@ def main(argv=None) -> int:
     for kind in ("softmax", "layer_norm"):
         if kind in only:
             for dtype in dtypes:
-                probe_rows(dev, peers, kind, dtype, rows, cols, args.budget, results)
+                probe_rows(dev, peers, kind, dtype, rows, cols, args.budget, results, args.match,
+                           not args.no_affine)
     if "conv" in only:
         probe_conv(dev, peers, args.budget, results, args.quick)
     if "trusted" in only:

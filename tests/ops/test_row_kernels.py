@@ -243,10 +243,11 @@ def test_trusted_switch(monkeypatch):
     assert not shaders.trusted("//! trusted\nfn main() {}")
 
 
-# Layer norm's hold forms (row_gen.held_configs): `hold` rows per workgroup in turn, gamma/beta
-# held in registers, the next row prefetched with `p`. Every form the tuner offers for rows of
-# 300 (vec4, subgroup reductions) and 301 (scalars, tree reductions) is forced here.
-HELD = held_configs(300, 256, True) + held_configs(301, 256, False)
+# Layer norm's other forms (row_gen.held_configs): gamma/beta loaded just before the
+# reduction (e); `hold` rows per workgroup in turn with gamma/beta held in registers or in
+# workgroup memory (w), the next row prefetched with `p`. Every form the tuner offers for
+# rows of 300 (vec4, subgroup reductions) and 301 (scalars, tree reductions) is forced here.
+HELD = held_configs(300, 256, True, "f32", 16384) + held_configs(301, 256, False, "f16", 16384)
 
 
 def _held_rows(rng, cols, dtype):
@@ -266,15 +267,22 @@ def _held_rows(rng, cols, dtype):
 
 def test_held_configs_are_offered_and_parse_back():
     names = {c.name for c in HELD}
-    assert {"r32x3vgh1", "r32x3vgh2", "r32x3vgh4", "r32x3vgh2p", "r32x3vgh4p", "r32x3vgh8p", "r64x5sth8p"} <= names
+    assert {"r32x3vge", "r32x3vgh1", "r32x3vgh2", "r32x3vgh4", "r32x3vgh2p", "r32x3vgh4p", "r32x3vgh8p",
+            "r32x3vgh2w", "r32x3vgh4w", "r32x3vgh8w", "r32x3vgh4pw", "r32x3vgh8pw", "r64x5sth8pw"} <= names
     for cols in (300, 301, 4096):
-        for config in held_configs(cols, 1024, True):
-            assert config.hold >= 1 and config.units <= 8 and config.serves(cols)
+        for config in held_configs(cols, 1024, True, "f32", 16384):
+            assert (config.hold >= 1 or config.early) and config.units <= 8 and config.serves(cols)
             assert RowConfig.parse(config.name) == config
+    # gamma and beta in workgroup memory only where they fit (4096 f32 columns: 32 KiB)
+    assert not any(c.shared for c in held_configs(4096, 1024, True, "f32", 16384))
+    assert any(c.shared for c in held_configs(4096, 1024, True, "f16", 32768))
     with pytest.raises(ValueError, match="softmax: register config r32x3vgh2"):
         generate("softmax", RowConfig(32, 3, True, True, 2), "f32")
-    with pytest.raises(ValueError, match="prefetch"):
-        RowConfig(32, 3, True, True, 1, True)
+    with pytest.raises(ValueError, match="softmax: register config r32x3vge"):
+        generate("softmax", RowConfig(32, 3, True, True, early=True), "f32")
+    for bad in (dict(hold=1, prefetch=True), dict(hold=1, shared=True), dict(hold=2, early=True)):
+        with pytest.raises(ValueError, match="row kernel config"):
+            RowConfig(32, 3, True, True, **bad)
 
 
 @pytest.mark.parametrize("config", HELD, ids=lambda c: c.name)
@@ -310,7 +318,8 @@ def test_held_layer_norm_is_the_one_row_kernel(dev, rng, upload, read, config):
     without gamma / beta, fallback rows beside one-pass rows."""
     cols = _cols(config)
     single = RowConfig(config.wg, config.units, config.vec, config.subgroup)
-    for rows in sorted({1, config.hold - 1, config.hold, config.hold + 1, 2 * config.hold + 1} - {0}):
+    hold = config.rows_per_workgroup()
+    for rows in sorted({1, hold - 1, hold, hold + 1, 2 * hold + 1} - {0}):
         x = (rng.standard_normal((rows, cols)) * 2 - 1).astype(np.float32)
         x[rows // 2, 0] = 1e3  # the two-reduction path beside one-pass rows
         x[-1, 3] = np.inf
@@ -322,7 +331,7 @@ def test_held_layer_norm_is_the_one_row_kernel(dev, rng, upload, read, config):
             np.testing.assert_allclose(read(stats), read(stats1), rtol=1e-6, atol=1e-7, equal_nan=True)
 
 
-@pytest.mark.parametrize("config", [c for c in HELD if c.hold >= 4], ids=lambda c: c.name)
+@pytest.mark.parametrize("config", [c for c in HELD if c.hold >= 4 or c.early], ids=lambda c: c.name)
 def test_held_layer_norm_tiny_rows_without_eps(dev, rng, upload, read, config):
     cols = _cols(config)
     x = np.stack([rng.standard_normal(cols) * 1e-25, rng.standard_normal(cols) * 1e-3 + 1,
@@ -334,17 +343,17 @@ def test_held_layer_norm_tiny_rows_without_eps(dev, rng, upload, read, config):
 
 def test_held_kernels_write_nothing_past_their_rows(dev, rng):
     """Trusted modules: launched over more workgroups than the rows need, on the first
-    rows of larger buffers, the hold kernels leave the rest untouched."""
+    rows of larger buffers, these kernels leave the rest untouched."""
     for config in HELD:
         cols = _cols(config)
         source = generate("layer_norm", config, "f32")
         assert shaders.trusted(source)
         kernel = dev.kernel(f"layer_norm[{config.name}]", source, 3, 2, PARAM_FORMAT)
-        total = 2 * config.hold + 2
+        total = 2 * config.rows_per_workgroup() + 2
         x_host = rng.standard_normal(total * cols).astype(np.float32)
         x_host[cols:2 * cols] = 0.5  # a constant row: the two-reduction path
         outs = [dev.upload(np.full(total * cols, 7.0, np.float32)), dev.upload(np.full(2 * total, 7.0, np.float32))]
-        rows = config.hold + 1  # the last live workgroup holds one row
+        rows = config.rows_per_workgroup() + 1  # the last live workgroup holds one row
         dev.launch(kernel, [dev.upload(x_host)] * 3, outs, (rows, cols, 1e-5, 3), (3, 1, 1))
         y = dev.read(outs[0])
         assert np.all(y[rows * cols:] == 7.0) and np.all(y[:rows * cols] != 7.0), config.name

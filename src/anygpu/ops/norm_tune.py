@@ -2,7 +2,7 @@
 (kernels/layer_norm.wgsl, 64 threads per row) is the fallback, the register kernels of
 ops/row_gen.py the other candidates (as softmax's, ops/softmax_tune.py): their one-pass
 form, which takes its two-reduction path itself for rows it would not serve accurately,
-and the forms that hold gamma/beta in registers over several rows (row_gen.held_configs)."""
+and the forms that load gamma/beta earlier or hold them over several rows (row_gen.held_configs)."""
 
 from __future__ import annotations
 
@@ -18,12 +18,13 @@ _EPS = 1e-5
 
 
 class _LayerNorm(RowTunable):
-    version = 4  # 3: the register kernels reduce once ((sum, sum of squares) from a shift); 4: hold forms
+    version = 5  # 3: the register kernels reduce once ((sum, sum of squares) from a shift); 4, 5: held forms
 
     def candidates(self, dev, p) -> list:
         limit = min(dev.limits.get("max-compute-invocations-per-workgroup", 256), 1024)
         subgroups = "subgroup" in dev.features
-        return ["loop"] + configs_for(p[2], limit, subgroups) + held_configs(p[2], limit, subgroups)
+        shared = dev.limits.get("max-compute-workgroup-storage-size", 16384)
+        return ["loop"] + configs_for(p[2], limit, subgroups) + held_configs(p[2], limit, subgroups, p[0], shared)
 
     def parse(self, label: str):
         return label if label == "loop" else RowConfig.parse(label)
