@@ -3,10 +3,12 @@
 import argparse
 import json
 
+import numpy as np
 import pytest
 
+import anygpu as ag
 from anygpu import bench
-from anygpu.bench.suite import Row
+from anygpu.bench.suite import Peers, Row, bench_matmul
 
 pytestmark = pytest.mark.fast
 
@@ -39,8 +41,10 @@ def test_quick_bench_writes_valid_json(tmp_path, capsys):
     assert bench.main(["--quick", "--json", str(out), "--sizes", "64,96x80x72", "--no-torch"]) == 0
     report = check_report(out, {"matmul", "conv2d", "add", "softmax", "layer", "small-op", "train"})
     matmuls = [row for row in report["rows"] if row["name"].startswith("matmul")]
-    assert [row["name"] for row in matmuls] == ["matmul 64x64x64", "matmul 96x80x72"]
-    assert all(row["detail"]["config"] for row in matmuls)
+    f16_row = "matmul 128x128x128 f16" if ag.gpu().supports("f16") else None
+    assert [row["name"] for row in matmuls if row["anygpu"] is not None] == \
+        ["matmul 64x64x64", "matmul 96x80x72"] + ([f16_row] if f16_row else [])
+    assert all(row["detail"]["config"] for row in matmuls if row["anygpu"] is not None)
     printed = capsys.readouterr().out
     assert "matmul 96x80x72" in printed and "vs torch" in printed
 
@@ -57,6 +61,12 @@ def test_bench_through_the_anygpu_command_with_torch_and_tuning(tmp_path):
     matmul = report["rows"][0]
     assert matmul["peers"]["torch"] > 0 and matmul["ratios"]["torch"] > 0
     assert "simple" in matmul["detail"]["tuning"]      # every candidate's time, or why it was skipped
+    if ag.gpu().supports("f16"):
+        half = next(row for row in report["rows"] if row["name"].endswith(" f16"))
+        # torch fp32 is the ratio column's peer, torch fp16 beside it; both errors against float64
+        assert half["peers"]["torch"] > 0 and half["peers"]["torch fp16"] > 0 and half["ratios"]["torch fp16"] > 0
+        assert "simple" in half["detail"]["tuning"]
+        assert half["detail"]["max_rel_err"] < 2e-3 and half["detail"]["torch_fp16_max_rel_err"] < 2e-3
     assert plot.stat().st_size > 1000
     assert (tmp_path / "cache" / "tuner.json").exists()
 
@@ -82,6 +92,25 @@ def test_register_adds_the_subcommand():
     bench.register(parser.add_subparsers())
     args = parser.parse_args(["bench", "--quick", "--tune", "--json", "x.json", "--plot", "x.png", "--sizes", "64"])
     assert args.func is bench.run and args.quick and args.tune and args.json == "x.json"
+
+
+class NoHalfDevice:
+    def supports(self, dtype):
+        return dtype != "f16"
+
+
+def test_f16_matmul_row_is_skipped_without_shader_f16():
+    row = bench_matmul(NoHalfDevice(), Peers(use_torch=False), 64, 64, 64, 0.01, dtype="f16")
+    assert row.anygpu is None and row.note == "skipped: the adapter lacks shader-f16"
+    assert bench.format_row(row).endswith(row.note)
+
+
+def test_extra_peers_are_printed_with_their_ratio():
+    row = Row("matmul 8x8x8 f16", "GFLOP/s", work=2e12, anygpu=0.5, peers={"numpy": 1.0, "torch": 0.25,
+                                                                          "torch fp16": 0.01})
+    line = bench.format_row(row)
+    assert "x0.50" in line and "torch fp16 200.00 TFLOP/s, x0.02" in line
+    assert np.isclose(row.ratio("torch fp16"), 0.02)
 
 
 def test_ratios_are_peer_time_over_anygpu_time():

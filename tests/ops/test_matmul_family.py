@@ -3,7 +3,10 @@ timer, against NumPy in float64.
 
 Every candidate config the autotuner may pick is run on odd sizes (edges in every
 dimension, scalar loads), vec4-aligned sizes, tile-multiple sizes (no bounds
-checks), all four transpositions, a batch with a broadcast operand and alpha."""
+checks), all four transpositions, a batch with a broadcast operand and alpha; on
+f32 operands and, with the f16 candidates added, on f16 ones (summed in f32, one
+f16 rounding of the result), where NaN, inf and overflow past 65504 must come out
+as float64 rounded to f16 says."""
 
 import json
 import re
@@ -17,6 +20,7 @@ from anygpu.ops.matmul_gen import MatmulConfig, Problem, Variant
 # Beyond the autotuner's lists: scalar-only members, and a k step of 4.
 EXTRA_CONFIGS = ("64x128x8_4x8_v1", "32x64x4_4x8_v1p")
 CONFIGS = sorted({c.name for c in matmul_tune.GPU_CANDIDATES + matmul_tune.CPU_CANDIDATES} | set(EXTRA_CONFIGS))
+F16_CONFIGS = sorted({c.name for c in matmul_tune.GPU_F16_EXTRA + matmul_tune.CPU_F16_EXTRA} | set(CONFIGS))
 
 
 @pytest.fixture(autouse=True)
@@ -44,7 +48,7 @@ def expected(problem, a, b):
 
 
 def run_config(dev, config, problem, a, b):
-    out = dev.empty(problem.batch * problem.m * problem.n)
+    out = dev.empty(problem.batch * problem.m * problem.n, "f16" if a.dtype == np.float16 else "f32")
     matmul_gen.launch(dev, config, problem, dev.upload(a), dev.upload(b), out)
     return dev.read(out).reshape(problem.batch, problem.m, problem.n)
 
@@ -52,6 +56,23 @@ def run_config(dev, config, problem, a, b):
 def assert_matches(got, want):
     scale = max(1.0, float(np.abs(want).max()))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5 * scale)
+
+
+def assert_matches_f16(got, want):
+    """An f16 result of an f32 sum: within one f16 step (2^-10 of the value) of float64."""
+    assert got.dtype == np.float16
+    scale = max(1.0, float(np.abs(want).max()))
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=2.0 ** -10, atol=1e-5 * scale)
+
+
+def half_operands(rng, problem):
+    a, b = operands(rng, problem)
+    return a.astype(np.float16), b.astype(np.float16)
+
+
+def needs_f16(dev):
+    if not dev.supports("f16"):
+        pytest.skip("adapter without shader-f16")
 
 
 def family_problems(config):
@@ -70,15 +91,56 @@ def family_problems(config):
     ]
 
 
-@pytest.mark.parametrize("name", CONFIGS)
-def test_every_candidate_config_matches_numpy(dev, rng, name):
+@pytest.mark.parametrize("dtype, name", [("f32", name) for name in CONFIGS] + [("f16", name) for name in F16_CONFIGS])
+def test_every_candidate_config_matches_numpy(dev, rng, dtype, name):
+    if dtype == "f16":
+        needs_f16(dev)
     config = MatmulConfig.parse(name)
     if not matmul_tune.fits(dev, config):
         pytest.skip(f"{name} needs {config.workgroup_bytes()} bytes of workgroup memory, "
                     f"over this adapter's {dev.max_workgroup_storage}")
     for problem in family_problems(config):
-        a, b = operands(rng, problem)
-        assert_matches(run_config(dev, config, problem, a, b), expected(problem, a, b))
+        if dtype == "f32":
+            a, b = operands(rng, problem)
+            assert_matches(run_config(dev, config, problem, a, b), expected(problem, a, b))
+        else:
+            a, b = half_operands(rng, problem)
+            assert_matches_f16(run_config(dev, config, problem, a, b), expected(problem, a, b))
+
+
+@pytest.mark.parametrize("name", ["simple", "64x64x8_8x8_v4p", "32x64x4_4x8_v1p", "64x64x16_8x8_v4dh",
+                                  "128x128x32_8x8_v4ph", "128x128x16_8x8_v4d"])
+@pytest.mark.parametrize("trans_a, trans_b", [(False, False), (True, True)])
+def test_f16_nan_inf_and_overflow_come_out_as_float64_rounded_to_f16(dev, rng, name, trans_a, trans_b):
+    needs_f16(dev)
+    config = matmul_tune.TUNABLE.parse(name)
+    problem = Problem(2, 67, 45, 70, trans_a, trans_b)
+    a, b = half_operands(rng, problem)
+    a_view = a.transpose(0, 2, 1) if trans_a else a   # [batch, m, k] views of the storage
+    b_view = b.transpose(0, 2, 1) if trans_b else b   # [batch, k, n]
+    a_view[0, 3, 5] = np.nan          # row 3 of C[0]: NaN
+    b_view[0, 7, 4] = -np.inf         # column 4 of C[0]: +-inf (NaN in row 3)
+    a_view[1, 10, 0] = np.inf         # row 10 of C[1]: +-inf
+    a_view[1, 20, :] = 300.0          # C[1][20, 30] = 70 * 300 * 300 > 65504: inf
+    b_view[1, :, 30] = 300.0
+    with np.errstate(over="ignore"):
+        want = expected(problem, a, b).astype(np.float16)
+    got = run_config(dev, config, problem, a, b)
+    assert np.isnan(got[0, 3]).all() and np.isposinf(got[1, 20, 30])
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got) * np.sign(got), np.isinf(want) * np.sign(want))
+    finite = np.isfinite(want)
+    assert_matches_f16(got[finite], expected(problem, a, b)[finite])
+
+
+def test_f16_tiles_need_f16_operands():
+    config = MatmulConfig.parse("64x64x16_8x8_v4dh")
+    assert config.half and config.workgroup_bytes() == MatmulConfig.parse("64x64x16_8x8_v4d").workgroup_bytes() // 2
+    with pytest.raises(ValueError, match="f16 tiles need f16 operands"):
+        matmul_gen.generate(config, Variant.of(config, 64, 64, 64))
+    source = matmul_gen.generate(config, Variant.of(config, 64, 64, 64, dtype="f16"))
+    assert source.startswith("enable f16;") and "var<workgroup> As: array<vec4<f16>" in source
+    assert "vec4<f32>(0.0)" in source and "acc_1_3_1 = fma(" in source   # sums stay f32
 
 
 @pytest.mark.parametrize("problem", [Problem(3, 67, 45, 33, True, True, alpha=0.25), Problem(1, 129, 257, 65)])
@@ -108,7 +170,7 @@ def test_variant_reflects_alignment_and_edges():
 
 
 def test_config_names_round_trip_and_bad_configs_are_refused():
-    for name in CONFIGS:
+    for name in F16_CONFIGS:
         assert MatmulConfig.parse(name).name == name
     with pytest.raises(ValueError, match="cannot parse"):
         MatmulConfig.parse("128x128")
@@ -121,15 +183,20 @@ def test_config_names_round_trip_and_bad_configs_are_refused():
 # ---------------------------------------------------------------------------- matmul_strided
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
 @pytest.mark.parametrize("autotune_env", ["0", "1"])
-def test_matmul_strided_through_the_family(dev, rng, monkeypatch, autotune_env):
+def test_matmul_strided_through_the_family(dev, rng, monkeypatch, autotune_env, dtype):
     """Products big enough for the heuristic to pick a family member, with the public op."""
+    if dtype == "f16":
+        needs_f16(dev)
     monkeypatch.setenv("ANYGPU_AUTOTUNE", autotune_env)
     for problem in (Problem(2, 260, 132, 250, False, True, a_batch=False, alpha=0.5), Problem(1, 256, 256, 260)):
         assert matmul_tune.heuristic(dev, problem) is not None
-        a, b = operands(rng, problem)
+        a, b = operands(rng, problem) if dtype == "f32" else half_operands(rng, problem)
         out = dev.matmul_strided(dev.upload(a), dev.upload(b), *problem)
-        assert_matches(dev.read(out).reshape(problem.batch, problem.m, problem.n), expected(problem, a, b))
+        assert out.dtype == dtype
+        got = dev.read(out).reshape(problem.batch, problem.m, problem.n)
+        (assert_matches if dtype == "f32" else assert_matches_f16)(got, expected(problem, a, b))
 
 
 def test_a_config_that_does_not_compile_falls_back_to_the_simple_kernel(dev, rng, monkeypatch):
@@ -210,6 +277,39 @@ def test_cached_winner_of_the_bucket_is_used_where_its_tile_is_not_timed(dev, mo
     tuner.forget_choices(dev)
     assert matmul_tune.choose(dev, narrow) == big
     tuner.forget_choices(dev)
+
+
+def test_f16_products_are_tuned_apart_with_their_own_candidates(dev, rng, monkeypatch, tmp_path):
+    """f16 products have their own tunable (bucket, cache entry, broken marks) whose
+    candidates add the f16-tile members, each checked against float64 before it is timed."""
+    needs_f16(dev)
+    f16, f32 = matmul_tune.TUNABLES["f16"], matmul_tune.TUNABLES["f32"]
+    problem = Problem(1, 70, 90, 41, True, False)
+    key = matmul_tune.key(problem, "f16")
+    assert f16.bucket(key).startswith("f16-") and f16.name != f32.name
+    half = [c for c in f16.known(dev, key) if c is not None and c.half]
+    assert half and not any(c is not None and c.half for c in f32.known(dev, matmul_tune.key(problem)))
+    small = MatmulConfig.parse("32x32x16_4x4_v4h")
+    result = tuner.tune(dev, f16, key, candidates=[None, small], rounds=1, budget_s=0.001)
+    assert set(result.timings) == {"simple", small.name}
+    assert all(isinstance(t, float) for t in result.timings.values())   # both passed the float64 check
+    assert tuner.store(dev, f16, key, result)
+    entries = tuner.load_cache(tmp_path / "cache" / tuner.CACHE_FILE)
+    assert entries[tuner.cache_key(dev, f16, key)]["choice"] == f16.label(result.choice)
+    assert tuner.cache_key(dev, f32, matmul_tune.key(problem)) not in entries
+    # A config broken for f16 stays usable for f32.
+    monkeypatch.setattr(matmul_tune, "heuristic", lambda dev, problem: small)
+    monkeypatch.setenv("ANYGPU_AUTOTUNE", "0")
+    tuner.forget_choices(dev)
+    try:
+        matmul_tune.forget(dev, small, "test", "f16")
+        assert matmul_tune.choose(dev, problem, "f16") is None and matmul_tune.choose(dev, problem) == small
+    finally:
+        tuner._state(dev).broken.pop((f16.name, small.name), None)
+        tuner.forget_choices(dev)
+    a, b = half_operands(rng, problem)
+    got = dev.read(dev.matmul_strided(dev.upload(a), dev.upload(b), *problem)).reshape(1, 70, 90)
+    assert_matches_f16(got, expected(problem, a, b))
 
 
 def test_first_use_tunes_stores_and_computes_right(dev, rng, monkeypatch, tmp_path):

@@ -52,7 +52,8 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes and short measurements (for software drivers and CI)")
     parser.add_argument("--sizes", metavar="LIST",
-                        help="matmul sizes, comma-separated N or MxNxK (default: suited to the adapter)")
+                        help="matmul sizes, comma-separated N or MxNxK (default: suited to the adapter); "
+                             "the f16 matmul row keeps its own size (4096^3 on GPUs)")
     parser.add_argument("--only", metavar="LIST",
                         help=f"comma-separated subset of: {', '.join(BENCHMARKS)}")
     parser.add_argument("--no-torch", action="store_true", help="leave PyTorch out even when importable")
@@ -103,6 +104,9 @@ def format_row(row: Row) -> str:
     extra = []
     if "config" in row.detail:
         extra.append(row.detail["config"])
+    for peer, seconds in row.peers.items():   # peers beyond the table's columns (torch fp16)
+        if peer not in ("numpy", "torch"):
+            extra.append(f"{peer} {_fmt_rate(row, seconds)}, {_fmt_ratio(row.ratio(peer))}")
     if row.note:
         extra.append(row.note)
     return " ".join(cells) + ("  " + "; ".join(extra) if extra else "")

@@ -64,6 +64,7 @@ class Sizes:
     train_batch: int
     chain: int = 2000       # ops in the small-op chain
     budget_s: float = 0.2   # time per measurement (split over rounds)
+    matmul_f16: tuple = (4096, 4096, 4096)   # (m, n, k) of the f16 matmul row
 
 
 def sizes_for(dev, quick: bool = False, matmul=None) -> Sizes:
@@ -72,9 +73,10 @@ def sizes_for(dev, quick: bool = False, matmul=None) -> Sizes:
     cpu = getattr(dev, "adapter_type", "") == "CPU"
     if quick:
         sizes = Sizes([(64, 64, 64), (128, 128, 128)], (1, 8, 8, 16, 3), 1 << 16, (64, 256), 16,
-                      chain=200, budget_s=0.02)
+                      chain=200, budget_s=0.02, matmul_f16=(128, 128, 128))
     elif cpu:
-        sizes = Sizes([(n, n, n) for n in (128, 256, 512)], (2, 32, 32, 28, 3), 1 << 22, (1024, 1024), 64)
+        sizes = Sizes([(n, n, n) for n in (128, 256, 512)], (2, 32, 32, 28, 3), 1 << 22, (1024, 1024), 64,
+                      matmul_f16=(512, 512, 512))
     else:
         sizes = Sizes([(n, n, n) for n in (256, 512, 1024, 2048, 4096, 8192)], (32, 64, 64, 56, 3),
                       1 << 26, (4096, 4096), 256)
@@ -130,27 +132,53 @@ def _rel_err(got: np.ndarray, want: np.ndarray) -> float:
 # ---------------------------------------------------------------------------- rows
 
 
-def bench_matmul(dev, peers: Peers, m: int, n: int, k: int, budget_s: float, tune: bool = False) -> Row:
-    row = Row(f"matmul {m}x{n}x{k}", "GFLOP/s", work=2.0 * m * n * k)
+# Allowed max_rel_err of the f16 matmul row: its result carries one f16 rounding (2^-11 of
+# each value) beside the f32 summation; a wrong kernel is off by far more.
+F16_MATMUL_RTOL = 2e-3
+
+
+def bench_matmul(dev, peers: Peers, m: int, n: int, k: int, budget_s: float, tune: bool = False,
+                 dtype: str = "f32") -> Row:
+    """C = A @ B of random [m, k] and [k, n] operands, checked against float64.
+
+    dtype "f16": f16 operands and result, summed in f32. Its "torch" peer is torch's
+    fp32 product (the yardstick of issue 11: the ratio column) and "torch fp16" torch's
+    fp16 one; NumPy's figure is its float32 product of the same values (NumPy's float16
+    matmul is a loop without BLAS)."""
+    half = dtype == "f16"
+    row = Row(f"matmul {m}x{n}x{k}" + (" f16" if half else ""), "GFLOP/s", work=2.0 * m * n * k)
+    if half and not getattr(dev, "supports", lambda dtype: False)("f16"):
+        row.note = "skipped: the adapter lacks shader-f16"
+        return row
     rng = np.random.default_rng(0)
     a = rng.random((m, k), dtype=np.float32) - 0.5
     b = rng.random((k, n), dtype=np.float32) - 0.5
+    if half:
+        a, b = a.astype(np.float16), b.astype(np.float16)
     problem = Problem(1, m, n, k)
+    tunable, key = matmul_tune.TUNABLES[dtype], matmul_tune.key(problem, dtype)
     if tune:
-        result = tuner.tune(dev, matmul_tune.TUNABLE, matmul_tune.key(problem))
-        tuner.store(dev, matmul_tune.TUNABLE, matmul_tune.key(problem), result)
+        result = tuner.tune(dev, tunable, key)
+        tuner.store(dev, tunable, key, result)
         tuner.forget_choices(dev)
         row.detail["tuning"] = {name: t if isinstance(t, str) else t * 1e3
                                 for name, t in result.timings.items()}   # ms per product, or why skipped
-    a_gpu, b_gpu = dev.upload(a), dev.upload(b)
+    a_gpu, b_gpu = dev.upload(a, dtype), dev.upload(b, dtype)
     row.anygpu = time_anygpu(dev, lambda: dev.matmul(a_gpu, b_gpu, m, n, k), budget_s, detail=row.detail)
-    row.detail["config"] = matmul_tune.TUNABLE.label(matmul_tune.choose(dev, problem))
-    want = a @ b
+    row.detail["config"] = tunable.label(matmul_tune.choose(dev, problem, dtype))
+    want = a.astype(np.float64) @ b.astype(np.float64)
     row.detail["max_rel_err"] = _rel_err(dev.read(dev.matmul(a_gpu, b_gpu, m, n, k)).reshape(m, n), want)
-    row.peers["numpy"] = time_host(lambda: a @ b, budget_s=budget_s)
+    if half and not row.detail["max_rel_err"] <= F16_MATMUL_RTOL:
+        row.note = f"WRONG: max_rel_err {row.detail['max_rel_err']:.2e} over the f16 tolerance {F16_MATMUL_RTOL}"
+    a32, b32 = a.astype(np.float32, copy=False), b.astype(np.float32, copy=False)
+    row.peers["numpy"] = time_host(lambda: a32 @ b32, budget_s=budget_s)
     if peers.torch is not None:
-        ta, tb = peers.tensor(a), peers.tensor(b)
+        ta, tb = peers.tensor(a32), peers.tensor(b32)
         row.peers["torch"] = peers.time(lambda: ta @ tb, budget_s)
+        if half:
+            ha, hb = ta.half(), tb.half()
+            row.peers["torch fp16"] = peers.time(lambda: ha @ hb, budget_s)
+            row.detail["torch_fp16_max_rel_err"] = _rel_err((ha @ hb).float().cpu().numpy(), want)
     return row
 
 
@@ -433,6 +461,8 @@ def run_suite(dev, sizes: Sizes, peers: Peers, only=None, tune: bool = False, pr
     if wanted("matmul"):
         for m, n, k in sizes.matmul:
             rows.append(done(bench_matmul(dev, peers, m, n, k, sizes.budget_s, tune)))
+        m, n, k = sizes.matmul_f16
+        rows.append(done(bench_matmul(dev, peers, m, n, k, sizes.budget_s, tune, dtype="f16")))
     for name, bench in (("conv2d", bench_conv2d), ("add", bench_add), ("add", bench_add_f16),
                         ("softmax", bench_softmax), ("softmax", bench_softmax_f16),
                         ("norm", bench_layer_norm), ("norm", bench_layer_norm_f16),

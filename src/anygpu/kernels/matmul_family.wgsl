@@ -1,3 +1,4 @@
+{{ENABLE}}
 // C[z] = alpha * A[z] (m x k) @ B[z] (k x n): the register-blocked matmul family.
 // Filled in by anygpu/ops/matmul_gen.py from a config and a shape variant:
 // {{DESCRIPTION}}
@@ -21,8 +22,8 @@ const BS_PITCH: u32 = {{BS_PITCH}}u;
 // Offset of the second buffer of each tile when double buffered (see the config).
 const A_STAGE: u32 = {{A_STAGE}}u;
 const B_STAGE: u32 = {{B_STAGE}}u;
-var<workgroup> As: array<vec4<f32>, {{AS_LEN}}>;
-var<workgroup> Bs: array<vec4<f32>, {{BS_LEN}}>;
+var<workgroup> As: array<vec4<{{TILE_T}}>, {{AS_LEN}}>;
+var<workgroup> Bs: array<vec4<{{TILE_T}}>, {{BS_LEN}}>;
 
 @compute @workgroup_size({{THREADS_X}}, {{THREADS_Y}})
 fn main(@builtin(local_invocation_id) lid: vec3<u32>,

@@ -37,8 +37,8 @@ def matmul_strided(dev, a, b, batch: int, m: int, n: int, k: int,
     problem = Problem(int(batch), int(m), int(n), int(k), bool(trans_a), bool(trans_b),
                       bool(a_batch), bool(b_batch), float(alpha))
     out = dev.empty(batch * m * n, a.dtype)
-    # The tuned family is f32 only; other dtypes take the simple kernel of their dtype.
-    config = matmul_tune.choose(dev, problem) if a.dtype == "f32" else None
+    # The tuned family reads f32 and f16 (summing in f32); i32 takes the simple kernel.
+    config = matmul_tune.choose(dev, problem, a.dtype) if a.dtype != "i32" else None
     if config is not None:
         try:
             launch(dev, config, problem, a, b, out)
@@ -46,7 +46,7 @@ def matmul_strided(dev, a, b, batch: int, m: int, n: int, k: int,
         except LimitError:   # this shape's grid is too large for this tile: the simple kernel's may fit
             pass
         except GpuError as exc:  # this family member does not compile here: never again
-            matmul_tune.forget(dev, config, str(exc))
+            matmul_tune.forget(dev, config, str(exc), a.dtype)
     launch(dev, None, problem, a, b, out)
     return out
 

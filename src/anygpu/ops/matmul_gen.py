@@ -1,9 +1,11 @@
 """The register-blocked matmul family: WGSL generated from a few parameters.
 
 A `MatmulConfig` fixes the blocking (workgroup tile, k step, outputs per thread,
-vector width, register prefetch); a `Variant` fixes what the shape decides (which
-operands are transposed, which may be read and written as vec4, which edges need
-bounds checks). `generate(config, variant)` fills kernels/matmul_family.wgsl with
+vector width, register prefetch, f16 or f32 staged tiles); a `Variant` fixes what the
+buffers and the shape decide (the stored dtype, f32 or f16; which operands are
+transposed, which may be read and written as vec4, which edges need bounds checks).
+Products are always summed in f32: f16 operands are widened where they are staged in
+workgroup memory (or, for f16 tiles, where they are read from it). `generate(config, variant)` fills kernels/matmul_family.wgsl with
 fully unrolled code: accumulators and staged values are named vec4 variables,
 never function-scope arrays (those spill to local memory on several drivers).
 
@@ -27,7 +29,7 @@ from .thread_grid import ThreadGrid, outer_product_lines
 # the autotuner's disk cache is keyed by it.
 FAMILY_VERSION = 1
 
-_NAME = re.compile(r"^(\d+)x(\d+)x(\d+)_(\d+)x(\d+)_v([14])([pd]?)$")
+_NAME = re.compile(r"^(\d+)x(\d+)x(\d+)_(\d+)x(\d+)_v([14])([pd]?)(h?)$")
 
 
 @dataclass(frozen=True, order=True)
@@ -39,7 +41,9 @@ class MatmulConfig(ThreadGrid):
     vector 4: vec4 global loads and stores where the layout allows, 1: scalar only;
     prefetch: load the next k slice into registers while computing this one;
     double: also two workgroup buffers, so the next slice is staged while this one
-    is read and each k step needs one barrier instead of two (implies prefetch)."""
+    is read and each k step needs one barrier instead of two (implies prefetch);
+    half: the staged tiles hold f16 (half the workgroup memory, so deeper k steps or
+    double buffering fit; widened to f32 as the product reads them): f16 operands only."""
 
     tile_m: int
     tile_n: int
@@ -49,21 +53,22 @@ class MatmulConfig(ThreadGrid):
     vector: int = 4
     prefetch: bool = False
     double: bool = False
+    half: bool = False
 
     @property
     def name(self) -> str:
-        suffix = "d" if self.double else "p" if self.prefetch else ""
+        suffix = ("d" if self.double else "p" if self.prefetch else "") + ("h" if self.half else "")
         return f"{self.tile_m}x{self.tile_n}x{self.tile_k}_{self.rows}x{self.cols}_v{self.vector}{suffix}"
 
     @classmethod
     def parse(cls, name: str) -> "MatmulConfig":
-        """The config whose `name` is `name` (e.g. '128x128x8_8x8_v4p')."""
+        """The config whose `name` is `name` (e.g. '128x128x8_8x8_v4p', '128x128x32_8x8_v4dh')."""
         found = _NAME.match(name)
         if not found:
             raise ValueError(f"matmul config: cannot parse {name!r}; expected like '128x128x8_8x8_v4p'")
-        tm, tn, tk, rows, cols, vector, staging = found.groups()
+        tm, tn, tk, rows, cols, vector, staging, half = found.groups()
         return cls(int(tm), int(tn), int(tk), int(rows), int(cols), int(vector),
-                   prefetch=staging in ("p", "d"), double=staging == "d")
+                   prefetch=staging in ("p", "d"), double=staging == "d", half=half == "h")
 
     @property
     def stages(self) -> int:
@@ -72,7 +77,7 @@ class MatmulConfig(ThreadGrid):
 
     def workgroup_bytes(self) -> int:
         """Workgroup memory of the staged tiles, padding included (worst case)."""
-        return 16 * self.stages * self.tile_k * (self.tile_m // 4 + 1 + self.tile_n // 4 + 1)
+        return (8 if self.half else 16) * self.stages * self.tile_k * (self.tile_m // 4 + 1 + self.tile_n // 4 + 1)
 
     def problems(self, max_invocations: int = 256, max_workgroup_bytes: int = 16384) -> list[str]:
         """Why this config cannot be built within the given limits ([] when it can)."""
@@ -98,8 +103,9 @@ class MatmulConfig(ThreadGrid):
 
 @dataclass(frozen=True)
 class Variant:
-    """What a shape decides about the generated code (see `Variant.of`)."""
+    """What the buffers and the shape decide about the generated code (see `Variant.of`)."""
 
+    dtype: str      # stored element type of A, B and C: f32 or f16
     trans_a: bool
     trans_b: bool
     a_vec: bool     # A read as vec4 along its contiguous axis
@@ -111,15 +117,17 @@ class Variant:
 
     @classmethod
     def of(cls, config: MatmulConfig, m: int, n: int, k: int,
-           trans_a: bool = False, trans_b: bool = False) -> "Variant":
-        """The variant of `config` for an m x n x k product with these transpositions.
+           trans_a: bool = False, trans_b: bool = False, dtype: str = "f32") -> "Variant":
+        """The variant of `config` for an m x n x k product of `dtype` operands with these
+        transpositions.
 
         vec4 access needs the contiguous axis to be a multiple of 4 (then every row
-        starts 16-byte aligned, batch strides included, and a vec4 never straddles an edge)."""
+        starts 16-byte aligned (8 for f16), batch strides included, and a vec4 never
+        straddles an edge)."""
         vec = config.vector == 4
         a_contig = m if trans_a else k    # A is [k, m] when transposed, else [m, k]
         b_contig = k if trans_b else n
-        return cls(trans_a, trans_b,
+        return cls(dtype, trans_a, trans_b,
                    a_vec=vec and a_contig % 4 == 0,
                    b_vec=vec and b_contig % 4 == 0,
                    c_vec=vec and n % 4 == 0,
@@ -197,18 +205,20 @@ def _unit_coords(config: MatmulConfig, op: _Operand, u: str) -> list[str]:
 
 
 def _fetch_expr(op: _Operand, variant: Variant, k0: str) -> str:
-    """A vec4 expression for the unit's values at k slice k0 (zeros outside the matrix)."""
+    """A vec4 expression (of the stored type) for the unit's values at k slice k0 (zeros
+    outside the matrix)."""
     check_k = variant.check_k
+    vec4 = f"vec4<{variant.dtype}>"
     if op.vec and op.along_k:
         cond = _both(f"{op.origin} + o < {op.extent}" if op.check_outer else "",
                      f"{k0} + 4u * k4 < P.k" if check_k else "")
         load = f"{op.buf}[({op.address(f'{op.origin} + o', f'{k0} + 4u * k4')}) >> 2u]"
-        return f"select(vec4<f32>(0.0), {load}, {cond})" if cond else load
+        return f"select({vec4}(0.0), {load}, {cond})" if cond else load
     if op.vec:
         cond = _both(f"{op.origin} + 4u * g < {op.extent}" if op.check_outer else "",
                      f"{k0} + kk < P.k" if check_k else "")
         load = f"{op.buf}[({op.address(f'{op.origin} + 4u * g', f'{k0} + kk')}) >> 2u]"
-        return f"select(vec4<f32>(0.0), {load}, {cond})" if cond else load
+        return f"select({vec4}(0.0), {load}, {cond})" if cond else load
     parts = []
     for r in range(4):
         outer = f"{op.origin} + 4u * g + {r}u"
@@ -216,16 +226,18 @@ def _fetch_expr(op: _Operand, variant: Variant, k0: str) -> str:
                      f"{k0} + kk < P.k" if check_k else "")
         load = f"{op.buf}[{op.address(outer, f'{k0} + kk')}]"
         parts.append(f"select(0.0, {load}, {cond})" if cond else load)
-    return "vec4<f32>(" + ", ".join(parts) + ")"
+    return f"{vec4}(" + ", ".join(parts) + ")"
 
 
-def _stash_lines(op: _Operand, value: str, stage: str = "") -> list[str]:
-    """Store the unit's vec4 into the shared tile (at offset `stage` when double buffered)."""
+def _stash_lines(op: _Operand, value: str, stage: str = "", widen: str = "") -> list[str]:
+    """Store the unit's vec4 into the shared tile (at offset `stage` when double buffered),
+    converted to the tile's scalar type `widen` where it differs from the stored one."""
     at = f"{stage} + " if stage else ""
     if op.vec and op.along_k:
-        return [f"{op.shared}[{at}(4u * k4 + {c}u) * {op.pitch} + (o >> 2u)][o & 3u] = {value}.{comp};"
+        return [f"{op.shared}[{at}(4u * k4 + {c}u) * {op.pitch} + (o >> 2u)][o & 3u] = "
+                + (f"{widen}({value}.{comp});" if widen else f"{value}.{comp};")
                 for c, comp in enumerate("xyzw")]
-    return [f"{op.shared}[{at}kk * {op.pitch} + g] = {value};"]
+    return [f"{op.shared}[{at}kk * {op.pitch} + g] = " + (f"vec4<{widen}>({value});" if widen else f"{value};")]
 
 
 def _per_unit(config: MatmulConfig, op: _Operand, body) -> list[str]:
@@ -249,15 +261,19 @@ def _n_units_per_thread(config: MatmulConfig, op: _Operand) -> int:
 
 def _compute_lines(config: MatmulConfig, stage: bool = False) -> list[str]:
     """The fully unrolled inner product over one tile_k slice (read from the buffers at
-    a_stage / b_stage when double buffered)."""
+    a_stage / b_stage when double buffered; f16 tiles widened to f32 as they are read)."""
     ty_step, tx_step = config.threads_y, config.threads_x
     a_at, b_at = ("a_stage + ", "b_stage + ") if stage else ("", "")
-    return outer_product_lines(config, config.tile_k, lambda kk, i: f"As[{a_at}{kk}u * AS_PITCH + ty + {i * ty_step}u]",
-                               lambda kk, j: f"Bs[{b_at}{kk}u * BS_PITCH + tx + {j * tx_step}u]")
+
+    def read(expr: str) -> str:
+        return f"vec4<f32>({expr})" if config.half else expr
+    return outer_product_lines(config, config.tile_k, lambda kk, i: read(f"As[{a_at}{kk}u * AS_PITCH + ty + {i * ty_step}u]"),
+                               lambda kk, j: read(f"Bs[{b_at}{kk}u * BS_PITCH + tx + {j * tx_step}u]"))
 
 
 def _store_lines(config: MatmulConfig, variant: Variant) -> list[str]:
     ty_step, tx_step = config.threads_y, config.threads_x
+    narrow = variant.dtype != "f32"   # f32 sums rounded once, to the stored type
     lines = ["let row_first = row0 + 4u * ty;", "let col_first = col0 + 4u * tx;"]
     for i in range(config.rows // 4):
         for r in range(4):
@@ -266,14 +282,16 @@ def _store_lines(config: MatmulConfig, variant: Variant) -> list[str]:
                 acc = f"acc_{i}_{r}_{j}"
                 col_off = 4 * j * tx_step
                 if variant.c_vec:
-                    store = [f"C[(c_row + {col_off}u) >> 2u] = {acc} * alpha;"]
+                    value = f"vec4<{variant.dtype}>({acc} * alpha)" if narrow else f"{acc} * alpha"
+                    store = [f"C[(c_row + {col_off}u) >> 2u] = {value};"]
                     if variant.check_n:
                         store = [f"if (col_first + {col_off}u < P.n) {{ {store[0]} }}"]
                     body += store
                     continue
                 body.append(f"let v_{j} = {acc} * alpha;")
                 for c, comp in enumerate("xyzw"):
-                    store = f"C[c_row + {col_off + c}u] = v_{j}.{comp};"
+                    value = f"{variant.dtype}(v_{j}.{comp})" if narrow else f"v_{j}.{comp}"
+                    store = f"C[c_row + {col_off + c}u] = {value};"
                     if variant.check_n:
                         store = f"if (col_first + {col_off + c}u < P.n) {{ {store} }}"
                     body.append(store)
@@ -298,7 +316,14 @@ def generate(config: MatmulConfig, variant: Variant) -> str:
     problems = config.problems(max_invocations=1024, max_workgroup_bytes=1 << 30)
     if problems:
         raise ValueError(f"matmul config {config.name}: " + "; ".join(problems))
+    if variant.dtype not in ("f32", "f16"):
+        raise ValueError(f"matmul config {config.name}: operands of {variant.dtype}, expected f32 or f16")
+    if config.half and variant.dtype != "f16":
+        raise ValueError(f"matmul config {config.name}: f16 tiles need f16 operands, got {variant.dtype}")
     op_a, op_b = _operands(config, variant)
+    tile_type = "f16" if config.half else "f32"
+    # Staged values are held in registers as stored and converted as they reach the tiles.
+    widen = tile_type if tile_type != variant.dtype else ""
 
     declare = [f"var acc_{i}_{r}_{j} = vec4<f32>(0.0);"
                for i in range(config.rows // 4) for r in range(4) for j in range(config.cols // 4)]
@@ -312,14 +337,14 @@ def generate(config: MatmulConfig, variant: Variant) -> str:
     def stash_registers(stages=("", "")) -> list[str]:
         out = []
         for op, stage in zip((op_a, op_b), stages):
-            out += _per_unit(config, op, lambda s, op=op, stage=stage: _stash_lines(op, f"{op.prefix}{s}", stage))
+            out += _per_unit(config, op, lambda s, op=op, stage=stage: _stash_lines(op, f"{op.prefix}{s}", stage, widen))
         return out
 
     def fetch_and_stash() -> list[str]:
         out = []
         for op in (op_a, op_b):
             out += _per_unit(config, op, lambda s, op=op: [f"let v = {_fetch_expr(op, variant, 'k0')};"]
-                             + _stash_lines(op, "v"))
+                             + _stash_lines(op, "v", widen=widen))
         return out
 
     prologue: list[str] = []
@@ -329,7 +354,7 @@ def generate(config: MatmulConfig, variant: Variant) -> str:
         # single barrier then separates those writes from step t + 1's reads, and
         # step t's reads from step t + 1's writes into buffer t % 2.
         for op in (op_a, op_b):
-            declare += [f"var {op.prefix}{s}: vec4<f32>;" for s in range(_n_units_per_thread(config, op))]
+            declare += [f"var {op.prefix}{s}: vec4<{variant.dtype}>;" for s in range(_n_units_per_thread(config, op))]
         prologue = fetch_into_registers("0u") + stash_registers() + ["workgroupBarrier();"]
         main_loop = ([f"let stage = (k0 / {config.tile_k}u) & 1u;",
                       "let a_stage = stage * A_STAGE;", "let b_stage = stage * B_STAGE;",
@@ -342,7 +367,7 @@ def generate(config: MatmulConfig, variant: Variant) -> str:
                      + ["workgroupBarrier();"])
     elif config.prefetch:
         for op in (op_a, op_b):
-            declare += [f"var {op.prefix}{s}: vec4<f32>;" for s in range(_n_units_per_thread(config, op))]
+            declare += [f"var {op.prefix}{s}: vec4<{variant.dtype}>;" for s in range(_n_units_per_thread(config, op))]
         prologue = fetch_into_registers("0u")
         main_loop = (stash_registers() + ["workgroupBarrier();",
                      f"if (k0 + {config.tile_k}u < P.k) {{"]
@@ -352,15 +377,17 @@ def generate(config: MatmulConfig, variant: Variant) -> str:
         main_loop = fetch_and_stash() + ["workgroupBarrier();"] + _compute_lines(config) + ["workgroupBarrier();"]
 
     pitch_a, pitch_b = _pitch(config, op_a), _pitch(config, op_b)
-    description = (f"config {config.name}, trans_a={variant.trans_a} trans_b={variant.trans_b} "
+    description = (f"config {config.name}, {variant.dtype} operands, trans_a={variant.trans_a} trans_b={variant.trans_b} "
                    f"vec4 A/B/C={variant.a_vec}/{variant.b_vec}/{variant.c_vec} "
                    f"checks m/n/k={variant.check_m}/{variant.check_n}/{variant.check_k}")
+    dtype = variant.dtype
     return load_shader(
-        "matmul_family.wgsl",
+        "matmul_family.wgsl", dtype,
         DESCRIPTION=description,
-        A_ELEM="vec4<f32>" if variant.a_vec else "f32",
-        B_ELEM="vec4<f32>" if variant.b_vec else "f32",
-        C_ELEM="vec4<f32>" if variant.c_vec else "f32",
+        A_ELEM=f"vec4<{dtype}>" if variant.a_vec else dtype,
+        B_ELEM=f"vec4<{dtype}>" if variant.b_vec else dtype,
+        C_ELEM=f"vec4<{dtype}>" if variant.c_vec else dtype,
+        TILE_T=tile_type,
         AS_PITCH=pitch_a, BS_PITCH=pitch_b,
         AS_LEN=config.stages * config.tile_k * pitch_a, BS_LEN=config.stages * config.tile_k * pitch_b,
         A_STAGE=config.tile_k * pitch_a, B_STAGE=config.tile_k * pitch_b,
@@ -428,7 +455,7 @@ def launch(dev, config: MatmulConfig | None, problem: Problem, a, b, out) -> Non
         kernel = dev.kernel("matmul_tiled", _simple_source(a.dtype), 2, 1, PARAM_FORMAT)
         tile_m = tile_n = SIMPLE_TILE
     else:
-        variant = Variant.of(config, problem.m, problem.n, problem.k, problem.trans_a, problem.trans_b)
+        variant = Variant.of(config, problem.m, problem.n, problem.k, problem.trans_a, problem.trans_b, a.dtype)
         kernel = dev.kernel("matmul_" + config.name, generate(config, variant), 2, 1, PARAM_FORMAT)
         tile_m, tile_n = config.tile_m, config.tile_n
     grid = (-(-problem.n // tile_n), -(-problem.m // tile_m), problem.batch)

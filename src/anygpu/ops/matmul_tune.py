@@ -1,6 +1,8 @@
 """Matmul configs chosen by the autotuner (ops/tuner.py): members of the generated
 register-blocked family (ops/matmul_gen.py), the simple tiled kernel (config None,
-kernels/matmul_tiled.wgsl) as the always-correct fallback first.
+kernels/matmul_tiled.wgsl) as the always-correct fallback first. f32 and f16 operands
+are tuned apart (`TUNABLES`, one per dtype): f16 products (summed in f32 like f32 ones)
+also try members that stage f16 tiles, which fit deeper k steps and double buffering.
 
 Products are sorted into shape buckets: the dtype, m, n and k each rounded to a power of
 two, the transpositions, whether every contiguous axis allows vec4 access, batch > 1.
@@ -35,6 +37,14 @@ GPU_CANDIDATES = tuple(_parse(name) for name in (
 CPU_CANDIDATES = tuple(_parse(name) for name in (
     "128x128x8_8x16_v4p", "128x128x8_8x8_v4p", "64x64x8_8x8_v4p",
 ))
+# f16 operands take half the workgroup memory when staged as f16 ('h') and half the
+# registers while prefetched: deeper k steps and double buffering of the 128-wide tiles,
+# beside the f32 list (f16 read, staged as f32).
+GPU_F16_EXTRA = tuple(_parse(name) for name in (
+    "128x128x32_8x8_v4p", "128x128x16_8x8_v4d", "128x128x16_8x8_v4ph", "128x128x32_8x8_v4ph",
+    "128x128x16_8x8_v4dh", "128x128x32_8x8_v4dh", "128x256x16_8x16_v4ph", "256x128x16_16x8_v4ph",
+))
+CPU_F16_EXTRA = tuple(_parse(name) for name in ("64x64x16_8x8_v4dh",))
 
 # Products below these flop counts take the simple kernel untuned (one pipeline for every
 # shape, so no compile per shape variant).
@@ -101,10 +111,13 @@ def reference(problem: Problem, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def edge_rows(dev, out, problem: Problem) -> np.ndarray:
-    """The first rows of the first matrix and the last rows of the last one."""
+    """The first rows of the first matrix and the last rows of the last one (from one
+    element earlier where f16 copies must start on a 4-byte word)."""
     rows = min(problem.m, 8) * problem.n
+    start = problem.batch * problem.m * problem.n - rows
+    start -= (start * out.itemsize) % 4 // out.itemsize
     first = dev.read(dev.copy(out, n=rows, src_offset=0))
-    last = dev.read(dev.copy(out, n=rows, src_offset=problem.batch * problem.m * problem.n - rows))
+    last = dev.read(dev.copy(out, n=out.len - start, src_offset=start))
     return np.concatenate([first, last])
 
 
@@ -120,9 +133,16 @@ def product(p: tuple) -> Problem:
 
 
 class MatmulTunable(tuner.Tunable):
-    name = "matmul"
+    """Products of one operand dtype (f32 or f16)."""
+
     version = FAMILY_VERSION  # the generated code's version: a new one is tuned afresh
     tune_from = {"gpu": 1 << 22, "cpu": 1 << 27}  # flops
+
+    def __init__(self, dtype: str = "f32"):
+        self.dtype = dtype
+        self.name = "matmul" if dtype == "f32" else f"matmul {dtype}"
+        # f16 results carry one f16 rounding (2^-11 of the value) beside f32 summation.
+        self.rtol = 2e-3 if dtype == "f16" else 1e-4
 
     def bucket(self, p) -> str:
         """e.g. 'f32-m1024-n1024-k512-NT-vec4-single'."""
@@ -145,7 +165,10 @@ class MatmulTunable(tuner.Tunable):
     def known(self, dev, p) -> list:
         """The device's whole list: a bucket spans sizes whose tile filters differ, and a
         winner tuned at one of them stays valid for the others."""
-        pool = CPU_CANDIDATES if tuner.adapter_kind(dev) == "cpu" else GPU_CANDIDATES
+        cpu = tuner.adapter_kind(dev) == "cpu"
+        pool = CPU_CANDIDATES if cpu else GPU_CANDIDATES
+        if self.dtype == "f16":
+            pool += CPU_F16_EXTRA if cpu else GPU_F16_EXTRA
         return [None] + [config for config in pool if fits(dev, config)]
 
     def untuned(self, dev, p, fallback):
@@ -159,11 +182,12 @@ class MatmulTunable(tuner.Tunable):
 
     def inputs(self, p, rng) -> list[np.ndarray]:
         q = product(p)
-        return [rng.random(size, dtype=np.float32) - np.float32(0.5) for size in (q.a_len, q.b_len)]
+        host = np.float16 if p[0] == "f16" else np.float32
+        return [(rng.random(size, dtype=np.float32) - np.float32(0.5)).astype(host) for size in (q.a_len, q.b_len)]
 
     def run(self, dev, config, p, buffers):
         q = product(p)
-        out = dev.empty(q.batch * q.m * q.n)
+        out = dev.empty(q.batch * q.m * q.n, p[0])
         launch(dev, config, q, buffers[0], buffers[1], out)
         return out
 
@@ -177,14 +201,16 @@ class MatmulTunable(tuner.Tunable):
         return edge_rows(dev, out, product(p))
 
 
-TUNABLE = MatmulTunable()
+TUNABLES = {dtype: MatmulTunable(dtype) for dtype in ("f32", "f16")}
+TUNABLE = TUNABLES["f32"]
 
 
-def choose(dev, problem: Problem) -> MatmulConfig | None:
-    """The config to run an f32 `problem` with on `dev` (None: the simple kernel)."""
-    return tuner.choose(dev, TUNABLE, key(problem))
+def choose(dev, problem: Problem, dtype: str = "f32") -> MatmulConfig | None:
+    """The config to run `problem` on `dtype` (f32 or f16) operands with on `dev` (None:
+    the simple kernel)."""
+    return tuner.choose(dev, TUNABLES[dtype], key(problem, dtype))
 
 
-def forget(dev, config: MatmulConfig, reason: str) -> None:
-    """Mark `config` unusable on `dev` (it failed to compile or run)."""
-    tuner.forget(dev, TUNABLE, config, reason)
+def forget(dev, config: MatmulConfig, reason: str, dtype: str = "f32") -> None:
+    """Mark `config` unusable for `dtype` operands on `dev` (it failed to compile or run)."""
+    tuner.forget(dev, TUNABLES[dtype], config, reason)
