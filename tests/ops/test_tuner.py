@@ -153,20 +153,3 @@ def test_softmax_sizes_pass_the_float64_check(dev, kind):
     for candidate in loops + registers[:2]:
         assert tuner.verify_small(dev, op, candidate, problem), candidate
         assert op.parse(op.label(candidate)) == candidate
-
-
-@pytest.mark.parametrize("dtype", ["f32", "f16"])
-def test_layer_norm_hold_candidates_pass_the_float64_check(dev, dtype):
-    """The norm tuner offers layer norm's other forms (row_gen.held_configs) after the
-    one-row kernels, and they pass its float64 check (5 rows: a partly filled workgroup)."""
-    from anygpu.ops import norm_tune
-    op = norm_tune.TUNABLES[dtype]
-    problem = (dtype, 7, 300)
-    found = op.candidates(dev, problem)
-    assert found[0] == "loop"
-    held = [c for c in found if not isinstance(c, str) and (c.hold or c.early)]
-    assert {c.hold for c in held} == {0, 1, 2, 4, 8} and any(c.prefetch for c in held)
-    assert any(c.shared for c in held) and any(c.early for c in held)
-    for candidate in held:
-        assert tuner.verify_small(dev, op, candidate, problem), candidate
-        assert op.parse(op.label(candidate)) == candidate

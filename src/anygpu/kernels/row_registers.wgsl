@@ -3,10 +3,8 @@
 // workgroup of WG threads per row; thread t keeps the row's units t, t + WG, ...
 // (UNITS_PER_THREAD of them, named variables: vec4 units where cols % 4 == 0, else
 // scalars), so the row is read from memory once and written once, with one or two
-// workgroup reductions between. Layer norm's `hold` configs run HOLD consecutive rows per
-// workgroup, one after another, with gamma/beta held in registers. Every access is
-// bounds-checked here (a unit past the row's end is neither read nor written), hence the
-// module may skip wgpu's own checks.
+// workgroup reductions between. Every access is bounds-checked here (a unit past the
+// row's end is neither read nor written), hence the module may skip wgpu's own checks.
 //! trusted
 //! include lib/norm_rstd.wgsl
 // {{KIND}}: {{WHAT}}
@@ -15,8 +13,6 @@ struct Params { rows: u32, cols: u32, eps: f32, flags: u32 }
 {{BINDINGS}}
 
 const WG: u32 = {{WG}}u;
-const HOLD: u32 = {{HOLD}}u;  // rows per workgroup
-const RR_SLOTS: u32 = {{SLOTS}}u;  // slots of the reductions' workgroup arrays (2: rows alternate)
 const LOWEST: f32 = -3.40282347e+38;
 {{REDUCE}}
 
@@ -25,6 +21,10 @@ const LOWEST: f32 = -3.40282347e+38;
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) nwg: vec3<u32>{{SUBGROUP_ARGS}}) {
+    let row = wid.x + wid.y * nwg.x;
+    if (row >= P.rows) { return; }  // uniform per workgroup: safe before the reductions
+    let me = {{ME}};
     let n = {{UNITS}};  // units per row
+    let base = row * n;
 {{BODY}}
 }

@@ -21,8 +21,7 @@ def layer_norm(dev, x, gamma, beta, rows: int, cols: int, eps: float = 1e-5, con
     """x [rows, cols] -> (y [rows, cols] of x's dtype, stats [rows, 2] f32 = (mean, 1/sqrt(var + eps))).
 
     x is f32 or f16 storage (computed in f32); gamma, beta: [cols] Buffers of x's dtype or
-    None (no scale / no shift). Biased variance, as torch. config: a row_gen.RowConfig (its
-    `hold` forms: several rows per workgroup, gamma/beta held in registers), or
+    None (no scale / no shift). Biased variance, as torch. config: a row_gen.RowConfig, or
     "loop" for the looped kernel; default: the tuned choice (ops/norm_tune.py). one_pass=False
     makes a register config use its two-reduction form only (comparisons and tests)."""
     op = "layer_norm"
@@ -38,15 +37,13 @@ def layer_norm(dev, x, gamma, beta, rows: int, cols: int, eps: float = 1e-5, con
         raise ValueError(f"{op}: register config {config.name} cannot hold rows of {cols} elements")
     flags = (gamma is not None) | ((beta is not None) << 1)
     y, stats = dev.empty(rows * cols, x.dtype), dev.empty(2 * rows)
-    workgroups = rows
     if isinstance(config, RowConfig):
         name = f"layer_norm[{config.name}{'' if one_pass else ' two-pass'}]"
         kernel = dev.kernel(name, generate(op, config, x.dtype, one_pass), 3, 2, PARAM_FORMAT)
-        workgroups = -(-rows // config.rows_per_workgroup())
     else:
         kernel = dev.kernel("layer_norm", load_shader("layer_norm.wgsl", dtype=x.dtype), 3, 2, "IIfI")
     dev.launch(kernel, [x, gamma if gamma is not None else x, beta if beta is not None else x], [y, stats],
-               (rows, cols, float(eps), flags), dev.grid(workgroups))
+               (rows, cols, float(eps), flags), dev.grid(rows))
     return y, stats
 
 

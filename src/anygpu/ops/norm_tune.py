@@ -1,15 +1,14 @@
 """Layer-norm kernels chosen by the generic tuner (ops/tuner.py): the looped kernel
 (kernels/layer_norm.wgsl, 64 threads per row) is the fallback, the register kernels of
 ops/row_gen.py the other candidates (as softmax's, ops/softmax_tune.py): their one-pass
-form, which takes its two-reduction path itself for rows it would not serve accurately,
-and the forms that load gamma/beta earlier or hold them over several rows (row_gen.held_configs)."""
+form, which takes its two-reduction path itself for rows it would not serve accurately."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from . import tuner
-from .row_gen import RowConfig, configs_for, held_configs
+from .row_gen import RowConfig, configs_for
 from .softmax_tune import RowTunable
 
 __all__: list[str] = []  # nothing here is a Device op
@@ -18,13 +17,11 @@ _EPS = 1e-5
 
 
 class _LayerNorm(RowTunable):
-    version = 5  # 3: the register kernels reduce once ((sum, sum of squares) from a shift); 4, 5: held forms
+    version = 3  # 3: the register kernels reduce once ((sum, sum of squares) from a shift)
 
     def candidates(self, dev, p) -> list:
-        limit = min(dev.limits.get("max-compute-invocations-per-workgroup", 256), 1024)
-        subgroups = "subgroup" in dev.features
-        shared = dev.limits.get("max-compute-workgroup-storage-size", 16384)
-        return ["loop"] + configs_for(p[2], limit, subgroups) + held_configs(p[2], limit, subgroups, p[0], shared)
+        limit = dev.limits.get("max-compute-invocations-per-workgroup", 256)
+        return ["loop"] + configs_for(p[2], min(limit, 1024), "subgroup" in dev.features)
 
     def parse(self, label: str):
         return label if label == "loop" else RowConfig.parse(label)

@@ -13,10 +13,6 @@ the same kernel (the mean; then the largest deviation and the sum of squares sca
 
 A `RowConfig` fixes threads per row (wg), units per thread, vec4 or scalar units and
 subgroup or tree reductions; it serves rows of up to wg * units (* 4 for vec4) elements.
-Layer norm has one more family (`hold`): each workgroup normalises `hold` consecutive rows
-in turn, one at a time, with its threads' slices of gamma and beta loaded once into
-registers (in the stored type) before the first, instead of read from L2 after every
-row's reduction; `prefetch` loads the next row's x (stored type) before this row is reduced.
 ops/softmax_tune.py and ops/norm_tune.py offer these configs to the generic tuner beside
 the looped kernel (the fallback).
 """
@@ -32,7 +28,7 @@ from ..runtime.dtypes import dtype_of
 
 KINDS = ("softmax", "softmax_backward", "layer_norm")
 PARAM_FORMAT = "IIfI"  # rows, cols, eps, flags (Params in kernels/row_registers.wgsl)
-_NAME = re.compile(r"^r(\d+)x(\d+)([vs])([gt])(e|h(\d+)(p?)(w?))?$")
+_NAME = re.compile(r"^r(\d+)x(\d+)([vs])([gt])$")
 _MAX_UNITS = 16  # registers per thread: 16 vec4 (64 floats) at most
 
 
@@ -42,38 +38,18 @@ class RowConfig:
     units: int       # units per thread
     vec: bool        # vec4 units (rows of a multiple of 4 elements) or scalars
     subgroup: bool   # subgroup reductions (adapter feature 'subgroup') or a workgroup tree
-    # Layer norm only. hold: rows per workgroup with gamma/beta loaded once (0: one row,
-    # gamma/beta read after its reduction); prefetch: the next row's x loaded before this
-    # row's reduction (hold >= 2); shared: gamma/beta kept in workgroup memory instead of
-    # registers (hold >= 2); early: one row, gamma/beta loaded just before the reduction.
-    hold: int = 0
-    prefetch: bool = False
-    shared: bool = False
-    early: bool = False
-
-    def __post_init__(self):
-        if self.hold < 0 or ((self.prefetch or self.shared) and self.hold < 2) or (self.early and self.hold):
-            raise ValueError(f"row kernel config: hold must be >= 0, >= 2 with prefetch or shared, 0 with "
-                             f"early; got hold={self.hold}, prefetch={self.prefetch}, shared={self.shared}, "
-                             f"early={self.early}")
 
     @property
     def name(self) -> str:
-        held = f"h{self.hold}{'p' if self.prefetch else ''}{'w' if self.shared else ''}" if self.hold else ""
-        return (f"r{self.wg}x{self.units}{'v' if self.vec else 's'}{'g' if self.subgroup else 't'}"
-                f"{held}{'e' if self.early else ''}")
+        return f"r{self.wg}x{self.units}{'v' if self.vec else 's'}{'g' if self.subgroup else 't'}"
 
     @classmethod
     def parse(cls, name: str) -> "RowConfig":
         found = _NAME.match(name)
         if not found:
-            raise ValueError(f"row kernel config: cannot parse {name!r}; expected like 'r256x4vg' or 'r128x8vgh4p'")
-        wg, units, vec, sub, tail, hold, prefetch, shared = found.groups()
-        return cls(int(wg), int(units), vec == "v", sub == "g", int(hold or 0), prefetch == "p", shared == "w",
-                   tail == "e")
-
-    def rows_per_workgroup(self) -> int:
-        return max(self.hold, 1)
+            raise ValueError(f"row kernel config: cannot parse {name!r}; expected like 'r256x4vg'")
+        wg, units, vec, sub = found.groups()
+        return cls(int(wg), int(units), vec == "v", sub == "g")
 
     def capacity(self) -> int:
         """The longest row (elements) this config holds."""
@@ -97,28 +73,6 @@ def configs_for(cols: int, max_threads: int, subgroups: bool) -> list[RowConfig]
             for sub in ((True, False) if subgroups else (False,)):
                 found.append(RowConfig(wg, units, vec, sub))
         wg *= 2
-    return found
-
-
-def held_configs(cols: int, max_threads: int, subgroups: bool, dtype: str = "f32",
-                 workgroup_bytes: int = 16384) -> list[RowConfig]:
-    """Layer norm's other forms of the configs_for(...) of at most 8 units per thread (the
-    reduction as the adapter prefers: subgroups where it has them): gamma/beta loaded just
-    before the reduction (e); gamma/beta in registers over 1, 2 or 4 rows per workgroup and
-    over 2, 4 or 8 with the next row prefetched (h1 .. h8p); the same in workgroup memory
-    (h2w .. h8pw) where it fits in `workgroup_bytes` beside the reductions' arrays."""
-    unit_bytes = dtype_of(dtype, "kernel").itemsize * (4 if cols % 4 == 0 else 1)
-    found = []
-    for c in configs_for(cols, max_threads, subgroups):
-        if c.units > 8 or c.subgroup != subgroups:
-            continue
-        found.append(RowConfig(c.wg, c.units, c.vec, c.subgroup, early=True))
-        for shared in (False, True):
-            if shared and 2 * c.wg * c.units * unit_bytes + 2 * c.wg * 12 > workgroup_bytes:
-                continue
-            forms = ((2, False), (4, False), (8, False), (4, True), (8, True)) if shared else \
-                ((1, False), (2, False), (4, False), (2, True), (4, True), (8, True))
-            found += [RowConfig(c.wg, c.units, c.vec, c.subgroup, hold, prefetch, shared) for hold, prefetch in forms]
     return found
 
 
@@ -156,32 +110,22 @@ _RESCALE = {
 }
 
 
-def _loads(c: RowConfig, names: list[str], fill: str, comp: str, indices: bool = True) -> list[str]:
-    """Index, bound and masked load of every unit of every named input (the indices i0..
-    and bounds ok0.. declared here unless `indices` is False)."""
+def _loads(c: RowConfig, names: list[str], fill: str, comp: str) -> list[str]:
+    """Index, bound and masked load of every unit of every named input."""
     lines = []
     for u in range(c.units):
-        if indices:
-            lines.append(f"let i{u} = tid + {u * c.wg}u;")
-            lines.append(f"let ok{u} = i{u} < n;")
+        lines.append(f"let i{u} = tid + {u * c.wg}u;")
+        lines.append(f"let ok{u} = i{u} < n;")
         for name in names:
             lines.append(f"var {name}{u} = {comp}({fill});")
             lines.append(f"if (ok{u}) {{ {name}{u} = {comp}({name}[base + i{u}]); }}")
     return lines
 
 
-def _one_row(me: str) -> list[str]:
-    """The row of a one-row-per-workgroup kernel: `row`, `me` and `base`."""
-    return ["let row = wid.x + wid.y * nwg.x;",
-            "if (row >= P.rows) { return; }  // uniform per workgroup: safe before the reductions",
-            f"let me = {me};", "let base = row * n;"]
-
-
 def _body(kind: str, c: RowConfig, comp: str, store: str, one_pass: bool) -> list[str]:
-    me = _me(c, "0u")
     U = range(c.units)
     if kind == "softmax":
-        lines = _one_row(me) + _loads(c, ["x"], "LOWEST", comp)
+        lines = _loads(c, ["x"], "LOWEST", comp)
         lines.append("var m = LOWEST;")
         lines += [f"m = max(m, {_hmax(f'x{u}', c.vec)});" for u in U]
         lines.append("var s = 0.0;")
@@ -194,81 +138,14 @@ def _body(kind: str, c: RowConfig, comp: str, store: str, one_pass: bool) -> lis
         lines += [f"if (ok{u}) {{ y[base + i{u}] = {store}(e{u} * scale); }}" for u in U]
         return lines
     if kind == "softmax_backward":
-        lines = _one_row(me) + _loads(c, ["grad", "y"], "0.0", comp)
+        lines = _loads(c, ["grad", "y"], "0.0", comp)
         lines.append("var acc = 0.0;")
         lines += [f"acc += {_hsum(f'(grad{u} * y{u})', c.vec)};" for u in U]
         lines.append("let dot = reduce_sum(me, acc);")
         lines += [f"if (ok{u}) {{ dx[base + i{u}] = {store}(y{u} * (grad{u} - {comp}(dot))); }}" for u in U]
         return lines
-    first = "x[base].x" if c.vec else "x[base]"
-    if not c.hold:
-        # gamma and beta are read after the reduction, not with x: loaded early as f32 they
-        # cost f16 rows 20% on an H200; `early` loads them (stored type) just before it
-        lines = _one_row(me) + _loads(c, ["x"], "0.0", comp)
-        if not c.early:
-            return lines + _layer_norm_row(c, comp, store, one_pass, f"f32({first})", "gamma[i{u}]", "beta[i{u}]")
-        return lines + _layer_norm_row(c, comp, store, one_pass, f"f32({first})", "g{u}", "b{u}",
-                                       _affine_loads(c, store))
-    # `hold` rows per workgroup, one at a time. The reductions alternate between two slots of
-    # their workgroup arrays (row k uses slot k % 2), so a row's first barrier also orders
-    # every read of the row before last's partials before they are overwritten: no barrier
-    # between rows.
-    lines = ["let first = (wid.x + wid.y * nwg.x) * HOLD;",
-             "if (first >= P.rows) { return; }  // uniform per workgroup: safe before the reductions"]
-    lines += [line for u in U for line in (f"let i{u} = tid + {u * c.wg}u;", f"let ok{u} = i{u} < n;")]
-    if c.shared:
-        # each thread stores its own slice and reads back only that: no barrier needed
-        lines += [f"if (ok{u}) {{ held[i{u}] = gamma[i{u}]; held[HELD + i{u}] = beta[i{u}]; }}" for u in U]
-        gamma, beta = "held[i{u}]", "held[HELD + i{u}]"
-    else:
-        lines += _affine_loads(c, store)
-        gamma, beta = "g{u}", "b{u}"
-    if c.prefetch:
-        lines.append(f"var next_first = {first.replace('base', 'first * n')};  // the row's first element")
-        for u in U:
-            lines += [f"var next{u} = {store}();", f"if (ok{u}) {{ next{u} = x[first * n + i{u}]; }}"]
-    lines += ["for (var k = 0u; k < HOLD; k++) {", "    let row = first + k;",
-              "    if (row >= P.rows) { break; }  // uniform per workgroup",
-              f"    let me = {_me(c, '(k & 1u) * WG')};", "    let base = row * n;"]
-    if c.prefetch:
-        row = [f"let x{u} = {comp}(next{u});" for u in U]
-        row += ["let shift_x = next_first;", "if (k + 1u < HOLD && row + 1u < P.rows) {",
-                f"    next_first = {first.replace('base', 'base + n')};"]
-        row += [f"    if (ok{u}) {{ next{u} = x[base + n + i{u}]; }}" for u in U]
-        row += ["}"]
-        shift = "f32(shift_x)"
-    else:
-        row = _loads(c, ["x"], "0.0", comp, indices=False)
-        shift = f"f32({first})"
-    row += _layer_norm_row(c, comp, store, one_pass, shift, gamma, beta)
-    return lines + ["    " + line for line in row] + ["}"]
-
-
-def _affine_loads(c: RowConfig, store: str) -> list[str]:
-    """This thread's units of gamma and beta into g0.., b0.. (stored type; zero where absent)."""
-    lines = []
-    for u in range(c.units):
-        lines += [f"var g{u} = {store}();", f"if (ok{u} && (P.flags & 1u) != 0u) {{ g{u} = gamma[i{u}]; }}",
-                  f"var b{u} = {store}();", f"if (ok{u} && (P.flags & 2u) != 0u) {{ b{u} = beta[i{u}]; }}"]
-    return lines
-
-
-def _me(c: RowConfig, slot: str) -> str:
-    """This thread's RowThread (lib/row_reduce_*.wgsl) using workgroup-array slot `slot`."""
-    if c.subgroup:
-        return f"RowThread(tid, lane, group, groups, {slot})"
-    return f"RowThread(tid, 0u, 0u, 1u, {slot})"
-
-
-def _layer_norm_row(c: RowConfig, comp: str, store: str, one_pass: bool, shift: str, gamma: str,
-                    beta: str, before_reduction: tuple | list = ()) -> list[str]:
-    """Layer norm of one row from its registers x0.. to y and stats: `shift` the row's first
-    element as f32, `gamma` / `beta` the stored-type expressions of unit u's scale and shift,
-    `before_reduction` lines placed just before the first reduction."""
-    U = range(c.units)
-    lines = ["let count = f32(P.cols);"]
-    if not one_pass:
-        lines += before_reduction
+    lines = _loads(c, ["x"], "0.0", comp)
+    lines.append("let count = f32(P.cols);")
     # y = ((x - pivot) - moved) * rstd: the one-pass form subtracts its shift first (exact
     # for x near it) and then the small mean - shift, so a row of mean 1e4 and spread 1
     # does not lose the 2^-11 of an f32 mean there
@@ -282,14 +159,14 @@ def _layer_norm_row(c: RowConfig, comp: str, store: str, one_pass: bool, shift: 
         # overflow or underflow, NaN/inf, a constant row, or more than 8 bits lost to
         # cancellation) takes the two-pass path below: the same value in every thread, so
         # the branch (and its barriers) is uniform per workgroup.
-        lines.append(f"let shift = {shift};")
+        first = "x[base].x" if c.vec else "x[base]"
+        lines.append(f"let shift = f32({first});")
         lines.append("var s = 0.0;")
         lines.append("var ss = 0.0;")
         for u in U:
             lines.append(f"let e{u} = select({comp}(0.0), x{u} - {comp}(shift), ok{u});")
             lines.append(f"s += {_hsum(f'e{u}', c.vec)};")
             lines.append(f"ss += {_hsum(f'(e{u} * e{u})', c.vec)};")
-        lines += before_reduction
         lines.append("let sq = reduce_pair(me, vec2<f32>(s, ss));  // (sum, sum of squares) of x - shift")
         lines.append("let m0 = sq.x / count;")
         lines.append("var moved = m0 + fma(-m0, count, sq.x) / count;  // mean - shift")
@@ -305,10 +182,11 @@ def _layer_norm_row(c: RowConfig, comp: str, store: str, one_pass: bool, shift: 
         lines += ["    " + line for line in _layer_norm_two_pass(c, comp, "    ")]
         lines += ["    pivot = mean;", "    moved = 0.0;", "}"]
     for u in U:
+        # gamma and beta are read here, not with x: loaded early they cost f16 rows 20% on an H200
         lines += [f"if (ok{u}) {{",
                   f"    var o = ((x{u} - {comp}(pivot)) - {comp}(moved)) * rstd;",
-                  f"    if ((P.flags & 1u) != 0u) {{ o = o * {comp}({gamma.format(u=u)}); }}",
-                  f"    if ((P.flags & 2u) != 0u) {{ o = o + {comp}({beta.format(u=u)}); }}",
+                  f"    if ((P.flags & 1u) != 0u) {{ o = o * {comp}(gamma[i{u}]); }}",
+                  f"    if ((P.flags & 2u) != 0u) {{ o = o + {comp}(beta[i{u}]); }}",
                   f"    y[base + i{u}] = {store}(o);",
                   "}"]
     lines += ["if (tid == 0u) {", "    stats[2u * row] = mean;", "    stats[2u * row + 1u] = rstd;", "}"]
@@ -355,8 +233,6 @@ def generate(kind: str, config: RowConfig, dtype: str = "f32", one_pass: bool = 
     one_pass=False: layer norm's two-reduction form only (for comparisons and tests)."""
     if kind not in KINDS:
         raise ValueError(f"row kernel kind must be one of {KINDS}, got {kind!r}")
-    if (config.hold or config.early) and kind != "layer_norm":
-        raise ValueError(f"{kind}: register config {config.name} holds gamma/beta rows; only layer_norm has them")
     storage = dtype_of(dtype, "kernel").storage
     unit_t = f"vec4<{storage}>" if config.vec else storage
     comp = "vec4<f32>" if config.vec else "f32"
@@ -365,10 +241,8 @@ def generate(kind: str, config: RowConfig, dtype: str = "f32", one_pass: bool = 
                 " @builtin(num_subgroups) groups: u32") if config.subgroup else ""
     return load_shader(
         "row_registers.wgsl", dtype=dtype, KIND=kind, WHAT=_WHAT[kind], WG=config.wg,
-        HOLD=config.rows_per_workgroup(), SLOTS=2 if config.hold > 1 else 1,
-        BINDINGS=_bindings(kind, unit_t) + (
-            f"\n// gamma then beta, each thread's own slice (hold forms in workgroup memory)\n"
-            f"const HELD: u32 = {config.wg * config.units}u;\nvar<workgroup> held: array<{unit_t}, 2u * HELD>;"
-            if config.shared else ""), REDUCE=load_shader(reduce), RESCALE=_RESCALE[kind],
-        SUBGROUP_ARGS=sub_args, UNITS="P.cols / 4u" if config.vec else "P.cols",
+        BINDINGS=_bindings(kind, unit_t), REDUCE=load_shader(reduce), RESCALE=_RESCALE[kind],
+        SUBGROUP_ARGS=sub_args,
+        ME="RowThread(tid, lane, group, groups)" if config.subgroup else "RowThread(tid, 0u, 0u, 1u)",
+        UNITS="P.cols / 4u" if config.vec else "P.cols",
         BODY="\n".join("    " + line for line in _body(kind, config, comp, unit_t, one_pass)))

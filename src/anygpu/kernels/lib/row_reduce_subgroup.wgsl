@@ -5,19 +5,18 @@
 // `fn rescale(s: f32, m: f32, top: f32) -> f32` (what a partial s kept under its own
 // maximum m weighs under the common maximum top). Every thread calls these in uniform
 // control flow; each partial array is used once per kernel (or, for rr_top, again only
-// after another reduction's barrier), so no barrier follows. A kernel that reduces again
-// (several rows in turn) declares RR_SLOTS = 2 and alternates `slot` between 0 and WG.
-struct RowThread { tid: u32, lane: u32, group: u32, groups: u32, slot: u32 }
+// after another reduction's barrier), so no barrier follows.
+struct RowThread { tid: u32, lane: u32, group: u32, groups: u32 }
 
-var<workgroup> rr_sum: array<f32, WG * RR_SLOTS>;
-var<workgroup> rr_top: array<vec2<f32>, WG * RR_SLOTS>;
+var<workgroup> rr_sum: array<f32, WG>;
+var<workgroup> rr_top: array<vec2<f32>, WG>;
 
 fn reduce_sum(me: RowThread, value: f32) -> f32 {
     let partial = subgroupAdd(value);
-    if (me.lane == 0u) { rr_sum[me.slot + me.group] = partial; }
+    if (me.lane == 0u) { rr_sum[me.group] = partial; }
     workgroupBarrier();
     var total = 0.0;
-    for (var i = 0u; i < me.groups; i++) { total += rr_sum[me.slot + i]; }
+    for (var i = 0u; i < me.groups; i++) { total += rr_sum[i]; }
     return total;
 }
 
@@ -25,12 +24,12 @@ fn reduce_sum(me: RowThread, value: f32) -> f32 {
 fn reduce_top(me: RowThread, m: f32, s: f32) -> vec2<f32> {
     let group_top = subgroupMax(m);
     let group_sum = subgroupAdd(rescale(s, m, group_top));
-    if (me.lane == 0u) { rr_top[me.slot + me.group] = vec2<f32>(group_top, group_sum); }
+    if (me.lane == 0u) { rr_top[me.group] = vec2<f32>(group_top, group_sum); }
     workgroupBarrier();
-    var top = rr_top[me.slot].x;
-    for (var i = 1u; i < me.groups; i++) { top = max(top, rr_top[me.slot + i].x); }
+    var top = rr_top[0].x;
+    for (var i = 1u; i < me.groups; i++) { top = max(top, rr_top[i].x); }
     var total = 0.0;
-    for (var i = 0u; i < me.groups; i++) { total += rescale(rr_top[me.slot + i].y, rr_top[me.slot + i].x, top); }
+    for (var i = 0u; i < me.groups; i++) { total += rescale(rr_top[i].y, rr_top[i].x, top); }
     return vec2<f32>(top, total);
 }
 
@@ -38,9 +37,9 @@ fn reduce_top(me: RowThread, m: f32, s: f32) -> vec2<f32> {
 // reduce_top later only after another reduction's barrier (reduce_sum's) between them.
 fn reduce_pair(me: RowThread, value: vec2<f32>) -> vec2<f32> {
     let partial = subgroupAdd(value);
-    if (me.lane == 0u) { rr_top[me.slot + me.group] = partial; }
+    if (me.lane == 0u) { rr_top[me.group] = partial; }
     workgroupBarrier();
     var total = vec2<f32>(0.0);
-    for (var i = 0u; i < me.groups; i++) { total += rr_top[me.slot + i]; }
+    for (var i = 0u; i < me.groups; i++) { total += rr_top[i]; }
     return total;
 }

@@ -1,44 +1,43 @@
 // Workgroup reductions for the register-row kernels (ops/row_gen.py) without subgroup
 // operations: a tree over workgroup memory (log2(WG) barriers). Same contract as
-// lib/row_reduce_subgroup.wgsl (const WG a power of two, RR_SLOTS, fn rescale); only tid
-// and slot are used.
-struct RowThread { tid: u32, lane: u32, group: u32, groups: u32, slot: u32 }
+// lib/row_reduce_subgroup.wgsl (const WG a power of two, fn rescale); only tid is used.
+struct RowThread { tid: u32, lane: u32, group: u32, groups: u32 }
 
-var<workgroup> rr_sum: array<f32, WG * RR_SLOTS>;
-var<workgroup> rr_top: array<vec2<f32>, WG * RR_SLOTS>;
+var<workgroup> rr_sum: array<f32, WG>;
+var<workgroup> rr_top: array<vec2<f32>, WG>;
 
 fn reduce_sum(me: RowThread, value: f32) -> f32 {
-    rr_sum[me.slot + me.tid] = value;
+    rr_sum[me.tid] = value;
     workgroupBarrier();
     for (var width = WG / 2u; width > 0u; width = width / 2u) {
-        if (me.tid < width) { rr_sum[me.slot + me.tid] += rr_sum[me.slot + me.tid + width]; }
+        if (me.tid < width) { rr_sum[me.tid] += rr_sum[me.tid + width]; }
         workgroupBarrier();
     }
-    return rr_sum[me.slot];
+    return rr_sum[0];
 }
 
 fn reduce_top(me: RowThread, m: f32, s: f32) -> vec2<f32> {
-    rr_top[me.slot + me.tid] = vec2<f32>(m, s);
+    rr_top[me.tid] = vec2<f32>(m, s);
     workgroupBarrier();
     for (var width = WG / 2u; width > 0u; width = width / 2u) {
         if (me.tid < width) {
-            let a = rr_top[me.slot + me.tid];
-            let b = rr_top[me.slot + me.tid + width];
+            let a = rr_top[me.tid];
+            let b = rr_top[me.tid + width];
             let top = max(a.x, b.x);
-            rr_top[me.slot + me.tid] = vec2<f32>(top, rescale(a.y, a.x, top) + rescale(b.y, b.x, top));
+            rr_top[me.tid] = vec2<f32>(top, rescale(a.y, a.x, top) + rescale(b.y, b.x, top));
         }
         workgroupBarrier();
     }
-    return rr_top[me.slot];
+    return rr_top[0];
 }
 
 // (sum, sum) of pairs through rr_top (see lib/row_reduce_subgroup.wgsl on reusing it).
 fn reduce_pair(me: RowThread, value: vec2<f32>) -> vec2<f32> {
-    rr_top[me.slot + me.tid] = value;
+    rr_top[me.tid] = value;
     workgroupBarrier();
     for (var width = WG / 2u; width > 0u; width = width / 2u) {
-        if (me.tid < width) { rr_top[me.slot + me.tid] += rr_top[me.slot + me.tid + width]; }
+        if (me.tid < width) { rr_top[me.tid] += rr_top[me.tid + width]; }
         workgroupBarrier();
     }
-    return rr_top[me.slot];
+    return rr_top[0];
 }
