@@ -81,7 +81,7 @@ def probe_rows(dev, peers, kind: str, dtype: str, rows: int, cols: int, budget: 
     reference = None
     candidates = tunable.candidates(dev, (dtype, rows, cols))
     if kind == "layer_norm":  # beside each one-pass register kernel, its two-reduction form
-        candidates += [(c, "two-pass") for c in candidates if isinstance(c, RowConfig) and not c.hold]
+        candidates += [(c, "two-pass") for c in candidates if isinstance(c, RowConfig)]
     for cand in candidates:
         name = f"{cand[0].name} two-pass" if isinstance(cand, tuple) else tunable.label(cand)
         if match and not re.search(match, name) and cand != candidates[0]:
