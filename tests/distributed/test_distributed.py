@@ -29,8 +29,12 @@ def data(rank, salt, shape=(3, 5)):  # as workers/collectives.py draws it
 # --------------------------------------------------------------------------- collectives
 
 
-def test_collectives_on_tensors(tmp_path):
-    job = mpi.run_worker("collectives.py", str(tmp_path / "out"), timeout=120)
+@pytest.mark.parametrize("shared", ["1", "0"], ids=["shared-memory", "mpi-allreduce"])
+def test_collectives_on_tensors(tmp_path, shared):
+    """Both reduction paths: MPI shared memory between the ranks of one host (the default
+    here) and MPI's all-reduce (what ranks on several hosts use)."""
+    job = mpi.run_worker("collectives.py", str(tmp_path / "out"), timeout=120,
+                         env={"ANYGPU_DIST_SHARED_MEMORY": shared})
     assert job.returncode == 0, job.stderr
     ranks = mpi.results(tmp_path / "out")
     inputs = [data(r, 1) for r in range(2)]
@@ -44,6 +48,7 @@ def test_collectives_on_tensors(tmp_path):
         for op, value in expected.items():
             np.testing.assert_allclose(got[f"all_reduce_{op}"], value, rtol=1e-6, atol=1e-6)
             assert got[f"all_reduce_{op}_in_place"]
+            assert got[f"all_reduce_{op}"] == ranks[0][f"all_reduce_{op}"]  # the same bits on every rank
         assert got["all_reduce_int"] == (np.arange(7) * 2 + np.arange(7) * 3).tolist()
         assert "AVG" in got["avg_int_error"] and "int32" in got["avg_int_error"]
         np.testing.assert_array_equal(got["broadcast"], data(1, 2, (4, 3)))
@@ -56,6 +61,20 @@ def test_collectives_on_tensors(tmp_path):
     shards = [set(got["sampler"]) for got in ranks]
     assert len(ranks[0]["sampler"]) == len(ranks[1]["sampler"]) == 12
     assert shards[0] | shards[1] == set(range(23))
+
+
+def test_all_reduce_on_three_ranks(tmp_path):
+    """Three ranks of one host: the shared-memory reduction sums every slot in rank order."""
+    job = mpi.run_worker("three_ranks.py", str(tmp_path / "out"), n=3, timeout=120)
+    assert job.returncode == 0, job.stderr
+    ranks = mpi.results(tmp_path / "out", n=3)
+    inputs = [data(r, 5, (7, 3)) for r in range(3)]
+    inputs[1][0, 0], inputs[2][1, 1] = np.nan, np.inf
+    for got in ranks:
+        np.testing.assert_allclose(got["sum"], (inputs[0] + inputs[1]) + inputs[2], rtol=1e-6)
+        np.testing.assert_array_equal(got["max"], np.maximum(np.maximum(inputs[0], inputs[1]), inputs[2]))
+        np.testing.assert_array_equal(got["min_int"], [-3, -2, -3])
+        np.testing.assert_array_equal(got["sum"], ranks[0]["sum"])  # the same bits on every rank
 
 
 def test_without_a_process_group():

@@ -29,6 +29,12 @@ __all__ = [
 INSTALL_HINT = ("anygpu.distributed needs mpi4py and an MPI library: pip install 'anygpu[dist]' "
                 "(mpi4py and the mpich wheel, which also provides mpiexec)")
 DEFAULT_TIMEOUT = 300.0  # seconds a collective may wait for the other ranks
+# The interpreter's thread switch interval while a process group with a worker thread is
+# up (ANYGPU_DIST_SWITCH_INTERVAL, seconds; Python's default is 0.005). The worker needs the
+# GIL back after every C call of an exchange (the map callback, each copy, each MPI call);
+# while the main thread records kernels it holds the GIL and gives it up only every switch
+# interval, so at 5 ms an exchange of a few milliseconds took tens (measured on 2 x H200).
+SWITCH_INTERVAL = 1e-4
 _STRING_BYTES = 256  # all_gather_strings: longest string, in UTF-8 bytes
 
 
@@ -59,6 +65,8 @@ class _Group:
     local_size: int
     timeout: float
     executor: "_Worker | None" = None
+    node: object = None  # communicator of this host's ranks (MPI shared memory works within it)
+    windows: dict | None = None  # capacity in bytes -> _SharedSlots (allreduce_mapped)
 
 
 _group: _Group | None = None
@@ -143,10 +151,13 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
         raise ValueError(f"init_process_group: rank {rank} differs from the launcher's {my_rank}")
     local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=my_rank)
     local_rank, local_size = local.Get_rank(), local.Get_size()
-    local.Free()
-    group = _Group(MPI, comm, my_rank, size, local_rank, local_size, seconds)
+    group = _Group(MPI, comm, my_rank, size, local_rank, local_size, seconds, node=local, windows={})
     if MPI.Query_thread() >= MPI.THREAD_SERIALIZED:
         group.executor = _Worker()
+        if size > 1:
+            interval = float(os.environ.get("ANYGPU_DIST_SWITCH_INTERVAL") or SWITCH_INTERVAL)
+            if interval > 0:
+                sys.setswitchinterval(min(sys.getswitchinterval(), interval))
     _group = group
     _choose_local_adapter(local_rank, local_size)
     if size > 1:
@@ -236,6 +247,10 @@ def destroy_process_group(group=None) -> None:
     if group_state.executor is not None:
         group_state.executor.shutdown()
     try:
+        for slots in (group_state.windows or {}).values():
+            slots.free()
+        if group_state.node is not None:
+            group_state.node.Free()
         group_state.comm.Free()
     except Exception:  # MPI already finalized
         pass
@@ -420,11 +435,75 @@ def _staged_type(tensor):
     return {float32: np.float32, int32: np.int32}.get(tensor.dtype)
 
 
+class _SharedSlots:
+    """MPI shared memory (MPI-3 ``Win.Allocate_shared``) on the host's communicator: two
+    slots of `capacity` bytes per rank, every rank's slots mapped into every process.
+
+    An all-reduce through it: each rank copies its contribution into its slot, all meet at
+    a barrier, and each sums all slots itself, in rank order (so every rank gets the same
+    bits). The two slots alternate between uses, so the next use's writes cannot overtake a
+    slow rank still reading: it passes the next barrier only after its reads."""
+
+    def __init__(self, group: "_Group", capacity: int):
+        MPI = group.mpi
+        self.capacity = capacity
+        self.window = MPI.Win.Allocate_shared(2 * capacity, 1, comm=group.node)
+        self.window.Lock_all(MPI.MODE_NOCHECK)
+        self.views = [np.frombuffer(self.window.Shared_query(r)[0], np.uint8)[:2 * capacity]
+                      for r in range(group.node.Get_size())]
+        self.parity = 0
+
+    def allreduce(self, group: "_Group", download: np.ndarray, upload: np.ndarray, n: int, ufunc,
+                  scratch: np.ndarray) -> None:
+        nbytes = n * download.itemsize
+        start = self.parity * self.capacity
+        self.parity ^= 1
+        slots = [view[start:start + nbytes].view(download.dtype) for view in self.views]
+        np.copyto(slots[group.node.Get_rank()], download[:n])
+        self.window.Sync()
+        group.node.Barrier()
+        self.window.Sync()
+        if len(slots) == 2:
+            ufunc(slots[0], slots[1], out=upload[:n])
+            return
+        total = scratch[:n]
+        ufunc(slots[0], slots[1], out=total)
+        for slot in slots[2:]:
+            ufunc(total, slot, out=total)
+        np.copyto(upload[:n], total)
+
+    def free(self) -> None:
+        self.window.Unlock_all()
+        self.window.Free()
+
+
+def _ufunc(group: "_Group", mpi_op):
+    MPI = group.mpi  # mpi4py's Op objects compare equal but do not hash
+    for op, ufunc in ((MPI.SUM, np.add), (MPI.PROD, np.multiply), (MPI.MAX, np.maximum), (MPI.MIN, np.minimum)):
+        if mpi_op == op:
+            return ufunc
+    return None
+
+
 def allreduce_mapped(group: _Group, download: np.ndarray, upload: np.ndarray, n: int, mpi_op,
                      send: np.ndarray, received: np.ndarray) -> None:
-    """upload[:n] <- the MPI all-reduce of every rank's download[:n] (views of mapped staging
-    memory), through the plain host arrays send/received: MPICH's single-copy transfer (CMA)
-    cannot read driver-mapped pages (process_vm_readv fails with EFAULT on NVIDIA's driver)."""
+    """upload[:n] <- the all-reduce of every rank's download[:n] (views of mapped staging memory).
+
+    All ranks on one host (and ANYGPU_DIST_SHARED_MEMORY not 0): through MPI shared memory
+    (_SharedSlots): one copy out of the mapping, a barrier, the sum written straight into
+    the upload mapping. Otherwise MPI's all-reduce through the plain host arrays
+    send/received: MPICH's single-copy transfer (CMA) cannot read driver-mapped pages
+    (process_vm_readv fails with EFAULT on NVIDIA's driver)."""
+    ufunc = _ufunc(group, mpi_op)
+    if (group.windows is not None and group.node is not None and group.local_size == group.size
+            and ufunc is not None and os.environ.get("ANYGPU_DIST_SHARED_MEMORY", "1") != "0"):
+        nbytes = n * download.itemsize
+        capacity = 1 << max(nbytes - 1, 1).bit_length()  # a power of two: buckets of a size share one
+        slots = group.windows.get(capacity)
+        if slots is None:  # collective: every rank reaches this in the same exchange
+            slots = group.windows[capacity] = _SharedSlots(group, capacity)
+        slots.allreduce(group, download, upload, n, ufunc, received)
+        return
     np.copyto(send[:n], download[:n])
     group.comm.Allreduce(send[:n], received[:n], op=mpi_op)
     np.copyto(upload[:n], received[:n])
