@@ -163,8 +163,33 @@ def test_backward_does_not_wait_for_the_reduction(ddp_runs):
     equal one process."""
     for rank in (0, 1):
         for variant, run in ddp_runs[rank].items():
-            assert run["buckets"] == 2  # bucket_cap_mb=0.0005: (bias, weight, bias) and (weight)
+            assert run["buckets"] == 2  # bucket_cap_mb=0.0005: (bias 2, weight 2) and (bias 1, weight 1)
             assert run["held"] == [2] * 4, (rank, variant)
+
+
+def test_buckets_follow_backward_order_and_the_last_one_is_small():
+    """Buckets in the order backward completes them (last layers first), each parameter once
+    at contiguous offsets; the one completed last (the first layers) is cut at
+    LAST_BUCKET_BYTES, the others at the cap."""
+    from types import SimpleNamespace
+
+    from anygpu import nn
+    from anygpu.nn.parallel import LAST_BUCKET_BYTES, DistributedDataParallel
+
+    model = nn.Sequential(*[nn.Linear(300, 300) for _ in range(8)])  # 360 KB per layer's weight
+    params = list(model.parameters())
+    fake = SimpleNamespace(_params=params)
+    buckets = DistributedDataParallel._make_buckets(fake, 4 << 20)
+    order = [p for bucket in buckets for p, _ in bucket]
+    assert [id(p) for p in order] == [id(p) for p in reversed(params)]
+    for bucket in buckets:
+        offsets = [offset for _, offset in bucket]
+        assert offsets == list(np.cumsum([0] + [p.numel() for p, _ in bucket[:-1]]))
+    sizes = [sum(p.numel() for p, _ in bucket) * 4 for bucket in buckets]
+    assert sizes[-1] <= LAST_BUCKET_BYTES < sizes[0] <= 4 << 20
+    assert [len(b) for b in buckets] == [12, 4]  # 6 layers, then 2 layers (722 KB; a third would pass 1 MiB)
+    tiny = DistributedDataParallel._make_buckets(fake, 1000.0)  # under LAST_BUCKET_BYTES: every bucket at the cap
+    assert len(tiny) == 16
 
 
 def test_uneven_split_needs_weighting(ddp_runs):

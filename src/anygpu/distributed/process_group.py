@@ -29,12 +29,12 @@ __all__ = [
 INSTALL_HINT = ("anygpu.distributed needs mpi4py and an MPI library: pip install 'anygpu[dist]' "
                 "(mpi4py and the mpich wheel, which also provides mpiexec)")
 DEFAULT_TIMEOUT = 300.0  # seconds a collective may wait for the other ranks
-# The interpreter's thread switch interval while a process group with a worker thread is
+# The interpreter's thread switch interval (2e-5 s = 20 us) while a process group with a worker thread is
 # up (ANYGPU_DIST_SWITCH_INTERVAL, seconds; Python's default is 0.005). The worker needs the
 # GIL back after every C call of an exchange (the map callback, each copy, each MPI call);
 # while the main thread records kernels it holds the GIL and gives it up only every switch
 # interval, so at 5 ms an exchange of a few milliseconds took tens (measured on 2 x H200).
-SWITCH_INTERVAL = 1e-4
+SWITCH_INTERVAL = 2e-5
 _STRING_BYTES = 256  # all_gather_strings: longest string, in UTF-8 bytes
 
 

@@ -39,6 +39,9 @@ from .modules import Module
 
 __all__ = ["DistributedDataParallel"]
 
+# The bucket backward completes last (the first layers) holds at most this many bytes.
+LAST_BUCKET_BYTES = 1 << 20
+
 _live: "weakref.WeakSet[DistributedDataParallel]" = weakref.WeakSet()
 
 
@@ -220,19 +223,30 @@ class DistributedDataParallel(Module):
     # ------------------------------------------------------------------ gradients
 
     def _make_buckets(self, cap_bytes: float) -> list[list[tuple[Tensor, int]]]:
-        """Parameters in reverse order (backward makes the last layers' gradients first),
-        cut into buckets of about cap_bytes: lists of (parameter, offset in the bucket)."""
-        buckets: list[list[tuple[Tensor, int]]] = []
-        current: list[tuple[Tensor, int]] = []
-        filled = 0
-        for p in reversed(self._params):
-            if current and (filled + p.numel()) * 4 > cap_bytes:
-                buckets.append(current)
-                current, filled = [], 0
-            current.append((p, filled))
+        """Parameters cut into buckets of about cap_bytes, in the order backward completes
+        them (last layers first): lists of (parameter, offset in the bucket).
+
+        The first layers' bucket is completed last, when nothing of backward is left to hide
+        its reduction behind, so it is cut at LAST_BUCKET_BYTES (when smaller than the cap);
+        the other buckets may overlap with the GPU still running the rest of backward."""
+        chunks: list[list[Tensor]] = []  # forward order
+        current: list[Tensor] = []
+        filled, limit = 0, min(cap_bytes, LAST_BUCKET_BYTES)
+        for p in self._params:
+            if current and (filled + p.numel()) * 4 > limit:
+                chunks.append(current)
+                current, filled, limit = [], 0, cap_bytes
+            current.append(p)
             filled += p.numel()
         if current:
-            buckets.append(current)
+            chunks.append(current)
+        buckets: list[list[tuple[Tensor, int]]] = []
+        for chunk in reversed(chunks):
+            bucket, offset = [], 0
+            for p in reversed(chunk):
+                bucket.append((p, offset))
+                offset += p.numel()
+            buckets.append(bucket)
         return buckets
 
     def arm(self, samples: int | None = None) -> None:
