@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import time
 import weakref
 
@@ -39,8 +40,9 @@ from .modules import Module
 
 __all__ = ["DistributedDataParallel"]
 
-# The bucket backward completes last (the first layers) holds at most this many bytes.
-LAST_BUCKET_BYTES = 1 << 20
+# The bucket backward completes last (the first layers) holds at most this many bytes
+# (ANYGPU_DDP_LAST_BUCKET_MB, default 1; 0: no smaller last bucket, every bucket at the cap).
+LAST_BUCKET_BYTES = int(float(os.environ.get("ANYGPU_DDP_LAST_BUCKET_MB") or 1.0) * (1 << 20))
 
 _live: "weakref.WeakSet[DistributedDataParallel]" = weakref.WeakSet()
 
@@ -231,7 +233,7 @@ class DistributedDataParallel(Module):
         the other buckets may overlap with the GPU still running the rest of backward."""
         chunks: list[list[Tensor]] = []  # forward order
         current: list[Tensor] = []
-        filled, limit = 0, min(cap_bytes, LAST_BUCKET_BYTES)
+        filled, limit = 0, min(cap_bytes, LAST_BUCKET_BYTES) if LAST_BUCKET_BYTES > 0 else cap_bytes
         for p in self._params:
             if current and (filled + p.numel()) * 4 > limit:
                 chunks.append(current)
