@@ -703,8 +703,10 @@ class Device:
                             self._submit_commands(pending[start:index])
                         cmd[2]()
                         start = index + 1
-                if start < len(pending):
-                    self._submit_commands(pending[start:])
+                # What was held back (up to HELD_MAX commands) goes out in submits of MAX_PENDING,
+                # so the GPU starts on the first while the rest is still being encoded.
+                for begin in range(start, len(pending), MAX_PENDING):
+                    self._submit_commands(pending[begin:begin + MAX_PENDING])
         except wgpu.GPUError as exc:
             raise GpuError(f"GPU error on {self.adapter_name}: {exc}") from exc
         finally:
