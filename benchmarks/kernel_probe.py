@@ -5,7 +5,7 @@
 
 Times (GPU timestamps, median) each candidate the tuners offer for softmax 4096x4096
 (f32 and f16), layer norm 4096x4096 (f32 and f16; each register kernel also in its
-two-reduction form, "two-pass") and conv2d 3x3 64->64 56x56 batch 32,
+two-reduction form, "two-pass"; the lean forms of ops/row_gen.py, suffix d / h, among them) and conv2d 3x3 64->64 56x56 batch 32,
 checks each against the fallback's output, and compares trusted shader modules
 (runtime/shaders.py) with checked ones for the register kernels and the direct conv.
 torch CUDA eager (TF32 off) runs in the same process. Prints a table per group. --match

@@ -9,7 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from anygpu.ops.row_gen import PARAM_FORMAT, RowConfig, configs_for, generate
+from anygpu.ops import norm_tune, tuner
+from anygpu.ops.row_gen import PARAM_FORMAT, RowConfig, configs_for, generate, lean_configs
 from anygpu.runtime import shaders
 
 # Rows of 300 (vec4 units) and 301 (scalars): 32 threads x 3 units, 64 x 2 / 32 x 10, 64 x 5.
@@ -241,3 +242,145 @@ def test_trusted_switch(monkeypatch):
     assert not shaders.trusted("// not marked\nfn main() {}")
     monkeypatch.setenv("ANYGPU_TRUSTED_SHADERS", "0")
     assert not shaders.trusted("//! trusted\nfn main() {}")
+
+
+# Layer norm's lean forms (row_gen.lean_configs): "d" (the fallback's deviations made once, stats
+# as one vec2) and "h" (also x held as f16 bits). Forced here on the CONFIGS shapes (rows of
+# 300 and 301: masked units) and on those the tuner offers for rows of 1000 (4 and 8 units).
+LEAN = ([RowConfig(c.wg, c.units, c.vec, c.subgroup, "d") for c in CONFIGS]
+        + [RowConfig(c.wg, c.units, c.vec, c.subgroup, "h") for c in CONFIGS if c.vec]
+        + lean_configs(1000, 256, True, "f16"))
+LEAN_CASES = [(c, dtype) for c in LEAN for dtype in ("f32", "f16") if c.form != "h" or dtype == "f16"]
+
+
+def _lean_cols(config):
+    return (1000 if config.units >= 4 else 300) if config.vec else 301
+
+
+def _lean_rows(rng, cols, dtype):
+    """13 rows: one-pass rows beside every kind the two-reduction fallback takes (an
+    outlier first element, NaN, -inf, constant rows, squares out of range)."""
+    f16 = dtype == "f16"
+    x = (rng.standard_normal((13, cols)) * 3 + 1).astype(np.float32)
+    x[1] = rng.standard_normal(cols) + (100.0 if f16 else 1e4)   # far from zero: one pass, shifted
+    x[2, cols // 3] = np.nan
+    x[3] = 0.5                                                    # constant: exact zeros, y == beta
+    x[4, 0] = 300.0 if f16 else 1e3                               # cancellation: the fallback
+    x[5, ::3] = -np.inf
+    x[6] *= (1e4 if f16 else 1e30) / 3                            # f32: squares overflow
+    x[7, 0] = np.inf
+    x[8, 1:] = x[8, 0]                                            # constant but for its first element
+    x[8, 0] += 1
+    x[9] = rng.standard_normal(cols) * (1e-4 if f16 else 1e-20)  # f32: squares below the normal range
+    x[10] = -x[10] * 1e3
+    return x.astype(np.float16 if f16 else np.float32)
+
+
+def _within_an_ulp(got, want):
+    """Equal, both NaN, or one unit in the last place apart (a driver may contract the
+    multiply-adds of two kernels differently)."""
+    with np.errstate(invalid="ignore"):
+        ulp = np.spacing(np.maximum(np.abs(got), np.abs(want)))
+        return bool(np.all((got == want) | (np.isnan(got) & np.isnan(want)) | (np.abs(got - want) <= ulp)))
+
+
+def test_lean_configs_are_offered_and_parse_back(dev):
+    assert [c.name for c in lean_configs(1000, 256, True, "f16")] == ["r32x8vgd", "r32x8vgh", "r64x4vgd", "r64x4vgh"]
+    assert [c.name for c in lean_configs(1000, 256, False, "f32")] == ["r32x8vtd", "r64x4vtd"]
+    assert [c.name for c in lean_configs(1001, 256, True, "f16")] == ["r64x16sgd", "r128x8sgd", "r256x4sgd"]
+    for config in LEAN:
+        assert RowConfig.parse(config.name) == config
+        assert norm_tune.TUNABLES["f16"].parse(config.name) == config
+    found = norm_tune.TUNABLES["f16"].candidates(dev, ("f16", 64, 4096))
+    assert {"r128x8vgd", "r128x8vgh", "r256x4vgh"} <= {getattr(c, "name", c) for c in found}
+    with pytest.raises(ValueError, match="form 'h'.*needs vec4"):
+        RowConfig(32, 10, False, True, "h")
+    with pytest.raises(ValueError, match="form must be one of"):
+        RowConfig.parse("r32x3vgq")
+    with pytest.raises(ValueError, match="softmax: register config r32x3vgd is a layer-norm form"):
+        dev.softmax(dev.upload(np.zeros(600, np.float32)), 2, 300, size=RowConfig(32, 3, True, True, "d"))
+    with pytest.raises(ValueError, match="layer_norm: register config r32x3vgh holds f16 rows; x is f32"):
+        dev.layer_norm(dev.upload(np.zeros(600, np.float32)), None, None, 2, 300,
+                       config=RowConfig(32, 3, True, True, "h"))
+
+
+@pytest.mark.parametrize("config,dtype", LEAN_CASES, ids=lambda v: getattr(v, "name", v))
+def test_lean_layer_norm_matches_torch(dev, rng, read, config, dtype):
+    cols = _lean_cols(config)
+    x = _lean_rows(rng, cols, dtype)
+    gamma = rng.standard_normal(cols).astype(x.dtype)
+    beta = rng.standard_normal(cols).astype(x.dtype)
+    y, stats = dev.layer_norm(dev.upload(x, dtype), dev.upload(gamma, dtype), dev.upload(beta, dtype), 13, cols,
+                              1e-5, config=config)
+    t = torch.tensor(x, dtype=torch.float64)
+    want = F.layer_norm(t, (cols,), torch.tensor(gamma, dtype=torch.float64),
+                        torch.tensor(beta, dtype=torch.float64), 1e-5).numpy()
+    got = read(y, x.shape).astype(np.float64)
+    tol = dict(rtol=4e-3, atol=4e-3) if dtype == "f16" else dict(rtol=1e-4, atol=2e-5)
+    np.testing.assert_allclose(got, want, equal_nan=True, **tol)
+    assert np.all(np.isnan(got[[2, 5, 7]]))
+    assert np.all(got[3] == beta.astype(np.float64))
+    with np.errstate(invalid="ignore"):
+        mean = t.mean(dim=1).numpy()
+        rstd = (1 / torch.sqrt(t.var(dim=1, unbiased=False) + 1e-5)).numpy()
+    got_stats = read(stats, (13, 2))
+    finite = [0, 1, 3, 4, 6, 8, 9, 10, 11, 12]
+    np.testing.assert_allclose(got_stats[finite, 0], mean[finite], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got_stats[finite, 1], rstd[finite], rtol=1e-4)
+    assert np.isnan(got_stats[2, 0])
+
+
+@pytest.mark.parametrize("config,dtype", LEAN_CASES, ids=lambda v: getattr(v, "name", v))
+def test_lean_layer_norm_is_the_existing_kernel(dev, rng, read, config, dtype):
+    """The same numbers as the form-less kernel of the same shape (to an ulp), for both of its
+    forms (one_pass False: the two-reduction path alone), with and without gamma / beta, at
+    eps 0 (rows near 1e-25 in f32) and rows counts of 1, 2 and 7."""
+    cols = _lean_cols(config)
+    single = RowConfig(config.wg, config.units, config.vec, config.subgroup)
+    x = _lean_rows(rng, cols, dtype)
+    if dtype == "f32":
+        x[11] = rng.standard_normal(cols) * 1e-25
+    gamma, beta = (dev.upload(rng.standard_normal(cols).astype(x.dtype), dtype) for _ in range(2))
+    for rows, affine, eps, one_pass in ((13, (True, True), 1e-5, True), (13, (True, True), 1e-5, False),
+                                        (13, (False, False), 0.0, True), (7, (True, False), 1e-5, True),
+                                        (2, (False, True), 1e-5, True), (1, (True, True), 0.0, False)):
+        g, b = (buf if on else None for buf, on in zip((gamma, beta), affine))
+        xb = dev.upload(x[:rows], dtype)
+        y, stats = dev.layer_norm(xb, g, b, rows, cols, eps, config=config, one_pass=one_pass)
+        y1, stats1 = dev.layer_norm(xb, g, b, rows, cols, eps, config=single, one_pass=one_pass)
+        assert _within_an_ulp(read(y), read(y1)), (rows, affine, eps, one_pass)
+        got, want = read(stats, (rows, 2)), read(stats1, (rows, 2))
+        assert _within_an_ulp(got[:, 0], want[:, 0])
+        plain = [r for r in range(rows) if r not in (2, 5, 7)]  # NaN / inf rows: rstd unspecified
+        assert _within_an_ulp(got[plain, 1], want[plain, 1])
+
+
+def test_lean_kernels_write_nothing_past_their_rows(dev, rng):
+    """Trusted modules: on the first 3 rows of 5-row buffers the lean forms leave rows 3-4
+    of y and of the stats (stored as vec2) untouched (1e4: no output comes near it)."""
+    for config, dtype in LEAN_CASES:
+        cols = _lean_cols(config)
+        source = generate("layer_norm", config, dtype)
+        assert shaders.trusted(source)
+        kernel = dev.kernel(f"layer_norm[{config.name}]", source, 3, 2, PARAM_FORMAT)
+        host = np.float16 if dtype == "f16" else np.float32
+        x_host = rng.standard_normal(5 * cols).astype(host)
+        x_host[cols:2 * cols] = 0.5  # a constant row: the two-reduction path
+        outs = [dev.upload(np.full(5 * cols, 1e4, host), dtype), dev.upload(np.full(10, 1e4, np.float32))]
+        dev.launch(kernel, [dev.upload(x_host, dtype)] * 3, outs, (3, cols, 1e-5, 3), (3, 1, 1))
+        y = dev.read(outs[0])
+        assert np.all(y[3 * cols:] == 1e4) and np.all(y[:3 * cols] != 1e4), config.name
+        stats = dev.read(outs[1])
+        assert np.all(stats[6:] == 1e4) and np.all(stats[:6] != 1e4), config.name
+
+
+@pytest.mark.parametrize("problem", [("f16", 64, 1000), ("f32", 64, 1000), ("f32", 64, 1001)], ids=str)
+def test_lean_forms_pass_the_tuner(dev, problem, tmp_path, monkeypatch):
+    """The tuner's float64 check and its full-size comparison with the fallback."""
+    monkeypatch.setenv("ANYGPU_CACHE_DIR", str(tmp_path))
+    op = norm_tune.TUNABLES[problem[0]]
+    found = op.candidates(dev, problem)
+    lean = [c for c in found if getattr(c, "form", "")]
+    assert lean and found[0] == "loop"
+    result = tuner.tune(dev, op, problem, candidates=[found[0]] + lean, rounds=1, budget_s=0.01)
+    assert all(isinstance(v, float) for v in result.timings.values()), result.timings

@@ -1,14 +1,15 @@
 """Layer-norm kernels chosen by the generic tuner (ops/tuner.py): the looped kernel
 (kernels/layer_norm.wgsl, 64 threads per row) is the fallback, the register kernels of
 ops/row_gen.py the other candidates (as softmax's, ops/softmax_tune.py): their one-pass
-form, which takes its two-reduction path itself for rows it would not serve accurately."""
+form, which takes its two-reduction path itself for rows it would not serve accurately,
+and its leaner forms (row_gen.lean_configs: the same results with fewer live registers)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from . import tuner
-from .row_gen import RowConfig, configs_for
+from .row_gen import RowConfig, configs_for, lean_configs
 from .softmax_tune import RowTunable
 
 __all__: list[str] = []  # nothing here is a Device op
@@ -17,11 +18,14 @@ _EPS = 1e-5
 
 
 class _LayerNorm(RowTunable):
-    version = 3  # 3: the register kernels reduce once ((sum, sum of squares) from a shift)
+    # 3: the register kernels reduce once ((sum, sum of squares) from a shift); 4, 5: forms
+    # since removed; 6: the lean forms "d" and "h"
+    version = 6
 
     def candidates(self, dev, p) -> list:
-        limit = dev.limits.get("max-compute-invocations-per-workgroup", 256)
-        return ["loop"] + configs_for(p[2], min(limit, 1024), "subgroup" in dev.features)
+        limit = min(dev.limits.get("max-compute-invocations-per-workgroup", 256), 1024)
+        subgroups = "subgroup" in dev.features
+        return ["loop"] + configs_for(p[2], limit, subgroups) + lean_configs(p[2], limit, subgroups, p[0])
 
     def parse(self, label: str):
         return label if label == "loop" else RowConfig.parse(label)

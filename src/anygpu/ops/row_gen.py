@@ -15,6 +15,14 @@ A `RowConfig` fixes threads per row (wg), units per thread, vec4 or scalar units
 subgroup or tree reductions; it serves rows of up to wg * units (* 4 for vec4) elements.
 ops/softmax_tune.py and ops/norm_tune.py offer these configs to the generic tuner beside
 the looped kernel (the fallback).
+
+Layer norm also has leaner forms (`RowConfig.form`, a name suffix; `lean_configs`), each
+the same arithmetic on the same values, so the same results, with fewer values live at
+once (registers per thread are what an H200 f16 row was found to be bound by,
+docs/BENCHMARKS.md): "d" finds the two-reduction fallback's largest deviation from the
+row's largest and smallest element instead of keeping every deviation beside x, and
+writes (mean, rstd) as one vec2 before the output; "h" (f16 vec4 rows) is "d" with x held
+as its stored f16 bits (two u32 per unit instead of four f32) and widened at each use.
 """
 
 from __future__ import annotations
@@ -28,7 +36,8 @@ from ..runtime.dtypes import dtype_of
 
 KINDS = ("softmax", "softmax_backward", "layer_norm")
 PARAM_FORMAT = "IIfI"  # rows, cols, eps, flags (Params in kernels/row_registers.wgsl)
-_NAME = re.compile(r"^r(\d+)x(\d+)([vs])([gt])$")
+_NAME = re.compile(r"^r(\d+)x(\d+)([vs])([gt])([a-z]*)$")
+FORMS = ("", "d", "h")  # layer norm's forms (module docstring); "" is the one every kind has
 _MAX_UNITS = 16  # registers per thread: 16 vec4 (64 floats) at most
 
 
@@ -38,18 +47,25 @@ class RowConfig:
     units: int       # units per thread
     vec: bool        # vec4 units (rows of a multiple of 4 elements) or scalars
     subgroup: bool   # subgroup reductions (adapter feature 'subgroup') or a workgroup tree
+    form: str = ""   # layer norm only: "" or a leaner form of the same arithmetic (FORMS)
+
+    def __post_init__(self):
+        if self.form not in FORMS:
+            raise ValueError(f"row kernel config: form must be one of {FORMS}, got {self.form!r}")
+        if self.form == "h" and not self.vec:
+            raise ValueError("row kernel config: form 'h' (x held as f16 bits) needs vec4 units")
 
     @property
     def name(self) -> str:
-        return f"r{self.wg}x{self.units}{'v' if self.vec else 's'}{'g' if self.subgroup else 't'}"
+        return f"r{self.wg}x{self.units}{'v' if self.vec else 's'}{'g' if self.subgroup else 't'}{self.form}"
 
     @classmethod
     def parse(cls, name: str) -> "RowConfig":
         found = _NAME.match(name)
         if not found:
             raise ValueError(f"row kernel config: cannot parse {name!r}; expected like 'r256x4vg'")
-        wg, units, vec, sub = found.groups()
-        return cls(int(wg), int(units), vec == "v", sub == "g")
+        wg, units, vec, sub, form = found.groups()
+        return cls(int(wg), int(units), vec == "v", sub == "g", form)
 
     def capacity(self) -> int:
         """The longest row (elements) this config holds."""
@@ -76,6 +92,16 @@ def configs_for(cols: int, max_threads: int, subgroups: bool) -> list[RowConfig]
     return found
 
 
+def lean_configs(cols: int, max_threads: int, subgroups: bool, dtype: str) -> list[RowConfig]:
+    """Layer norm's leaner forms worth timing for rows of `cols`: of the configs_for
+    widths with 4 or more units per thread (where registers are scarce), those with the
+    adapter's preferred reduction (subgroups where it has them), in form "d", and in f16
+    with vec4 units also "h"."""
+    forms = ("d", "h") if dtype == "f16" and cols % 4 == 0 else ("d",)
+    return [RowConfig(c.wg, c.units, c.vec, c.subgroup, form) for c in configs_for(cols, max_threads, subgroups)
+            if c.units >= 4 and c.subgroup == subgroups for form in forms]
+
+
 # ---------------------------------------------------------------------------- generation
 
 
@@ -83,19 +109,25 @@ def _hmax(v: str, vec: bool) -> str:
     return f"max(max({v}.x, {v}.y), max({v}.z, {v}.w))" if vec else v
 
 
+def _hmin(v: str, vec: bool) -> str:
+    return f"min(min({v}.x, {v}.y), min({v}.z, {v}.w))" if vec else v
+
+
 def _hsum(v: str, vec: bool) -> str:
     return f"(({v}.x + {v}.y) + ({v}.z + {v}.w))" if vec else v
 
 
-def _bindings(kind: str, unit_t: str) -> str:
+def _bindings(kind: str, unit_t: str, form: str = "") -> str:
     names = {"softmax": (["x"], ["y"]), "softmax_backward": (["grad", "y"], ["dx"]),
              "layer_norm": (["x", "gamma", "beta"], ["y"])}[kind]
     lines = []
     for i, name in enumerate(names[0] + names[1]):
         access = "read" if i < len(names[0]) else "read_write"
-        lines.append(f"@group(0) @binding({i + 1}) var<storage, {access}> {name}: array<{unit_t}>;")
+        held = "vec2<u32>" if form == "h" and name == "x" else unit_t  # form "h": x read as f16 bits
+        lines.append(f"@group(0) @binding({i + 1}) var<storage, {access}> {name}: array<{held}>;")
     if kind == "layer_norm":
-        lines.append(f"@group(0) @binding({len(lines) + 1}) var<storage, read_write> stats: array<f32>;")
+        pair = "vec2<f32>" if form else "f32"  # the lean forms store (mean, rstd) at once
+        lines.append(f"@group(0) @binding({len(lines) + 1}) var<storage, read_write> stats: array<{pair}>;")
     return "\n".join(lines)
 
 
@@ -144,7 +176,33 @@ def _body(kind: str, c: RowConfig, comp: str, store: str, one_pass: bool) -> lis
         lines.append("let dot = reduce_sum(me, acc);")
         lines += [f"if (ok{u}) {{ dx[base + i{u}] = {store}(y{u} * (grad{u} - {comp}(dot))); }}" for u in U]
         return lines
-    lines = _loads(c, ["x"], "0.0", comp)
+    return _layer_norm_body(c, comp, store, one_pass)
+
+
+def _widen(c: RowConfig):
+    """x{u} as f32 math (`comp`) at one of its uses. In form "h" x{u} holds the unit's f16
+    bits (vec2<u32>), widened here (exactly, as the other forms' load does); a `guard` k
+    ORs hide{k} (always 0) into the bits first, so that a compiler cannot take this use's
+    f32 values for another use's and keep one f32 copy live across the barriers between
+    them: the copy the form is there to avoid. Uses where one dominates the other (the
+    one-pass sums, the fallback's sums, its squares, the output) get distinct guards."""
+    def widen(u: int, guard: int = 0) -> str:
+        if c.form != "h":
+            return f"x{u}"
+        bits = [f"x{u}.{lane}" if not guard else f"x{u}.{lane} | hide{guard}" for lane in "xy"]
+        return f"vec4<f32>(unpack2x16float({bits[0]}), unpack2x16float({bits[1]}))"
+    return widen
+
+
+def _layer_norm_body(c: RowConfig, comp: str, store: str, one_pass: bool) -> list[str]:
+    U = range(c.units)
+    X = _widen(c)
+    if c.form == "h":
+        lines = _loads(c, ["x"], "0u", "vec2<u32>")
+        # flags holds 0..3 (layernorm.py): these are 0, but the compiler cannot know it
+        lines += [f"let hide{k} = P.flags >> {32 - k}u;" for k in (1, 2, 3)]
+    else:
+        lines = _loads(c, ["x"], "0.0", comp)
     lines.append("let count = f32(P.cols);")
     # y = ((x - pivot) - moved) * rstd: the one-pass form subtracts its shift first (exact
     # for x near it) and then the small mean - shift, so a row of mean 1e4 and spread 1
@@ -159,12 +217,12 @@ def _body(kind: str, c: RowConfig, comp: str, store: str, one_pass: bool) -> lis
         # overflow or underflow, NaN/inf, a constant row, or more than 8 bits lost to
         # cancellation) takes the two-pass path below: the same value in every thread, so
         # the branch (and its barriers) is uniform per workgroup.
-        first = "x[base].x" if c.vec else "x[base]"
+        first = ("unpack2x16float(x[base].x).x" if c.form == "h" else "x[base].x") if c.vec else "x[base]"
         lines.append(f"let shift = f32({first});")
         lines.append("var s = 0.0;")
         lines.append("var ss = 0.0;")
         for u in U:
-            lines.append(f"let e{u} = select({comp}(0.0), x{u} - {comp}(shift), ok{u});")
+            lines.append(f"let e{u} = select({comp}(0.0), {X(u)} - {comp}(shift), ok{u});")
             lines.append(f"s += {_hsum(f'e{u}', c.vec)};")
             lines.append(f"ss += {_hsum(f'(e{u} * e{u})', c.vec)};")
         lines.append("let sq = reduce_pair(me, vec2<f32>(s, ss));  // (sum, sum of squares) of x - shift")
@@ -181,16 +239,19 @@ def _body(kind: str, c: RowConfig, comp: str, store: str, one_pass: bool) -> lis
         lines.append("} else {")
         lines += ["    " + line for line in _layer_norm_two_pass(c, comp, "    ")]
         lines += ["    pivot = mean;", "    moved = 0.0;", "}"]
+    stats = ["if (tid == 0u) {", "    stats[2u * row] = mean;", "    stats[2u * row + 1u] = rstd;", "}"]
+    if c.form:  # one store, before the output: mean is not kept through it
+        stats = ["if (tid == 0u) { stats[row] = vec2<f32>(mean, rstd); }"]
+        lines += stats
     for u in U:
         # gamma and beta are read here, not with x: loaded early they cost f16 rows 20% on an H200
         lines += [f"if (ok{u}) {{",
-                  f"    var o = ((x{u} - {comp}(pivot)) - {comp}(moved)) * rstd;",
+                  f"    var o = (({X(u, 3)} - {comp}(pivot)) - {comp}(moved)) * rstd;",
                   f"    if ((P.flags & 1u) != 0u) {{ o = o * {comp}(gamma[i{u}]); }}",
                   f"    if ((P.flags & 2u) != 0u) {{ o = o + {comp}(beta[i{u}]); }}",
                   f"    y[base + i{u}] = {store}(o);",
                   "}"]
-    lines += ["if (tid == 0u) {", "    stats[2u * row] = mean;", "    stats[2u * row + 1u] = rstd;", "}"]
-    return lines
+    return lines if c.form else lines + stats
 
 
 def _layer_norm_two_pass(c: RowConfig, comp: str, indent: str) -> list[str]:
@@ -198,23 +259,40 @@ def _layer_norm_two_pass(c: RowConfig, comp: str, indent: str) -> list[str]:
     (one reduction); then deviations scaled by their largest magnitude, so values near
     1e30 (whose squares overflow f32) still normalise, as kernels/layer_norm.wgsl (a second
     reduction of (largest |x - mean|, sum of squares under it)). Declares mean and rstd
-    unless `indent` (then it assigns the one-pass form's variables)."""
+    unless `indent` (then it assigns the one-pass form's variables). The lean forms find
+    the largest |x - mean| from the largest and smallest x (the same value: rounding is
+    monotonic), so the deviations are made once, for the squares, and never all kept."""
     U = range(c.units)
+    X = _widen(c)
     lines = ["var acc = 0.0;"]
-    lines += [f"acc += {_hsum(f'x{u}', c.vec)};" for u in U]
+    if not c.form:
+        lines += [f"acc += {_hsum(f'x{u}', c.vec)};" for u in U]
+    else:
+        lines += ["var hi = LOWEST;  // the largest and smallest x of this thread's units", "var lo = -LOWEST;"]
+        for u in U:
+            lines.append(f"let w{u} = {X(u, 1)};")
+            lines.append(f"acc += {_hsum(f'w{u}', c.vec)};")
+            lines.append(f"let top{u} = select({comp}(LOWEST), w{u}, ok{u});")
+            lines.append(f"let bottom{u} = select({comp}(-LOWEST), w{u}, ok{u});")
+            lines.append(f"hi = max(hi, {_hmax(f'top{u}', c.vec)});")
+            lines.append(f"lo = min(lo, {_hmin(f'bottom{u}', c.vec)});")
     lines.append("let total = reduce_sum(me, acc);")
     # one correction step: a driver's division may be off by an ulp (NVIDIA's is), and a
     # constant row must give exact zeros
     lines.append("let mean0 = total / count;")
     lines.append(f"{'' if indent else 'let '}mean = mean0 + fma(-mean0, count, total) / count;")
-    lines.append("var peak = 0.0;")
-    for u in U:
-        lines.append(f"let d{u} = select({comp}(0.0), x{u} - {comp}(mean), ok{u});")
-        lines.append(f"peak = max(peak, {_hmax(f'abs(d{u})', c.vec)});")
+    if not c.form:
+        lines.append("var peak = 0.0;")
+        for u in U:
+            lines.append(f"let d{u} = select({comp}(0.0), x{u} - {comp}(mean), ok{u});")
+            lines.append(f"peak = max(peak, {_hmax(f'abs(d{u})', c.vec)});")
+    else:
+        lines.append("let peak = max(0.0, max(hi - mean, mean - lo));  // largest |x - mean|; 0 without units")
     lines.append("let inv_peak = select(0.0, 1.0 / peak, peak > 0.0);")
     lines.append("var q = 0.0;")
     for u in U:
-        lines.append(f"let z{u} = d{u} * inv_peak;")
+        deviation = f"d{u}" if not c.form else f"select({comp}(0.0), {X(u, 2)} - {comp}(mean), ok{u})"
+        lines.append(f"let z{u} = {deviation} * inv_peak;")
         lines.append(f"q += {_hsum(f'(z{u} * z{u})', c.vec)};")
     lines.append("let top = reduce_top(me, peak, q);  // (largest |x - mean|, sum of squares under it)")
     lines.append("let unit = select(1.0, top.x, top.x > 0.0);")
@@ -233,6 +311,10 @@ def generate(kind: str, config: RowConfig, dtype: str = "f32", one_pass: bool = 
     one_pass=False: layer norm's two-reduction form only (for comparisons and tests)."""
     if kind not in KINDS:
         raise ValueError(f"row kernel kind must be one of {KINDS}, got {kind!r}")
+    if config.form and kind != "layer_norm":
+        raise ValueError(f"{kind}: register config {config.name} is a layer-norm form")
+    if config.form == "h" and dtype != "f16":
+        raise ValueError(f"layer_norm: register config {config.name} holds f16 rows; x is {dtype}")
     storage = dtype_of(dtype, "kernel").storage
     unit_t = f"vec4<{storage}>" if config.vec else storage
     comp = "vec4<f32>" if config.vec else "f32"
@@ -241,7 +323,7 @@ def generate(kind: str, config: RowConfig, dtype: str = "f32", one_pass: bool = 
                 " @builtin(num_subgroups) groups: u32") if config.subgroup else ""
     return load_shader(
         "row_registers.wgsl", dtype=dtype, KIND=kind, WHAT=_WHAT[kind], WG=config.wg,
-        BINDINGS=_bindings(kind, unit_t), REDUCE=load_shader(reduce), RESCALE=_RESCALE[kind],
+        BINDINGS=_bindings(kind, unit_t, config.form), REDUCE=load_shader(reduce), RESCALE=_RESCALE[kind],
         SUBGROUP_ARGS=sub_args,
         ME="RowThread(tid, lane, group, groups)" if config.subgroup else "RowThread(tid, 0u, 0u, 1u)",
         UNITS="P.cols / 4u" if config.vec else "P.cols",
