@@ -27,7 +27,6 @@ MPI reduces, and the GPU gets that work once the sums are there (docs/DISTRIBUTE
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import time
 import weakref
@@ -67,16 +66,61 @@ def _grad_ready(leaf) -> None:
 
 
 class _Round:
-    """One reduction of all buckets: the weight sent, what is still missing, the futures."""
+    """One reduction of all buckets: the weight sent, what is still missing, how many started."""
 
-    __slots__ = ("weight", "weight_buf", "remaining", "launched", "results")
+    __slots__ = ("weight", "weight_buf", "remaining", "launched")
 
     def __init__(self, weight: float, weight_buf, remaining: list[int]):
         self.weight = weight
         self.weight_buf = weight_buf
         self.remaining = remaining  # per bucket: parameters whose gradient is not final yet
         self.launched = 0  # buckets launched, in order (every rank reduces them in the same order)
-        self.results: list = []  # per launched bucket: a Future (or the result) of its exchange
+
+
+class _Exchange:
+    """One bucket's trip through the host: `start` (once the bucket's download copies are
+    submitted) hands map, all-reduce and unmap to the process group's worker thread;
+    `wait` takes the result. One per bucket for the wrapper's life, so a captured step
+    (anygpu.compile) replays the very same calls at its host points (runtime/capture.py)."""
+
+    __slots__ = ("group", "stage", "n", "stats", "future", "times")
+
+    def __init__(self, group, stage, n: int, stats: dict):
+        self.group, self.stage, self.n, self.stats = group, stage, n, stats
+        self.future = None
+        self.times = None
+
+    def _run(self):
+        from anygpu.distributed.process_group import allreduce_mapped
+
+        group, n = self.group, self.n
+        send, received = self.stage.host_arrays(np.float32)
+        self.stage.exchange(lambda download, upload: allreduce_mapped(
+            group, download, upload, n, group.mpi.SUM, send, received))
+        return self.stage.times
+
+    def start(self) -> None:
+        self.stage.mark()
+        if self.group.executor is not None:
+            self.future = self.group.executor.submit(self._run)
+        else:  # MPI without thread support: a plain blocking exchange
+            self.times = self._run()
+
+    def ready(self) -> bool:
+        return self.future is None or self.future.done()
+
+    def wait(self) -> None:
+        from anygpu.distributed.process_group import _await
+
+        waited = time.perf_counter()
+        if self.future is not None:
+            future, self.future = self.future, None
+            self.times = _await(self.group, future, "DistributedDataParallel gradient all-reduce")
+        times, self.times = self.times, None
+        if times is not None:
+            self.stats["map_seconds"] += times["map"]
+            self.stats["mpi_seconds"] += times["work"]
+        self.stats["wait_seconds"] += time.perf_counter() - waited
 
 
 if _after_backward not in post_backward_hooks:
@@ -157,6 +201,7 @@ class DistributedDataParallel(Module):
         self._bucket_of = {id(p): index for index, bucket in enumerate(self._buckets) for p, _ in bucket}
         self._stages: list = [None] * len(self._buckets)  # per bucket: runtime.staging.HostStage
         self._uploads: list = [None] * len(self._buckets)  # per bucket: GPU Buffer the result lands in
+        self._exchanges: list = [None] * len(self._buckets)  # per bucket: its _Exchange
         self._round: _Round | None = None
         self._synced: list | None = None  # the .grad Tensors the last sync produced
         self._defer = True  # False: wait for the sums at the end of backward (benchmarks/distributed.py --no-defer)
@@ -292,8 +337,8 @@ class DistributedDataParallel(Module):
 
     def _launch(self, state: "_Round") -> None:
         """Copy bucket `state.launched` into its download buffer, submit, and hand the mapping
-        and the MPI all-reduce to the process group's worker thread."""
-        from anygpu.distributed.process_group import _need_group, allreduce_mapped
+        and the all-reduce to the process group's worker thread."""
+        from anygpu.distributed.process_group import _need_group
         from anygpu.ops import gpu
         from anygpu.runtime.staging import HostStage
 
@@ -304,6 +349,8 @@ class DistributedDataParallel(Module):
         if self._stages[index] is None:
             self._stages[index] = HostStage(dev, (size + 1) * 4)
             self._uploads[index] = dev.empty(size + 1)
+            self._exchanges[index] = _Exchange(_need_group("DistributedDataParallel"), self._stages[index],
+                                               size + 1, self.stats)
         stage = self._stages[index]
         if state.weight != 1.0 or any(p.grad is None for p, _ in bucket):
             flat = dev.alloc(size)  # zeros where a parameter got no gradient
@@ -317,42 +364,25 @@ class DistributedDataParallel(Module):
             for p, offset in bucket:
                 stage.record_download(p.grad._buf, offset * 4, p.numel())
         stage.record_download(state.weight_buf, size * 4, 1)
-        stage.submit()
-        group = _need_group("DistributedDataParallel")
-        op, n = group.mpi.SUM, size + 1
-        send, received = stage.host_arrays(np.float32)
-
-        def work(download, upload):
-            mapped = time.perf_counter()
-            allreduce_mapped(group, download, upload, n, op, send, received)
-            return float(upload[n - 1]), mapped
-
-        def exchange():
-            return stage.exchange(work), stage.times
-
-        state.results.append(group.executor.submit(exchange) if group.executor is not None else exchange())
+        dev.host_call(self._exchanges[index].start)
 
     def _finish(self, state: "_Round", defer: bool) -> None:
         """Launch the buckets not launched yet and record, per bucket, the upload of its sum
         and the cut of the averages into the parameters' ``.grad``.
 
-        defer: put each bucket's upload behind a gate (runtime Device.gate) instead of
-        waiting here: Python goes on recording (the optimizer step, the next forward) while
-        MPI reduces, and the recorded work is submitted once the sums have arrived. Reading a
-        gradient (or anything recorded after it) waits for them, as a flush does."""
-        from anygpu.distributed.process_group import _need_group
+        Each upload is recorded behind a gate (runtime Device.gate) on its exchange. defer:
+        Python goes on recording (the optimizer step, the next forward) while MPI reduces,
+        and the recorded work is submitted once the sums have arrived; reading a gradient (or
+        anything recorded after it) waits for them, as a flush does. Otherwise this waits
+        for every bucket before returning."""
         from anygpu.ops import gpu
 
         while state.launched < len(self._buckets):
             self._launch(state)
-        group = _need_group("DistributedDataParallel")
         dev = gpu()
-        for index, result in enumerate(state.results):
-            collect = functools.partial(self._collect, group, result)
-            if defer and not isinstance(result, tuple):
-                dev.gate(result.done, collect)
-            else:
-                collect()
+        for index in range(len(self._buckets)):
+            exchange = self._exchanges[index]
+            dev.gate(exchange.ready, exchange.wait)
             size = self._sizes[index]
             stage, flat = self._stages[index], self._uploads[index]
             stage.record_upload(flat, 0, size + 1)
@@ -363,19 +393,10 @@ class DistributedDataParallel(Module):
             for p, offset in self._buckets[index]:
                 # A fresh buffer: a gradient buffer may be shared with other tensors of the graph.
                 p.grad = Tensor(dev.copy(averaged._buf, None, p.numel(), src_offset=offset), p.shape)
+        if not defer:
+            dev.flush()  # waits at the gates
         self.stats["rounds"] += 1
         self._round = None
-
-    def _collect(self, group, result) -> None:
-        """Wait for one bucket's exchange (worker thread) and account its times."""
-        from anygpu.distributed.process_group import _await
-
-        waited = time.perf_counter()
-        _, times = result if isinstance(result, tuple) else _await(
-            group, result, "DistributedDataParallel gradient all-reduce")
-        self.stats["map_seconds"] += times["map"]
-        self.stats["mpi_seconds"] += times["work"]
-        self.stats["wait_seconds"] += time.perf_counter() - waited
 
     def sync_gradients(self, samples: int | None = None) -> None:
         """Average the parameters' gradients across ranks now. A backward after a forward

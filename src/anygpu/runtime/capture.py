@@ -22,6 +22,10 @@ What makes replay correct:
   their Python-side step counters and a scheduler's learning rate stay live).
 - A step that reads a value back to the host is never replayed (its control flow may
   depend on the value); neither is one that writes timestamps.
+- Host calls (`Device.host_call`) and gates (`Device.gate`) are recorded in place: a
+  replay submits the commands before each, then calls it (DistributedDataParallel starts
+  a bucket's MPI exchange at a call and waits for its result at a gate). Both recordings
+  must hold the same functions at the same places.
 """
 
 from __future__ import annotations
@@ -76,12 +80,18 @@ class Recording:
                 self.commands.append(("dispatch", kernel, key[1:], data, cmd[4]))
                 self.n_dispatches += 1
             elif kind == "copy":
-                if cmd[3] in owned:  # copies into staging buffers belong to reads (counted there)
+                # Copies into read-back staging belong to reads (counted there); copies into a
+                # HostStage's buffers are part of the step.
+                if cmd[3] in owned or cmd[3] in self.dev.stage_buffers:
                     self.commands.append(cmd)
             elif kind == "clear":
                 self.commands.append(cmd)
             else:
                 self.unsupported = f"{kind} commands"
+
+    def host(self, kind: str, *fns) -> None:
+        """A host call ("call", fn) or gate ("gate", ready, wait) at this point of the step."""
+        self.commands.append((kind, *fns))
 
     def write(self, gpu_buffer, data: bytes) -> None:
         # A host write reaches the queue before the batch being recorded: it goes first.
@@ -138,6 +148,8 @@ def _buffers_of(cmd) -> tuple:
         return cmd[2]
     if kind == "copy":
         return (cmd[1], cmd[3])
+    if kind in ("call", "gate"):
+        return ()
     return (cmd[1],)
 
 
@@ -167,6 +179,9 @@ def same_step(a: Recording, b: Recording) -> str | None:
         elif kind == "clear":
             if ca[2] != cb[2]:
                 return f"command {i}: a clear of another size"
+        elif kind in ("call", "gate"):
+            if ca[1:] != cb[1:]:
+                return f"command {i}: a host {kind} of another function"
         elif ca[2] != cb[2]:
             return f"command {i}: an upload of other data"
         for xa, xb in zip(_buffers_of(ca), _buffers_of(cb)):
@@ -220,6 +235,8 @@ class Replay:
                 commands.append(cmd)
         self._groups = groups
         self.commands = commands
+        self._host_points = [i for i, cmd in enumerate(commands) if cmd[0] in ("call", "gate")]
+        self.host_points: list[int] = []
         self.hooks = rec.hooks
         self.n_dispatches = rec.n_dispatches
         dev._queue.write_buffer(self._param_buffer, 0, self._params)
@@ -304,6 +321,16 @@ class Replay:
                     pass
         dev._queue.write_buffer(self._param_buffer, 0, self._params)
 
+    def _submit(self, commands) -> None:
+        dev = self.dev
+        encoder = dev._device.create_command_encoder()
+        if self._offset_ptrs is not None:
+            with native.Captured(dev.adapter_name):
+                dev._encode(encoder, commands, self._offset_ptrs)
+        else:
+            dev._encode(encoder, commands, None)
+        dev._queue.submit([encoder.finish()])
+
     def run(self, before=(), after=()) -> None:
         """Encode before + the recorded commands + after into one command buffer and submit.
         `before`/`after` are extra copy commands (inputs in, outputs out)."""
@@ -313,14 +340,22 @@ class Replay:
         commands = self.commands
         if before or after:
             commands = [*before, *commands, *after]
+        shift = len(before)
+        self.host_points = [index + shift for index in self._host_points]
         try:
-            encoder = dev._device.create_command_encoder()
-            if self._offset_ptrs is not None:
-                with native.Captured(dev.adapter_name):
-                    dev._encode(encoder, commands, self._offset_ptrs)
-            else:
-                dev._encode(encoder, commands, None)
-            dev._queue.submit([encoder.finish()])
+            start = 0
+            if self.host_points:  # submit up to each host call / gate, then run it
+                for index in self.host_points:
+                    if index > start:
+                        self._submit(commands[start:index])
+                    cmd = commands[index]
+                    if cmd[0] == "call":
+                        cmd[1]()
+                    else:
+                        cmd[2]()
+                    start = index + 1
+            if start < len(commands):
+                self._submit(commands[start:])
         except wgpu.GPUError as exc:
             raise GpuError(f"GPU error on {dev.adapter_name}: {exc}") from exc
         finally:

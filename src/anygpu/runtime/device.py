@@ -199,6 +199,9 @@ class Device:
         self._timestamps = None  # (query set, resolve buffer, mappable buffer), made on first use
         self._pending: list[tuple] = []
         self._gates: list = []  # the ready() functions of the gates in _pending
+        # Host-visible buffers of runtime.staging.HostStage: copies into them belong to a
+        # captured step (unlike copies into read-back staging, which belong to reads).
+        self.stage_buffers: set = set()
         align = self.limits["min-uniform-buffer-offset-alignment"]
         self._slot = -(-PARAM_SLOT_BYTES // align) * align
         self._params = bytearray(self._slot * HELD_MAX)
@@ -662,12 +665,22 @@ class Device:
         captured there is no holding back: the gate waits now."""
         if self._lazy:
             self.realize_lazy()
-        if self._recording is not None:
+        if self._recording is not None:  # captured: a replay waits at this point (runtime/capture.py)
             self.flush()
+            self._recording.host("gate", ready, wait)
             wait()
             return
         self._pending.append(("gate", ready, wait))
         self._gates.append(ready)
+
+    def host_call(self, fn: Callable[[], None]) -> None:
+        """Submit everything recorded so far, then call fn() (e.g. start a host-side exchange
+        that waits for that submission). A step being captured records the call: each
+        replay calls fn at the same point, after submitting the commands before it."""
+        self.flush()
+        if self._recording is not None:
+            self._recording.host("call", fn)
+        fn()
 
     def flush(self) -> None:
         """Encode and submit everything recorded so far (does not wait)."""

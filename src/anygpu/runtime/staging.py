@@ -99,6 +99,7 @@ class HostStage:
             size=self.nbytes, usage=usage.MAP_READ | usage.COPY_DST), native.lib.WGPUMapMode_Read)
         self._upload = _Mapping(dev._device.create_buffer(
             size=self.nbytes, usage=usage.MAP_WRITE | usage.COPY_SRC), native.lib.WGPUMapMode_Write)
+        dev.stage_buffers.update((self._download.buffer, self._upload.buffer))
         self._index = native.ffi.new("uint64_t *", 0)  # the submission that holds the downloads
         self._lock = threading.Lock()  # one exchange at a time
         self.times = {"map": 0.0, "work": 0.0}
@@ -134,6 +135,11 @@ class HostStage:
     def submit(self) -> None:
         """Submit everything recorded so far; `exchange` then waits for exactly this much."""
         self.dev.flush()
+        self.mark()
+
+    def mark(self) -> None:
+        """Name the queue's latest submission as the one `exchange` waits for (after a
+        flush, or after a captured step's replay submitted the commands before this point)."""
         self._index[0] = native.lib.wgpuQueueSubmitForIndex(self.dev._queue._internal, 0, native.ffi.NULL)
 
     def record_upload(self, buf, offset: int = 0, n: int | None = None, dst_offset: int = 0) -> None:
@@ -198,6 +204,7 @@ class HostStage:
     def close(self) -> None:
         """Destroy both buffers (the stage must not be in use)."""
         for mapping in (self._download, self._upload):
+            self.dev.stage_buffers.discard(mapping.buffer)
             mapping.buffer.destroy()
 
 

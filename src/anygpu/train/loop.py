@@ -461,7 +461,9 @@ def fit(task_factory: Callable[[Settings], Task], settings: Settings,
 
     n_train = len(task.train_data)
     started = time.perf_counter()
-    compiled = _compiled_step(task) if parallel is None else None
+    # Data-parallel steps are captured too (their bucket exchanges are host calls and gates of
+    # the replay), except while --balance times each rank's eager work.
+    compiled = _compiled_step(task) if parallel is None or not parallel.balance else None
     for epoch in range(start_epoch, settings.epochs + 1):
         epoch_started = time.perf_counter()
         task.model.train()
@@ -536,6 +538,8 @@ def fit(task_factory: Callable[[Settings], Task], settings: Settings,
             "seconds": seconds_before + (time.perf_counter() - started),
             "lr": float(task.optimizer.param_groups[0]["lr"]),
             "adapter": adapter,
+            # steps of all epochs so far run as replays of a captured step (anygpu.compile)
+            "replayed_steps": compiled.stats["replayed"] if compiled is not None else 0,
             **(parallel.record() if parallel is not None else {}),
             **extra,
         }

@@ -18,8 +18,9 @@ from anygpu.nn import functional as F
 from anygpu.nn.parallel import DistributedDataParallel
 
 VARIANTS = [("sgd", "even", False, False), ("adamw", "even", False, False), ("sgd", "uneven", True, False),
-            ("sgd", "uneven", False, False), ("adamw", "uneven", True, True)]
-STEPS, GLOBAL = 4, 12
+            ("sgd", "uneven", False, False), ("adamw", "uneven", True, True),
+            ("sgd", "even", False, "compiled"), ("adamw", "uneven", True, "compiled")]
+STEPS, GLOBAL = 6, 12
 SPLITS = {"even": [6, 6], "uneven": [3, 9]}
 
 
@@ -44,6 +45,21 @@ def train_ddp(rank, optimizer_name, split, weighted, nosync):
     start = sum(sizes[:rank])
     mine = slice(start, start + sizes[rank])
     held = []  # gradient uploads still held behind gates right after each backward (none waited for)
+    if nosync == "compiled":  # the whole step through anygpu.compile: recorded, then replayed
+        def train_step(x, y):
+            opt.zero_grad()
+            loss = F.mse_loss(ddp(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        compiled = ag.compile(train_step)
+        for step in range(STEPS):
+            x, y = batch(step)
+            compiled(ag.tensor(x[mine]), ag.tensor(y[mine]))
+        return {"final": {name: value.numpy().tolist() for name, value in model.state_dict().items()},
+                "initial": initial, "replayed": compiled.stats["replayed"], "reason": compiled.reason(
+                    ag.tensor(x[mine]), ag.tensor(y[mine]))}
     for step in range(STEPS):
         opt.zero_grad()
         if nosync:
@@ -81,10 +97,11 @@ rank = dist.get_rank()
 assert dist.get_world_size() == 2
 results = {}
 for optimizer_name, split, weighted, nosync in VARIANTS:
-    key = f"{optimizer_name}-{split}-{'weighted' if weighted else 'plain'}-{'nosync' if nosync else 'sync'}"
+    mode = "compiled" if nosync == "compiled" else "nosync" if nosync else "sync"
+    key = f"{optimizer_name}-{split}-{'weighted' if weighted else 'plain'}-{mode}"
     results[key] = train_ddp(rank, optimizer_name, split, weighted, nosync)
     if rank == 0:
-        results[key]["torch"] = train_torch(results[key]["initial"], optimizer_name, nosync)
+        results[key]["torch"] = train_torch(results[key]["initial"], optimizer_name, nosync is True)
 with open(f"{sys.argv[1]}.{rank}.json", "w") as handle:
     json.dump(results, handle)
 dist.destroy_process_group()
