@@ -6,7 +6,9 @@ dimension, scalar loads), vec4-aligned sizes, tile-multiple sizes (no bounds
 checks), all four transpositions, a batch with a broadcast operand and alpha; on
 f32 operands and, with the f16 candidates added, on f16 ones (summed in f32, one
 f16 rounding of the result), where NaN, inf and overflow past 65504 must come out
-as float64 rounded to f16 says."""
+as float64 rounded to f16 says. Members that read f16 as u32 words ('w') are run on
+sizes whose contiguous axes are multiples of 8 (word loads, with edges) and on ones
+where an operand falls back to the f16 loads (odd k, odd rows, multiples of 4 only)."""
 
 import json
 import re
@@ -91,6 +93,22 @@ def family_problems(config):
     ]
 
 
+def word_problems(config):
+    """Problems for a member reading f16 as u32 words, one per transposition (four shader
+    variants: each compiles for seconds on lavapipe): every staging layout of A and B
+    as words, with and without bounds checks, beside operands that fall back to the f16
+    loads (an odd k or row length would put a word across two rows; rows of a multiple
+    of 4 take vec4<f16>), batches with a broadcast operand, alpha. The odd sizes of
+    `family_problems` take no words at all: the same code as the member without 'w'."""
+    tm, tn, tk = config.tile_m, config.tile_n, config.tile_k
+    return [
+        Problem(3, 72, 40, 33),   # odd k: A [m, k] scalar loads, B [k, n] words with a k edge
+        Problem(3, 72, 45, 40, False, True, a_batch=False, alpha=-1.5),  # A and B^T words along k, odd n
+        Problem(2, 72, 44, 24, True, False, b_batch=False, alpha=0.5),   # A^T words with an m edge; B vec4<f16>
+        Problem(2, 2 * tm, 2 * tn, 3 * tk, True, True, alpha=2.0),       # whole tiles: words, no bounds checks
+    ]
+
+
 @pytest.mark.parametrize("dtype, name", [("f32", name) for name in CONFIGS] + [("f16", name) for name in F16_CONFIGS])
 def test_every_candidate_config_matches_numpy(dev, rng, dtype, name):
     if dtype == "f16":
@@ -99,7 +117,13 @@ def test_every_candidate_config_matches_numpy(dev, rng, dtype, name):
     if not matmul_tune.fits(dev, config):
         pytest.skip(f"{name} needs {config.workgroup_bytes()} bytes of workgroup memory, "
                     f"over this adapter's {dev.max_workgroup_storage}")
-    for problem in family_problems(config):
+    problems = word_problems(config) if config.words else family_problems(config)
+    if config.words:   # the problems reach every operand layout as words
+        variants = [Variant.of(config, p.m, p.n, p.k, p.trans_a, p.trans_b, dtype) for p in problems]
+        assert {(v.trans_a, v.a_words) for v in variants} >= {(False, True), (True, True), (False, False)}
+        assert {(v.trans_b, v.b_words) for v in variants} >= {(False, True), (True, True)}
+        assert any(not v.b_words and v.b_vec for v in variants)
+    for problem in problems:
         if dtype == "f32":
             a, b = operands(rng, problem)
             assert_matches(run_config(dev, config, problem, a, b), expected(problem, a, b))
@@ -109,19 +133,24 @@ def test_every_candidate_config_matches_numpy(dev, rng, dtype, name):
 
 
 @pytest.mark.parametrize("name", ["simple", "64x64x8_8x8_v4p", "32x64x4_4x8_v1p", "64x64x16_8x8_v4dh",
-                                  "128x128x32_8x8_v4ph", "128x128x16_8x8_v4d"])
+                                  "128x128x32_8x8_v4ph", "128x128x16_8x8_v4d", "64x64x16_8x8_v4dw"])
 @pytest.mark.parametrize("trans_a, trans_b", [(False, False), (True, True)])
 def test_f16_nan_inf_and_overflow_come_out_as_float64_rounded_to_f16(dev, rng, name, trans_a, trans_b):
     needs_f16(dev)
     config = matmul_tune.TUNABLE.parse(name)
-    problem = Problem(2, 67, 45, 70, trans_a, trans_b)
+    # Word members get contiguous axes of multiples of 8 (so NaN and inf pass through
+    # unpack2x16float), with edges in m, n and k; the others odd sizes.
+    problem = Problem(2, 72, 48, 40, trans_a, trans_b) if config and config.words else Problem(2, 67, 45, 70, trans_a, trans_b)
+    if config and config.words:
+        variant = Variant.of(config, problem.m, problem.n, problem.k, trans_a, trans_b, "f16")
+        assert variant.a_words and variant.b_words
     a, b = half_operands(rng, problem)
     a_view = a.transpose(0, 2, 1) if trans_a else a   # [batch, m, k] views of the storage
     b_view = b.transpose(0, 2, 1) if trans_b else b   # [batch, k, n]
     a_view[0, 3, 5] = np.nan          # row 3 of C[0]: NaN
     b_view[0, 7, 4] = -np.inf         # column 4 of C[0]: +-inf (NaN in row 3)
     a_view[1, 10, 0] = np.inf         # row 10 of C[1]: +-inf
-    a_view[1, 20, :] = 300.0          # C[1][20, 30] = 70 * 300 * 300 > 65504: inf
+    a_view[1, 20, :] = 300.0          # C[1][20, 30] = k * 300 * 300 > 65504: inf
     b_view[1, :, 30] = 300.0
     with np.errstate(over="ignore"):
         want = expected(problem, a, b).astype(np.float16)
@@ -141,6 +170,36 @@ def test_f16_tiles_need_f16_operands():
     source = matmul_gen.generate(config, Variant.of(config, 64, 64, 64, dtype="f16"))
     assert source.startswith("enable f16;") and "var<workgroup> As: array<vec4<f16>" in source
     assert "vec4<f32>(0.0)" in source and "acc_1_3_1 = fma(" in source   # sums stay f32
+
+
+def test_word_members_read_f16_as_u32_words_where_rows_allow():
+    config = MatmulConfig.parse("128x64x16_8x8_v4pw")
+    assert config.words and not config.half and config.name == "128x64x16_8x8_v4pw"
+    assert config.workgroup_bytes() == MatmulConfig.parse("128x64x16_8x8_v4p").workgroup_bytes()  # f32 tiles
+    assert MatmulConfig.parse("64x64x16_8x8_v4phw").problems() and MatmulConfig.parse("64x64x8_8x8_v1w").problems()
+    assert MatmulConfig(64, 64, 4, 4, 4, prefetch=True, words=True).problems()   # k step under 8
+    with pytest.raises(ValueError, match="word loads need f16 operands"):
+        matmul_gen.generate(config, Variant.of(config, 64, 64, 64))
+    v = Variant.of(config, 72, 40, 24, dtype="f16")
+    assert (v.a_words, v.b_words, v.check_k) == (True, True, True)
+    source = matmul_gen.generate(config, v)
+    assert "var<storage, read> A: array<vec4<u32>>" in source and "var<storage, read> B: array<vec4<u32>>" in source
+    assert "unpack2x16float" in source and "var<workgroup> As: array<vec4<f32>" in source
+    assert "array<vec4<f16>>" in source   # C: rounded once to f16, stored as before
+    # An odd k (A's rows) or row length of 4 but not 8 (B's): those operands take the f16 loads.
+    v = Variant.of(config, 72, 44, 33, dtype="f16")
+    assert (v.a_words, v.b_words, v.a_vec, v.b_vec) == (False, False, False, True)
+    source = matmul_gen.generate(config, v)
+    assert "A: array<f16>" in source and "B: array<vec4<f16>>" in source and "unpack2x16float" not in source
+    v = Variant.of(config, 67, 40, 40, trans_a=True, trans_b=True, dtype="f16")
+    assert (v.a_words, v.b_words) == (False, True)
+    assert not Variant.of(MatmulConfig.parse("128x64x16_8x8_v4p"), 72, 40, 24, dtype="f16").a_words
+    # The f16 tunable buckets word-aligned products apart; the f32 one does not.
+    f16, f32 = matmul_tune.TUNABLES["f16"], matmul_tune.TUNABLES["f32"]
+    assert "-vec8-" in f16.bucket(matmul_tune.key(Problem(1, 72, 40, 24), "f16"))
+    assert "-vec4-" in f16.bucket(matmul_tune.key(Problem(1, 76, 36, 28), "f16"))
+    assert "-vec4-" in f32.bucket(matmul_tune.key(Problem(1, 72, 40, 24)))
+    assert f16.version != f32.version
 
 
 @pytest.mark.parametrize("problem", [Problem(3, 67, 45, 33, True, True, alpha=0.25), Problem(1, 129, 257, 65)])
@@ -380,13 +439,15 @@ def test_cache_folder_follows_the_environment(monkeypatch, tmp_path):
     assert tuner.cache_path() == tmp_path / "mine" / tuner.CACHE_FILE
 
 
-def test_small_check_problem_generates_the_same_code():
-    config = MatmulConfig.parse("128x128x8_8x8_v4p")
-    for problem in (Problem(4, 1000, 999, 1001, True, False), Problem(1, 4096, 4096, 4096), Problem(1, 5, 7, 3)):
+@pytest.mark.parametrize("name, dtype", [("128x128x8_8x8_v4p", "f32"), ("128x64x16_8x8_v4pw", "f16")])
+def test_small_check_problem_generates_the_same_code(name, dtype):
+    config = MatmulConfig.parse(name)
+    for problem in (Problem(4, 1000, 999, 1001, True, False), Problem(1, 4096, 4096, 4096), Problem(1, 5, 7, 3),
+                    Problem(2, 1000, 1012, 1004, True, True), Problem(1, 4104, 2052, 1032, False, True)):
         small = matmul_tune.small_problem(config, problem)
         assert small.m <= 2 * config.tile_m and small.k <= 3 * config.tile_k
-        assert Variant.of(config, small.m, small.n, small.k, small.trans_a, small.trans_b) == \
-            Variant.of(config, problem.m, problem.n, problem.k, problem.trans_a, problem.trans_b)
+        assert Variant.of(config, small.m, small.n, small.k, small.trans_a, small.trans_b, dtype) == \
+            Variant.of(config, problem.m, problem.n, problem.k, problem.trans_a, problem.trans_b, dtype)
 
 
 # ---------------------------------------------------------------------------- GPU timer

@@ -1,11 +1,12 @@
 """The register-blocked matmul family: WGSL generated from a few parameters.
 
 A `MatmulConfig` fixes the blocking (workgroup tile, k step, outputs per thread,
-vector width, register prefetch, f16 or f32 staged tiles); a `Variant` fixes what the
-buffers and the shape decide (the stored dtype, f32 or f16; which operands are
-transposed, which may be read and written as vec4, which edges need bounds checks).
-Products are always summed in f32: f16 operands are widened where they are staged in
-workgroup memory (or, for f16 tiles, where they are read from it). `generate(config, variant)` fills kernels/matmul_family.wgsl with
+vector width, register prefetch, f16 or f32 staged tiles, f16 read as u32 words); a
+`Variant` fixes what the buffers and the shape decide (the stored dtype, f32 or f16;
+which operands are transposed, which may be read as vec4 or as 16-byte words of eight
+halves, which edges need bounds checks). Products are always summed in f32: f16
+operands are widened where they are staged in workgroup memory (or, for f16 tiles,
+where they are read from it). `generate(config, variant)` fills kernels/matmul_family.wgsl with
 fully unrolled code: accumulators and staged values are named vec4 variables,
 never function-scope arrays (those spill to local memory on several drivers).
 
@@ -29,7 +30,7 @@ from .thread_grid import ThreadGrid, outer_product_lines
 # the autotuner's disk cache is keyed by it.
 FAMILY_VERSION = 1
 
-_NAME = re.compile(r"^(\d+)x(\d+)x(\d+)_(\d+)x(\d+)_v([14])([pd]?)(h?)$")
+_NAME = re.compile(r"^(\d+)x(\d+)x(\d+)_(\d+)x(\d+)_v([14])([pd]?)(h?)(w?)$")
 
 
 @dataclass(frozen=True, order=True)
@@ -43,7 +44,11 @@ class MatmulConfig(ThreadGrid):
     double: also two workgroup buffers, so the next slice is staged while this one
     is read and each k step needs one barrier instead of two (implies prefetch);
     half: the staged tiles hold f16 (half the workgroup memory, so deeper k steps or
-    double buffering fit; widened to f32 as the product reads them): f16 operands only."""
+    double buffering fit; widened to f32 as the product reads them): f16 operands only;
+    words: f16 operands whose contiguous axis is a multiple of 8 are read as vec4<u32>
+    (eight halves per 16-byte load, no 16-bit storage access) and widened with
+    unpack2x16float into f32 tiles, so the inner loop is the f32 kernels' (other
+    operands of the same product take the ordinary f16 loads): f16 operands only."""
 
     tile_m: int
     tile_n: int
@@ -54,21 +59,24 @@ class MatmulConfig(ThreadGrid):
     prefetch: bool = False
     double: bool = False
     half: bool = False
+    words: bool = False
 
     @property
     def name(self) -> str:
-        suffix = ("d" if self.double else "p" if self.prefetch else "") + ("h" if self.half else "")
+        suffix = (("d" if self.double else "p" if self.prefetch else "") + ("h" if self.half else "")
+                  + ("w" if self.words else ""))
         return f"{self.tile_m}x{self.tile_n}x{self.tile_k}_{self.rows}x{self.cols}_v{self.vector}{suffix}"
 
     @classmethod
     def parse(cls, name: str) -> "MatmulConfig":
-        """The config whose `name` is `name` (e.g. '128x128x8_8x8_v4p', '128x128x32_8x8_v4dh')."""
+        """The config whose `name` is `name` (e.g. '128x128x8_8x8_v4p', '128x128x32_8x8_v4dh',
+        '128x64x16_8x8_v4pw')."""
         found = _NAME.match(name)
         if not found:
             raise ValueError(f"matmul config: cannot parse {name!r}; expected like '128x128x8_8x8_v4p'")
-        tm, tn, tk, rows, cols, vector, staging, half = found.groups()
+        tm, tn, tk, rows, cols, vector, staging, half, words = found.groups()
         return cls(int(tm), int(tn), int(tk), int(rows), int(cols), int(vector),
-                   prefetch=staging in ("p", "d"), double=staging == "d", half=half == "h")
+                   prefetch=staging in ("p", "d"), double=staging == "d", half=half == "h", words=words == "w")
 
     @property
     def stages(self) -> int:
@@ -94,6 +102,10 @@ class MatmulConfig(ThreadGrid):
             found.append(f"vector={self.vector}, expected 1 or 4")
         if self.double and not self.prefetch:
             found.append("double buffering needs prefetch")
+        if self.words and (self.vector != 4 or self.half):
+            found.append("word loads need vector 4 and f32 tiles")
+        if self.words and (self.tile_m % 8 or self.tile_n % 8 or self.tile_k % 8):
+            found.append("word loads need tile_m, tile_n and tile_k multiples of 8")
         if not found and self.threads > max_invocations:
             found.append(f"{self.threads} threads per workgroup, limit {max_invocations}")
         if not found and self.workgroup_bytes() > max_workgroup_bytes:
@@ -114,6 +126,8 @@ class Variant:
     check_m: bool   # m is not a multiple of tile_m: rows need bounds checks
     check_n: bool
     check_k: bool
+    a_words: bool = False   # f16 A read as vec4<u32> (8 halves) along its contiguous axis
+    b_words: bool = False
 
     @classmethod
     def of(cls, config: MatmulConfig, m: int, n: int, k: int,
@@ -123,17 +137,21 @@ class Variant:
 
         vec4 access needs the contiguous axis to be a multiple of 4 (then every row
         starts 16-byte aligned (8 for f16), batch strides included, and a vec4 never
-        straddles an edge)."""
+        straddles an edge); word access (eight halves in a vec4<u32>) a multiple of 8
+        (rows 16-byte aligned: an odd k or row length would put a word across two rows)."""
         vec = config.vector == 4
         a_contig = m if trans_a else k    # A is [k, m] when transposed, else [m, k]
         b_contig = k if trans_b else n
+        words = config.words and dtype == "f16"
         return cls(dtype, trans_a, trans_b,
                    a_vec=vec and a_contig % 4 == 0,
                    b_vec=vec and b_contig % 4 == 0,
                    c_vec=vec and n % 4 == 0,
                    check_m=m % config.tile_m != 0,
                    check_n=n % config.tile_n != 0,
-                   check_k=k % config.tile_k != 0)
+                   check_k=k % config.tile_k != 0,
+                   a_words=words and a_contig % 8 == 0,
+                   b_words=words and b_contig % 8 == 0)
 
 
 @dataclass(frozen=True)
@@ -152,6 +170,7 @@ class _Operand:
     vec: bool
     check_outer: bool
     prefix: str       # register names while prefetching: xa, xb
+    words: bool = False   # read as vec4<u32> of 8 halves (then `vec` does not apply)
 
     def address(self, outer: str, kidx: str) -> str:
         """Element address of (outer index, k index)."""
@@ -163,10 +182,10 @@ class _Operand:
 def _operands(config: MatmulConfig, variant: Variant) -> tuple[_Operand, _Operand]:
     a = _Operand("A", "As", "AS_PITCH", "a_base", "row0", "P.m",
                  "P.a_cs" if variant.trans_a else "P.a_rs", config.tile_m,
-                 not variant.trans_a, variant.a_vec, variant.check_m, "xa")
+                 not variant.trans_a, variant.a_vec, variant.check_m, "xa", variant.a_words)
     b = _Operand("B", "Bs", "BS_PITCH", "b_base", "col0", "P.n",
                  "P.b_cs" if variant.trans_b else "P.b_rs", config.tile_n,
-                 variant.trans_b, variant.b_vec, variant.check_n, "xb")
+                 variant.trans_b, variant.b_vec, variant.check_n, "xb", variant.b_words)
     return a, b
 
 
@@ -185,9 +204,15 @@ def _both(*conditions: str) -> str:
     return " && ".join(kept) if kept else ""
 
 
+def _width(op: _Operand) -> int:
+    """Elements per unit: 8 halves of a word load, else 4."""
+    return 8 if op.words else 4
+
+
 def _units(config: MatmulConfig, op: _Operand) -> int:
-    """vec4 units (one staged vec4 each, or one vec4 load that is scattered) per tile."""
-    return config.tile_k * op.tile // 4
+    """Units (one staged vec4 each, one vec4 load that is scattered, or one word load of
+    8 halves staged as two vec4 or scattered) per tile."""
+    return config.tile_k * op.tile // _width(op)
 
 
 def _unit_coords(config: MatmulConfig, op: _Operand, u: str) -> list[str]:
@@ -195,6 +220,12 @@ def _unit_coords(config: MatmulConfig, op: _Operand, u: str) -> list[str]:
 
     Neighbouring threads take neighbouring units along the operand's contiguous
     axis, so their global reads coalesce."""
+    if op.words:
+        if not op.along_k:             # unit = 8 outer indices at one kk
+            groups = op.tile // 8
+            return [f"let g8 = {u} & {groups - 1}u;", f"let kk = {u} >> {_log2(groups)}u;"]
+        k8s = config.tile_k // 8       # unit = 8 kk at one outer index
+        return [f"let k8 = {u} & {k8s - 1}u;", f"let o = {u} >> {_log2(k8s)}u;"]
     groups = op.tile // 4
     if not op.along_k:                 # unit = 4 outer indices at one kk
         return [f"let g = {u} & {groups - 1}u;", f"let kk = {u} >> {_log2(groups)}u;"]
@@ -206,8 +237,19 @@ def _unit_coords(config: MatmulConfig, op: _Operand, u: str) -> list[str]:
 
 def _fetch_expr(op: _Operand, variant: Variant, k0: str) -> str:
     """A vec4 expression (of the stored type) for the unit's values at k slice k0 (zeros
-    outside the matrix)."""
+    outside the matrix; a vec4<u32> of 8 halves for word units)."""
     check_k = variant.check_k
+    if op.words:
+        if op.along_k:
+            outer, kidx = f"{op.origin} + o", f"{k0} + 8u * k8"
+            cond = _both(f"{outer} < {op.extent}" if op.check_outer else "",
+                         f"{kidx} < P.k" if check_k else "")
+        else:
+            outer, kidx = f"{op.origin} + 8u * g8", f"{k0} + kk"
+            cond = _both(f"{outer} < {op.extent}" if op.check_outer else "",
+                         f"{kidx} < P.k" if check_k else "")
+        load = f"{op.buf}[({op.address(outer, kidx)}) >> 3u]"
+        return f"select(vec4<u32>(0u), {load}, {cond})" if cond else load
     vec4 = f"vec4<{variant.dtype}>"
     if op.vec and op.along_k:
         cond = _both(f"{op.origin} + o < {op.extent}" if op.check_outer else "",
@@ -231,8 +273,16 @@ def _fetch_expr(op: _Operand, variant: Variant, k0: str) -> str:
 
 def _stash_lines(op: _Operand, value: str, stage: str = "", widen: str = "") -> list[str]:
     """Store the unit's vec4 into the shared tile (at offset `stage` when double buffered),
-    converted to the tile's scalar type `widen` where it differs from the stored one."""
+    converted to the tile's scalar type `widen` where it differs from the stored one (word
+    units: a vec4<u32> of 8 halves, widened to f32 with unpack2x16float)."""
     at = f"{stage} + " if stage else ""
+    if op.words:
+        halves = [f"let h{c} = unpack2x16float({value}.{comp});" for c, comp in enumerate("xyzw")]
+        if op.along_k:
+            return halves + [f"{op.shared}[{at}(8u * k8 + {c}u) * {op.pitch} + (o >> 2u)][o & 3u] = h{c // 2}.{'xy'[c % 2]};"
+                             for c in range(8)]
+        return halves + [f"{op.shared}[{at}kk * {op.pitch} + 2u * g8] = vec4<f32>(h0, h1);",
+                         f"{op.shared}[{at}kk * {op.pitch} + 2u * g8 + 1u] = vec4<f32>(h2, h3);"]
     if op.vec and op.along_k:
         return [f"{op.shared}[{at}(4u * k4 + {c}u) * {op.pitch} + (o >> 2u)][o & 3u] = "
                 + (f"{widen}({value}.{comp});" if widen else f"{value}.{comp};")
@@ -320,10 +370,16 @@ def generate(config: MatmulConfig, variant: Variant) -> str:
         raise ValueError(f"matmul config {config.name}: operands of {variant.dtype}, expected f32 or f16")
     if config.half and variant.dtype != "f16":
         raise ValueError(f"matmul config {config.name}: f16 tiles need f16 operands, got {variant.dtype}")
+    if config.words and variant.dtype != "f16":
+        raise ValueError(f"matmul config {config.name}: word loads need f16 operands, got {variant.dtype}")
     op_a, op_b = _operands(config, variant)
     tile_type = "f16" if config.half else "f32"
     # Staged values are held in registers as stored and converted as they reach the tiles.
     widen = tile_type if tile_type != variant.dtype else ""
+
+    def register(op: _Operand) -> str:
+        """The type a unit is held in between its load and its staging."""
+        return "vec4<u32>" if op.words else f"vec4<{variant.dtype}>"
 
     declare = [f"var acc_{i}_{r}_{j} = vec4<f32>(0.0);"
                for i in range(config.rows // 4) for r in range(4) for j in range(config.cols // 4)]
@@ -354,7 +410,7 @@ def generate(config: MatmulConfig, variant: Variant) -> str:
         # single barrier then separates those writes from step t + 1's reads, and
         # step t's reads from step t + 1's writes into buffer t % 2.
         for op in (op_a, op_b):
-            declare += [f"var {op.prefix}{s}: vec4<{variant.dtype}>;" for s in range(_n_units_per_thread(config, op))]
+            declare += [f"var {op.prefix}{s}: {register(op)};" for s in range(_n_units_per_thread(config, op))]
         prologue = fetch_into_registers("0u") + stash_registers() + ["workgroupBarrier();"]
         main_loop = ([f"let stage = (k0 / {config.tile_k}u) & 1u;",
                       "let a_stage = stage * A_STAGE;", "let b_stage = stage * B_STAGE;",
@@ -367,7 +423,7 @@ def generate(config: MatmulConfig, variant: Variant) -> str:
                      + ["workgroupBarrier();"])
     elif config.prefetch:
         for op in (op_a, op_b):
-            declare += [f"var {op.prefix}{s}: vec4<{variant.dtype}>;" for s in range(_n_units_per_thread(config, op))]
+            declare += [f"var {op.prefix}{s}: {register(op)};" for s in range(_n_units_per_thread(config, op))]
         prologue = fetch_into_registers("0u")
         main_loop = (stash_registers() + ["workgroupBarrier();",
                      f"if (k0 + {config.tile_k}u < P.k) {{"]
@@ -378,14 +434,17 @@ def generate(config: MatmulConfig, variant: Variant) -> str:
 
     pitch_a, pitch_b = _pitch(config, op_a), _pitch(config, op_b)
     description = (f"config {config.name}, {variant.dtype} operands, trans_a={variant.trans_a} trans_b={variant.trans_b} "
-                   f"vec4 A/B/C={variant.a_vec}/{variant.b_vec}/{variant.c_vec} "
+                   f"vec4 A/B/C={variant.a_vec}/{variant.b_vec}/{variant.c_vec} words A/B={variant.a_words}/{variant.b_words} "
                    f"checks m/n/k={variant.check_m}/{variant.check_n}/{variant.check_k}")
     dtype = variant.dtype
+
+    def element(vec: bool, words: bool) -> str:
+        return "vec4<u32>" if words else f"vec4<{dtype}>" if vec else dtype
     return load_shader(
         "matmul_family.wgsl", dtype,
         DESCRIPTION=description,
-        A_ELEM=f"vec4<{dtype}>" if variant.a_vec else dtype,
-        B_ELEM=f"vec4<{dtype}>" if variant.b_vec else dtype,
+        A_ELEM=element(variant.a_vec, variant.a_words),
+        B_ELEM=element(variant.b_vec, variant.b_words),
         C_ELEM=f"vec4<{dtype}>" if variant.c_vec else dtype,
         TILE_T=tile_type,
         AS_PITCH=pitch_a, BS_PITCH=pitch_b,

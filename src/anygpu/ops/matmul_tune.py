@@ -2,7 +2,8 @@
 register-blocked family (ops/matmul_gen.py), the simple tiled kernel (config None,
 kernels/matmul_tiled.wgsl) as the always-correct fallback first. f32 and f16 operands
 are tuned apart (`TUNABLES`, one per dtype): f16 products (summed in f32 like f32 ones)
-also try members that stage f16 tiles, which fit deeper k steps and double buffering.
+also try members that stage f16 tiles, which fit deeper k steps and double buffering,
+and members that read f16 operands as u32 words (eight halves per 16-byte load).
 
 Products are sorted into shape buckets: the dtype, m, n and k each rounded to a power of
 two, the transpositions, whether every contiguous axis allows vec4 access, batch > 1.
@@ -40,11 +41,21 @@ CPU_CANDIDATES = tuple(_parse(name) for name in (
 # f16 operands take half the workgroup memory when staged as f16 ('h') and half the
 # registers while prefetched: deeper k steps and double buffering of the 128-wide tiles,
 # beside the f32 list (f16 read, staged as f32).
+# Members ending in 'w' read f16 operands as u32 words (eight halves per 16-byte load,
+# widened with unpack2x16float into the f32 tiles, so the f32 inner loop) where the
+# contiguous axis is a multiple of 8: the f32/f16 leaders of the H200 sweep, and the f32
+# winner with a 16-deep k step (two threads per 32-byte row segment of A).
 GPU_F16_EXTRA = tuple(_parse(name) for name in (
     "128x128x32_8x8_v4p", "128x128x16_8x8_v4d", "128x128x16_8x8_v4ph", "128x128x32_8x8_v4ph",
     "128x128x16_8x8_v4dh", "128x128x32_8x8_v4dh", "128x256x16_8x16_v4ph", "256x128x16_16x8_v4ph",
+    "128x256x8_8x16_v4pw", "128x256x16_8x16_v4pw", "128x128x16_8x8_v4pw", "128x64x16_8x8_v4pw",
+    "64x64x16_8x8_v4dw", "128x128x8_8x16_v4pw",
 ))
 CPU_F16_EXTRA = tuple(_parse(name) for name in ("64x64x16_8x8_v4dh",))
+
+# Raised when a dtype's candidate lists (or its buckets) change, so its cached winners
+# are tuned again (f16: 1 = word-load members and the vec8 bucket).
+CANDIDATES_VERSION = {"f32": 0, "f16": 1}
 
 # Products below these flop counts take the simple kernel untuned (one pipeline for every
 # shape, so no compile per shape variant).
@@ -87,7 +98,8 @@ def heuristic(dev, problem: Problem) -> MatmulConfig | None:
 def small_problem(config: MatmulConfig | None, problem: Problem) -> Problem:
     """A product small enough for NumPy that generates the same code as `problem`:
     each size keeps its remainder modulo the tile (so the same bounds checks) and
-    modulo 4 (so the same vec4 choices), and k spans at least two k steps."""
+    modulo 4 and 8 (so the same vec4 and word choices: tiles are powers of two of 8 or
+    more where words are read), and k spans at least two k steps."""
     tile_m, tile_n, tile_k = ((SIMPLE_TILE, SIMPLE_TILE, 16) if config is None
                               else (config.tile_m, config.tile_n, config.tile_k))
 
@@ -135,22 +147,27 @@ def product(p: tuple) -> Problem:
 class MatmulTunable(tuner.Tunable):
     """Products of one operand dtype (f32 or f16)."""
 
-    version = FAMILY_VERSION  # the generated code's version: a new one is tuned afresh
     tune_from = {"gpu": 1 << 22, "cpu": 1 << 27}  # flops
 
     def __init__(self, dtype: str = "f32"):
         self.dtype = dtype
+        # The generated code's version, plus the dtype's candidate list version: a new one
+        # is tuned afresh.
+        self.version = FAMILY_VERSION + CANDIDATES_VERSION[dtype]
         self.name = "matmul" if dtype == "f32" else f"matmul {dtype}"
         # f16 results carry one f16 rounding (2^-11 of the value) beside f32 summation.
         self.rtol = 2e-3 if dtype == "f16" else 1e-4
 
     def bucket(self, p) -> str:
-        """e.g. 'f32-m1024-n1024-k512-NT-vec4-single'."""
+        """e.g. 'f32-m1024-n1024-k512-NT-vec4-single'; f16 products whose operands allow
+        word loads (contiguous axes multiples of 8) are 'vec8'."""
         q = product(p)
         pow2 = tuner.pow2
-        aligned = ((q.m if q.trans_a else q.k) % 4 == 0 and (q.k if q.trans_b else q.n) % 4 == 0 and q.n % 4 == 0)
+        a_contig, b_contig = (q.m if q.trans_a else q.k), (q.k if q.trans_b else q.n)
+        aligned = a_contig % 4 == 0 and b_contig % 4 == 0 and q.n % 4 == 0
+        words = self.dtype == "f16" and aligned and a_contig % 8 == 0 and b_contig % 8 == 0
         return (f"{p[0]}-m{pow2(q.m)}-n{pow2(q.n)}-k{pow2(q.k)}-{'T' if q.trans_a else 'N'}{'T' if q.trans_b else 'N'}-"
-                f"{'vec4' if aligned else 'scalar'}-{'batched' if q.batch > 1 else 'single'}")
+                f"{'vec8' if words else 'vec4' if aligned else 'scalar'}-{'batched' if q.batch > 1 else 'single'}")
 
     def work(self, p) -> float:
         return float(product(p).flops)
