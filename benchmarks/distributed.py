@@ -119,7 +119,7 @@ def _worker_mpi(sizes_mib, repeats):
     return {"rank": comm.Get_rank(), "rows": rows}
 
 
-def _worker_step(model_name, batch, steps, bucket_mb, overlap=True, ddp=True, defer=True):
+def _worker_step(model_name, batch, steps, bucket_mb, overlap=True, ddp=True, defer=True, compiled=False):
     import anygpu as ag
     import anygpu.distributed as dist
     from anygpu import nn, optim
@@ -155,13 +155,22 @@ def _worker_step(model_name, batch, steps, bucket_mb, overlap=True, ddp=True, de
     if wrapped is not model:
         wrapped._defer = defer  # False: wait for the sums at the end of backward (the form before gates)
 
-    def step():
+    def train_step(*tensors):
         opt.zero_grad()
-        loss_fn(wrapped(*inputs), target).backward()
+        loss = loss_fn(wrapped(*tensors[:-1]), tensors[-1])
+        loss.backward()
         opt.step()
+        return loss
+
+    captured = ag.compile(train_step) if compiled else train_step
+
+    def step():
+        captured(*inputs, target)
 
     for _ in range(5):
         step()
+    if compiled and captured.stats["replayed"] == 0:
+        raise SystemExit(f"the step was not captured: {captured.reason(*inputs, target)}")
     dev.synchronize()
     if wrapped is not model:  # per-step reduction times of the timed steps only
         wrapped.stats.update(rounds=0, map_seconds=0.0, mpi_seconds=0.0, wait_seconds=0.0)
@@ -178,7 +187,7 @@ def _worker_step(model_name, batch, steps, bucket_mb, overlap=True, ddp=True, de
         stats = {key.replace("_seconds", "_ms"): value / rounds * 1e3 for key, value in wrapped.stats.items()
                  if key.endswith("_seconds")}
     return {"model": model_name, "world": world, "batch": batch, "bucket_mb": bucket_mb, "overlap": overlap,
-            "defer": defer,
+            "defer": defer, "compiled": compiled,
             "per_step": stats, "step_ms": seconds / steps * 1e3,
             "global_samples_per_s": world * batch * steps / seconds, "adapter": dev.adapter_name,
             "adapter_index": dev.adapter_index}
@@ -275,6 +284,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no-overlap", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--no-ddp", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--no-defer", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--compiled", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     if args.worker:
@@ -285,7 +295,7 @@ def main(argv=None) -> int:
             result = _worker_mpi(sizes, repeats=20 if not args.quick else 3)
         else:
             result = _worker_step(args.worker, args.batch, args.steps, args.bucket, overlap=not args.no_overlap,
-                                  ddp=not args.no_ddp, defer=not args.no_defer)
+                                  ddp=not args.no_ddp, defer=not args.no_defer, compiled=args.compiled)
         rank = int(os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
         Path(f"{args.out}.{rank}.json").write_text(json.dumps(result))
         return 0
@@ -308,24 +318,28 @@ def main(argv=None) -> int:
     if "allreduce" in parts:
         report["allreduce"] = _run_worker(args.ranks, "allreduce", ["--sizes", sizes], 300, log, env)
     report["steps"] = []
-    # (model, batch per rank, bucket MiB, overlap with backward, deferred: recording goes on behind gates)
+    # (model, batch per rank, bucket MiB, overlap with backward, deferred: recording goes on behind gates,
+    #  compiled: 1 and 2 ranks both through anygpu.compile)
     small = 32 if quick else 256
-    plan = [("mlp", small, 25.0, True, True), ("mlp", small, 25.0, True, False), ("mlp", small, 1.0, True, True)]
+    plan = [("mlp", small, 25.0, True, True, False), ("mlp", small, 25.0, True, False, False),
+            ("mlp", small, 25.0, True, True, True), ("mlp", small, 1.0, True, True, False)]
     if not quick:
-        plan += [("mlp", 1024, 25.0, True, True)]
-    plan += [("unet", 1 if quick else 32, 2.0, True, True), ("unet", 1 if quick else 32, 2.0, True, False),
-             ("unet", 1 if quick else 32, 25.0, True, True)]
+        plan += [("mlp", 1024, 25.0, True, True, False)]
+    tiny = 1 if quick else 32
+    plan += [("unet", tiny, 2.0, True, True, False), ("unet", tiny, 2.0, True, False, False),
+             ("unet", tiny, 25.0, True, True, False), ("unet", tiny, 25.0, True, True, True)]
     baselines: dict = {}
-    for model_name, batch, bucket, overlap, defer in [row for row in plan if parts & {"steps", row[0]}]:
-        if (model_name, batch) not in baselines:
-            one = _run_worker(1, model_name, ["--batch", str(batch), "--steps", steps], 300, log, env)
-            baselines[(model_name, batch)] = one and one[0]
-        one = baselines[(model_name, batch)]
+    for model_name, batch, bucket, overlap, defer, compiled in [row for row in plan if parts & {"steps", row[0]}]:
+        flags = ["--compiled"] if compiled else []
+        if (model_name, batch, compiled) not in baselines:
+            one = _run_worker(1, model_name, ["--batch", str(batch), "--steps", steps, *flags], 300, log, env)
+            baselines[(model_name, batch, compiled)] = one and one[0]
+        one = baselines[(model_name, batch, compiled)]
         many = _run_worker(args.ranks, model_name, ["--batch", str(batch), "--steps", steps, "--bucket", str(bucket),
                                                     *([] if overlap else ["--no-overlap"]),
-                                                    *([] if defer else ["--no-defer"])], 300, log, env)
+                                                    *([] if defer else ["--no-defer"]), *flags], 300, log, env)
         row = {"model": model_name, "batch_per_rank": batch, "bucket_mb": bucket, "overlap": overlap,
-               "defer": defer, "one": one,
+               "defer": defer, "compiled": compiled, "one": one,
                "many": many and many[0], "rank_adapter_indices": many and [r["adapter_index"] for r in many]}
         if one and many:
             row["speedup"] = many[0]["global_samples_per_s"] / one["global_samples_per_s"]
@@ -347,7 +361,8 @@ def main(argv=None) -> int:
         if row.get("speedup"):
             stats = row["many"]["per_step"]
             log(f"| {names[row['model']]}, batch {row['batch_per_rank']}/rank, buckets {row['bucket_mb']:g} MiB"
-                f"{'' if row['overlap'] else ', no overlap'}{'' if row['defer'] else ', waiting after backward'} | "
+                f"{'' if row['overlap'] else ', no overlap'}{'' if row['defer'] else ', waiting after backward'}"
+                f"{', captured (both)' if row.get('compiled') else ''} | "
                 f"{row['one']['global_samples_per_s']:.0f} samples/s ({row['one']['step_ms']:.2f} ms) | "
                 f"{row['many']['global_samples_per_s']:.0f} samples/s ({row['many']['step_ms']:.2f} ms) | "
                 f"{row['speedup']:.2f}x | {stats.get('map_ms', 0):.2f} / {stats.get('mpi_ms', 0):.2f} / "
