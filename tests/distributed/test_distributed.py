@@ -42,7 +42,8 @@ def test_collectives_on_tensors(tmp_path, shared):
                 "MAX": np.maximum(*inputs), "MIN": np.minimum(*inputs)}
     for rank, got in enumerate(ranks):
         assert (got["rank"], got["world"], got["local_rank"], got["local_world"]) == (rank, 2, rank, 2)
-        assert got["initialized"] is True
+        assert got["initialized"] is True and got["initialized_after"] is False
+        assert got["switch_interval"] == pytest.approx(2e-5) and got["switch_interval_after"] == pytest.approx(0.005)
         # Several ranks on one host: each opens an adapter chosen by local rank (one card here).
         assert got["adapter_env"] is not None and got["adapter_index"] == int(got["adapter_env"])
         for op, value in expected.items():

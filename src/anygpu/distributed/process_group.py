@@ -67,6 +67,7 @@ class _Group:
     executor: "_Worker | None" = None
     node: object = None  # communicator of this host's ranks (MPI shared memory works within it)
     windows: dict | None = None  # capacity in bytes -> _SharedSlots (allreduce_mapped)
+    switch_interval: float | None = None  # the interpreter's, before init_process_group lowered it
 
 
 _group: _Group | None = None
@@ -157,7 +158,8 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
         if size > 1:
             interval = float(os.environ.get("ANYGPU_DIST_SWITCH_INTERVAL") or SWITCH_INTERVAL)
             if interval > 0:
-                sys.setswitchinterval(min(sys.getswitchinterval(), interval))
+                group.switch_interval = sys.getswitchinterval()
+                sys.setswitchinterval(min(group.switch_interval, interval))
     _group = group
     _choose_local_adapter(local_rank, local_size)
     if size > 1:
@@ -246,6 +248,8 @@ def destroy_process_group(group=None) -> None:
         return
     if group_state.executor is not None:
         group_state.executor.shutdown()
+    if group_state.switch_interval is not None:
+        sys.setswitchinterval(group_state.switch_interval)
     try:
         for slots in (group_state.windows or {}).values():
             slots.free()
