@@ -19,6 +19,7 @@ wgpu enumerates (`anygpu info` prints it):
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 
@@ -156,7 +157,14 @@ def _is_local_rank(index: int) -> bool:
     init_process_group dealt to it, whatever its place in wgpu's list."""
     dist = sys.modules.get("anygpu.distributed")
     try:
-        return bool(dist is not None and dist.is_initialized() and index == dist.get_local_rank())
+        if dist is None:
+            return False
+        if dist.is_initialized():
+            return index == dist.get_local_rank()
+        # Launched by MPI, before init_process_group (a torchrun-style script calls
+        # set_device(LOCAL_RANK) first): init_process_group will deal this rank its adapter.
+        local = os.environ.get("LOCAL_RANK", "").strip()
+        return dist.launched_by_mpi() > 1 and local.isdigit() and index == int(local)
     except (AttributeError, RuntimeError, ValueError):
         return False
 

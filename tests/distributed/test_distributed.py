@@ -84,10 +84,42 @@ def test_without_a_process_group():
     assert not dist.is_initialized()
     with pytest.raises(RuntimeError, match="init_process_group"):
         dist.get_rank()
-    with pytest.raises(ValueError, match="backend must be 'mpi'"):
-        dist.init_process_group("nccl")
+    for wrong in ("ucc", "nccl,mpi2", 3):  # torch's "nccl"/"gloo" mean MPI here; others are refused
+        with pytest.raises(ValueError, match="backend must be 'mpi'"):
+            dist.init_process_group(wrong)
     with pytest.raises(RuntimeError, match="init_process_group"):
         DistributedSampler(range(5))
+
+
+def test_backend_names_of_torch_are_accepted():
+    from anygpu.distributed.process_group import _known_backend
+
+    for name in ("mpi", "nccl", "gloo", "NCCL", "cpu:gloo,cuda:nccl"):
+        assert _known_backend(name), name
+    for name in ("", "ucc", "cuda:ucc", None, 1):
+        assert not _known_backend(name), name
+
+
+@pytest.mark.parametrize("launcher, expected", [
+    ({"PMI_RANK": "1", "PMI_SIZE": "4", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"},
+     {"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}),
+    ({"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+      "OMPI_COMM_WORLD_LOCAL_SIZE": "2"}, {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"}),
+    ({"PMI_RANK": "3", "PMI_SIZE": "4"}, {"RANK": "3", "WORLD_SIZE": "4"}),  # local rank unknown: left to init
+    ({"PMI_RANK": "0", "PMI_SIZE": "2", "MPI_LOCALRANKID": "0", "MPI_LOCALNRANKS": "2", "LOCAL_RANK": "5"},
+     {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}),  # what the user set stays
+    ({}, {}),  # not under a launcher: nothing
+])
+def test_torchrun_variables_from_the_mpi_launcher(monkeypatch, launcher, expected):
+    from anygpu.distributed.process_group import export_launcher_env
+
+    for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "PMIX_SIZE", "SLURM_PROCID"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in launcher.items():
+        monkeypatch.setenv(name, value)
+    environ = dict(launcher)
+    assert export_launcher_env(environ) == expected
+    assert all(environ[name] == value for name, value in expected.items())
 
 
 def test_without_mpi4py_the_error_says_what_to_install(monkeypatch):
@@ -184,6 +216,19 @@ def test_compiled_ddp_step_replays_and_equals_eager(ddp_runs, compiled, eager):
                                        err_msg=name)
     if compiled.startswith("sgd"):  # the same kernels as the eager run: the same bits
         assert ddp_runs[0][compiled]["final"] == ddp_runs[0][eager]["final"]
+
+
+@pytest.mark.parametrize("mode", ["destroy", "exit", "exit-again"])
+def test_leaving_right_after_backward_finishes_the_exchanges(tmp_path, mode):
+    """A script may end (or destroy the group) right after backward, its bucket exchanges
+    still running: both ranks must finish them and exit cleanly (before the fix, a rank that
+    finalized MPI mid-all-reduce crashed or left the other hanging, about every other run)."""
+    job = mpi.run_worker("exit_after_backward.py", str(tmp_path / "out"), mode.split("-")[0], timeout=120)
+    assert job.returncode == 0, job.stderr[-3000:]
+    for got in mpi.results(tmp_path / "out"):
+        assert got["held_after_backward"] > 0  # the exchanges really were in flight
+        if mode == "destroy":
+            assert got["held_after_destroy"] == 0
 
 
 def test_buckets_follow_backward_order_and_the_last_one_is_small():

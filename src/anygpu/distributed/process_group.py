@@ -8,6 +8,7 @@ or hung peer becomes a ``DistributedError`` instead of a hang.
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import os
 import sys
@@ -71,6 +72,7 @@ class _Group:
 
 
 _group: _Group | None = None
+_exit_hook = False  # _settle_at_exit is registered
 
 
 # --------------------------------------------------------------------------- set-up
@@ -102,6 +104,37 @@ def launched_by_mpi() -> int:
     return 0
 
 
+# Where MPI launchers put (rank, world size, local rank, local world size); first found wins.
+_LAUNCHER_ENV = (
+    ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),  # MPICH's hydra (the mpich wheel)
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
+    ("MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE", "MV2_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_SIZE"),
+    ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"),
+)
+
+
+def export_launcher_env(environ=None) -> dict:
+    """Under an MPI launcher, set torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK,
+    LOCAL_WORLD_SIZE) from the launcher's where they are not set yet, so a script written for
+    `torchrun` (``int(os.environ["LOCAL_RANK"])`` before init_process_group) runs unchanged
+    under ``mpiexec``. Called when anygpu.distributed is imported. Returns what it set."""
+    environ = os.environ if environ is None else environ
+    if not launched_by_mpi() and "SLURM_PROCID" not in environ:
+        return {}
+    for names in _LAUNCHER_ENV:
+        values = [environ.get(name, "").strip() for name in names]
+        if values[0].isdigit() and values[1].isdigit():
+            break
+    else:
+        return {}
+    wanted = dict(zip(("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"), values))
+    if not wanted["LOCAL_RANK"].isdigit() or not wanted["LOCAL_WORLD_SIZE"].isdigit():
+        del wanted["LOCAL_RANK"], wanted["LOCAL_WORLD_SIZE"]  # unknown here: init_process_group finds them
+    set_now = {name: value for name, value in wanted.items() if name not in environ}
+    environ.update(set_now)
+    return set_now
+
+
 def _seconds(timeout) -> float:
     if timeout is None:
         text = os.environ.get("ANYGPU_DIST_TIMEOUT", "").strip()
@@ -119,12 +152,21 @@ def _seconds(timeout) -> float:
     return timeout
 
 
+def _known_backend(backend) -> bool:
+    if not isinstance(backend, str):
+        return False
+    parts = [part.split(":")[-1].strip().lower() for part in backend.split(",")]
+    return bool(parts) and all(part in ("mpi", "nccl", "gloo") for part in parts)
+
+
 def init_process_group(backend: str | None = "mpi", init_method: str | None = None, timeout=None,
                        world_size: int = -1, rank: int = -1, **_ignored) -> None:
     """Join the MPI world: one rank per process, as the launcher started them.
 
-    backend: "mpi" (the only transport; None means the same). world_size / rank, when
-    given, must agree with the launcher's. timeout: seconds (or a timedelta) that any
+    backend: "mpi" (the only transport; None means the same). torch's "nccl", "gloo" and
+    "cuda:nccl,cpu:gloo"-style names are accepted and mean the same, so scripts written for
+    them run unchanged under ``mpiexec``. world_size / rank, when given, must agree with the
+    launcher's. timeout: seconds (or a timedelta) that any
     collective may wait for the other ranks; default ANYGPU_DIST_TIMEOUT or 300.
 
     Call it before any tensor exists: with several ranks on one host and ANYGPU_ADAPTER
@@ -133,8 +175,9 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
     comma-separated ("0,1").
     """
     global _group
-    if backend not in (None, "mpi"):
-        raise ValueError(f"init_process_group: backend must be 'mpi' (anygpu's transport is MPI), got {backend!r}")
+    if backend is not None and not _known_backend(backend):
+        raise ValueError(f"init_process_group: backend must be 'mpi' (anygpu's transport is MPI; 'nccl' and "
+                         f"'gloo' are accepted as the same), got {backend!r}")
     if init_method not in (None, "env://"):
         raise ValueError(f"init_process_group: init_method is set by the MPI launcher; expected None, "
                          f"got {init_method!r}")
@@ -164,6 +207,10 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
     _choose_local_adapter(local_rank, local_size)
     if size > 1:
         _abort_on_uncaught_exceptions(MPI)
+        global _exit_hook
+        if not _exit_hook:
+            _exit_hook = True
+            atexit.register(_settle_at_exit)  # runs before mpi4py finalizes MPI (registered earlier)
 
 
 def _choose_local_adapter(local_rank: int, local_size: int) -> None:
@@ -246,8 +293,11 @@ def destroy_process_group(group=None) -> None:
     group_state, _group = _group, None
     if group_state is None:
         return
-    if group_state.executor is not None:
-        group_state.executor.shutdown()
+    try:
+        _settle(group_state, "destroy_process_group")
+    finally:
+        if group_state.executor is not None:
+            group_state.executor.shutdown()
     if group_state.switch_interval is not None:
         sys.setswitchinterval(group_state.switch_interval)
     try:
@@ -306,6 +356,36 @@ class _Worker:
 
     def shutdown(self) -> None:
         self._jobs.put(None)
+
+    def drain(self, group: "_Group", what: str) -> None:
+        """Wait (within the group's timeout) until every call submitted so far has run."""
+        if threading.current_thread() is not self.thread:
+            _await(group, self.submit(lambda: None), what)
+
+
+def _settle(group: "_Group", what: str) -> None:
+    """Finish this process's part of every collective already started: submit the device's
+    recorded work (DistributedDataParallel's gates wait there for their exchanges) and let
+    the worker run what is queued. Before leaving the group or the interpreter: a rank that
+    finalized MPI while its worker was inside a collective crashed (double free in MPICH)."""
+    from anygpu import ops
+
+    if ops._default is not None:
+        ops._default.flush()
+    if group.executor is not None:
+        group.executor.drain(group, what)
+
+
+def _settle_at_exit() -> None:
+    group = _group
+    if group is None:
+        return
+    try:
+        _settle(group, "exit")
+    except Exception as error:  # a peer died: nothing left to finish; MPI_Abort ends the job
+        sys.stderr.write(f"anygpu.distributed: at exit, rank {group.rank}: {error}\n")
+        if group.size > 1:
+            group.mpi.COMM_WORLD.Abort(1)
 
 
 def _timeout_error(group: _Group, what: str, seconds: float) -> DistributedError:
