@@ -109,6 +109,7 @@ def test_backend_names_of_torch_are_accepted():
     ({"PMI_RANK": "0", "PMI_SIZE": "2", "MPI_LOCALRANKID": "0", "MPI_LOCALNRANKS": "2", "LOCAL_RANK": "5"},
      {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}),  # what the user set stays
     ({}, {}),  # not under a launcher: nothing
+    ({"SLURM_PROCID": "0", "SLURM_NTASKS": "4"}, {}),  # a batch job's plain process is no MPI rank
 ])
 def test_torchrun_variables_from_the_mpi_launcher(monkeypatch, launcher, expected):
     from anygpu.distributed.process_group import export_launcher_env

@@ -109,7 +109,7 @@ _LAUNCHER_ENV = (
     ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),  # MPICH's hydra (the mpich wheel)
     ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
     ("MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE", "MV2_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_SIZE"),
-    ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"),
+    ("PMIX_RANK", "PMIX_SIZE", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"),  # srun --mpi=pmix
 )
 
 
@@ -119,8 +119,9 @@ def export_launcher_env(environ=None) -> dict:
     `torchrun` (``int(os.environ["LOCAL_RANK"])`` before init_process_group) runs unchanged
     under ``mpiexec``. Called when anygpu.distributed is imported. Returns what it set."""
     environ = os.environ if environ is None else environ
-    if not launched_by_mpi() and "SLURM_PROCID" not in environ:
-        return {}
+    if not any(str(environ.get(name, "")).strip().isdigit()
+               for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "PMIX_SIZE")):
+        return {}  # not started by an MPI launcher (a batch job's plain process has SLURM_* too)
     for names in _LAUNCHER_ENV:
         values = [environ.get(name, "").strip() for name in names]
         if values[0].isdigit() and values[1].isdigit():
