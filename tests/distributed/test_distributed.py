@@ -58,6 +58,20 @@ def test_collectives_on_tensors(tmp_path, shared):
         np.testing.assert_allclose(got["reduce_scatter"], data(0, 4 + rank, (5,)) + data(1, 4 + rank, (5,)),
                                    rtol=1e-6, atol=1e-6)
         assert got["strings"][0].startswith("rank 0 on ") and got["strings"][1].startswith("rank 1 on ")
+        expected_reduce = data(0, 6) + data(1, 6) if rank == 1 else data(0, 6)  # rank 0 keeps its own
+        np.testing.assert_allclose(got["reduce"], expected_reduce, rtol=1e-6, atol=1e-6)
+        if rank == 0:
+            np.testing.assert_array_equal(got["gather"], [data(r, 7, (2, 2)) for r in range(2)])
+        else:
+            assert got["gather"] is None
+        np.testing.assert_array_equal(got["scatter"], data(rank, 8, (3,)))
+        assert got["backend"] == "mpi"
+        assert "dst must be a rank in [0, 2)" in got["reduce_error"]
+        assert "needs gather_list" in got["gather_error"]
+        assert "only rank" in got["scatter_error"] or "needs scatter_list" in got["scatter_error"]
+        assert got["init_sync_false_keeps_own"] is True
+        assert got["synced_weight"] == ranks[0]["synced_weight"]
+        assert "dim must be 0" in got["dim_error"]
     # DistributedSampler with the group's world size and rank: disjoint shards covering everything
     shards = [set(got["sampler"]) for got in ranks]
     assert len(ranks[0]["sampler"]) == len(ranks[1]["sampler"]) == 12

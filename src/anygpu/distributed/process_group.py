@@ -24,7 +24,8 @@ __all__ = [
     "DistributedError", "ReduceOp", "abort", "all_gather", "all_gather_numbers", "all_gather_strings",
     "all_reduce", "all_reduce_array", "barrier", "broadcast", "destroy_process_group", "get_local_rank",
     "get_local_world_size", "get_rank", "get_world_size", "init_process_group", "is_available", "is_initialized",
-    "launched_by_mpi", "reduce_scatter",
+    "launched_by_mpi", "reduce_scatter", "reduce", "gather", "scatter", "get_backend", "is_mpi_available",
+    "is_nccl_available", "is_gloo_available", "is_torchelastic_launched", "export_launcher_env",
 ]
 
 INSTALL_HINT = ("anygpu.distributed needs mpi4py and an MPI library: pip install 'anygpu[dist]' "
@@ -687,6 +688,103 @@ def reduce_scatter(output, input_list: list, op: str = ReduceOp.SUM, group=None,
         received /= state.size
     _write_back(output, received)
     return _Work() if async_op else None
+
+
+def _check_root(what: str, name: str, state: _Group, root) -> int:
+    if isinstance(root, bool) or not isinstance(root, (int, np.integer)) or not 0 <= int(root) < state.size:
+        raise ValueError(f"{what}: {name} must be a rank in [0, {state.size}), got {root!r}")
+    return int(root)
+
+
+def reduce(tensor, dst: int = 0, op: str = ReduceOp.SUM, group=None, async_op: bool = False):
+    """Rank `dst`'s `tensor` <- the reduction over ranks of `tensor`, in place; the other
+    ranks' tensors keep their values (torch leaves them unspecified)."""
+    _check_tensor("reduce", tensor)
+    state = _need_group("reduce")
+    dst = _check_root("reduce", "dst", state, dst)
+    mpi_op = _mpi_op(state, op, "reduce")
+    host = _to_host(tensor)
+    if op == ReduceOp.AVG and host.dtype.kind != "f":
+        raise ValueError(f"reduce: ReduceOp.AVG needs a float tensor, got {host.dtype}")
+    received = np.empty_like(host) if state.rank == dst else None
+    _run(state, lambda: state.comm.Reduce(host, received, op=mpi_op, root=dst), "reduce")
+    if received is not None:
+        if op == ReduceOp.AVG:
+            received /= state.size
+        _write_back(tensor, received)
+    return _Work() if async_op else None
+
+
+def gather(tensor, gather_list: list | None = None, dst: int = 0, group=None, async_op: bool = False):
+    """On rank `dst`, gather_list[r] <- rank r's `tensor` (world_size tensors of its shape);
+    the other ranks pass gather_list=None."""
+    _check_tensor("gather", tensor)
+    state = _need_group("gather")
+    dst = _check_root("gather", "dst", state, dst)
+    if state.rank == dst:
+        if gather_list is None:
+            raise ValueError(f"gather: rank {dst} (dst) needs gather_list, {state.size} tensors of shape "
+                             f"{tuple(tensor.shape)}")
+        _check_per_rank("gather", "gather_list", state, gather_list, tensor)
+    elif gather_list:
+        raise ValueError(f"gather: only rank {dst} (dst) takes a gather_list; rank {state.rank} got "
+                         f"{len(gather_list)} tensors")
+    host = _to_host(tensor)
+    gathered = np.empty((state.size, host.size), dtype=host.dtype) if state.rank == dst else None
+    _run(state, lambda: state.comm.Gather(host, gathered, root=dst), "gather")
+    if gathered is not None:
+        for item, row in zip(gather_list, gathered):
+            _write_back(item, row)
+    return _Work() if async_op else None
+
+
+def scatter(tensor, scatter_list: list | None = None, src: int = 0, group=None, async_op: bool = False):
+    """`tensor` <- rank `src`'s scatter_list[my rank] (src passes world_size tensors of
+    tensor's shape; the other ranks pass scatter_list=None)."""
+    _check_tensor("scatter", tensor)
+    state = _need_group("scatter")
+    src = _check_root("scatter", "src", state, src)
+    host = _to_host(tensor)
+    send = None
+    if state.rank == src:
+        if scatter_list is None:
+            raise ValueError(f"scatter: rank {src} (src) needs scatter_list, {state.size} tensors of shape "
+                             f"{tuple(tensor.shape)}")
+        _check_per_rank("scatter", "scatter_list", state, scatter_list, tensor)
+        send = np.stack([_to_host(item) for item in scatter_list])
+        if send.dtype != host.dtype:
+            raise ValueError(f"scatter: scatter_list holds {send.dtype} tensors, tensor is {host.dtype}")
+    elif scatter_list:
+        raise ValueError(f"scatter: only rank {src} (src) takes a scatter_list; rank {state.rank} got "
+                         f"{len(scatter_list)} tensors")
+    received = np.empty_like(host)
+    _run(state, lambda: state.comm.Scatter(send, received, root=src), "scatter")
+    _write_back(tensor, received)
+    return _Work() if async_op else None
+
+
+def get_backend(group=None) -> str:
+    """The process group's transport: always "mpi" (what "nccl"/"gloo" mean here)."""
+    _need_group("get_backend")
+    return "mpi"
+
+
+def is_mpi_available() -> bool:
+    return is_available()
+
+
+def is_nccl_available() -> bool:
+    """False: anygpu has no NCCL; init_process_group("nccl") still works and means MPI."""
+    return False
+
+
+def is_gloo_available() -> bool:
+    """False: anygpu has no gloo; init_process_group("gloo") still works and means MPI."""
+    return False
+
+
+def is_torchelastic_launched() -> bool:
+    return False
 
 
 def barrier(group=None, async_op: bool = False):

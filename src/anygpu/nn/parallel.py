@@ -149,16 +149,29 @@ class DistributedDataParallel(Module):
         then split ``global_batch_size`` in proportion to measured speed. Read this rank's
         share from ``local_batch_size`` / ``batch_offset`` before each step. Implies
         weight_by_samples.
-    device_ids, output_device, find_unused_parameters: accepted for torch compatibility; each
-        process uses its own adapter, and a parameter that got no gradient on a rank counts
-        as zero there.
+    init_sync: broadcast rank 0's parameters and buffers at construction (default, as torch).
+    device_ids, output_device, find_unused_parameters, check_reduction, gradient_as_bucket_view,
+        static_graph: accepted for torch compatibility; each process uses its own adapter, a
+        parameter that got no gradient on a rank counts as zero there, and gradients are
+        always fresh buffers (the buckets are separate staging memory).
+    dim must be 0 and process_group None (one process per device, one process group).
     """
 
-    def __init__(self, module: Module, device_ids=None, output_device=None, broadcast_buffers: bool = True,
-                 bucket_cap_mb: float = 25.0, find_unused_parameters: bool = False,
-                 weight_by_samples: bool = False, balance: str | None = None,
+    def __init__(self, module: Module, device_ids=None, output_device=None, dim: int = 0,
+                 broadcast_buffers: bool = True, init_sync: bool = True, process_group=None,
+                 bucket_cap_mb: float | None = 25.0, find_unused_parameters: bool = False,
+                 check_reduction: bool = False, gradient_as_bucket_view: bool = False, static_graph: bool = False,
+                 *, weight_by_samples: bool = False, balance: str | None = None,
                  global_batch_size: int | None = None, balance_steps: int = 4):
         super().__init__()
+        if dim != 0:
+            raise ValueError(f"DistributedDataParallel: dim must be 0 (one process per device; inputs are not "
+                             f"scattered), got {dim!r}")
+        if process_group is not None:
+            raise ValueError("DistributedDataParallel: process_group must be None (anygpu has one process group, "
+                             "the default one)")
+        if bucket_cap_mb is None:  # torch's default
+            bucket_cap_mb = 25.0
         from anygpu import distributed as dist
 
         if not isinstance(module, Module):
@@ -208,7 +221,8 @@ class DistributedDataParallel(Module):
         # Seconds spent, summed over syncs: waiting for the GPU and the mappings (map), in the MPI
         # all-reduce (mpi) -- both on the worker thread -- and the caller blocked on them (wait).
         self.stats = {"rounds": 0, "map_seconds": 0.0, "mpi_seconds": 0.0, "wait_seconds": 0.0}
-        self._broadcast_state(include_parameters=True)
+        if init_sync:
+            self._broadcast_state(include_parameters=True)
         _live.add(self)
         if self.world_size > 1 and _grad_ready not in grad_ready_hooks:
             grad_ready_hooks.append(_grad_ready)

@@ -52,6 +52,41 @@ out["strings"] = dist.all_gather_strings(f"rank {rank} on {ag.gpu().adapter_name
 sampler = DistributedSampler(list(range(23)), seed=5)
 sampler.set_epoch(3)
 out["sampler"] = list(sampler)
+# reduce to rank 1 (rank 0 keeps its values), gather to rank 0, scatter from rank 1
+t = ag.tensor(data(rank, 6))
+dist.reduce(t, dst=1)
+out["reduce"] = t.numpy().tolist()
+t = ag.tensor(data(rank, 7, (2, 2)))
+gathered = [ag.zeros(2, 2) for _ in range(world)] if rank == 0 else None
+dist.gather(t, gathered, dst=0)
+out["gather"] = [g.numpy().tolist() for g in gathered] if rank == 0 else None
+t = ag.zeros(3)
+dist.scatter(t, [ag.tensor(data(r, 8, (3,))) for r in range(world)] if rank == 1 else None, src=1)
+out["scatter"] = t.numpy().tolist()
+out["backend"] = dist.get_backend()
+for name, call in (("reduce_error", lambda: dist.reduce(t, dst=world)),
+                   ("gather_error", lambda: dist.gather(t, None, dst=rank)),
+                   ("scatter_error", lambda: dist.scatter(t, [t] * world, src=1 - rank))):
+    try:
+        call()
+    except ValueError as error:
+        out[name] = str(error)
+# DistributedDataParallel with torch's other arguments
+from anygpu import nn  # noqa: E402
+from anygpu.nn.parallel import DistributedDataParallel  # noqa: E402
+
+ag.manual_seed(50 + rank)
+layer = nn.Linear(3, 2)
+own = layer.weight.numpy().tolist()
+DistributedDataParallel(layer, init_sync=False, gradient_as_bucket_view=True, static_graph=True,
+                        check_reduction=False, bucket_cap_mb=None)
+out["init_sync_false_keeps_own"] = layer.weight.numpy().tolist() == own
+DistributedDataParallel(layer, None, None, 0, True)  # torch's positional order: dim, broadcast_buffers
+out["synced_weight"] = layer.weight.numpy().tolist()
+try:
+    DistributedDataParallel(layer, dim=1)
+except ValueError as error:
+    out["dim_error"] = str(error)
 out["switch_interval"] = sys.getswitchinterval()  # lowered for the MPI worker thread
 dist.destroy_process_group()
 out["switch_interval_after"] = sys.getswitchinterval()  # and given back
