@@ -12,6 +12,7 @@ the `Entry` whose backward closure routes the output's gradient to the inputs;
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import itertools
 import math
@@ -217,6 +218,26 @@ class Tensor:
         self._torch_strides = None
 
     __hash__ = object.__hash__
+
+    def __deepcopy__(self, memo):
+        """copy.deepcopy (e.g. ``copy.deepcopy(model.state_dict())``): a tensor with its own
+        copy of the data (GPU to GPU), the same shape, dtype and requires_grad, and a copy of
+        .grad. As in torch, only graph leaves can be deep-copied."""
+        if not self.is_leaf:
+            raise RuntimeError("deepcopy: only tensors created explicitly (graph leaves) can be deep-copied; "
+                               "copy t.detach() instead")
+        new = Tensor(self._dev.copy(self._buf), self.shape, self.dtype, self.requires_grad)
+        memo[id(self)] = new
+        new._torch_strides = self._torch_strides
+        if self._host is not None:
+            new._host = self._host.copy()
+        if self.grad is not None:
+            new.grad = copy.deepcopy(self.grad, memo)
+        return new
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError("anygpu tensors are not pickled (their data lives on the GPU, and anygpu never "
+                        "unpickles): save them with anygpu.save or copy them with copy.deepcopy")
 
     # ------------------------------------------------------------- basics
     @property

@@ -26,6 +26,7 @@ __all__ = [
     "get_local_world_size", "get_rank", "get_world_size", "init_process_group", "is_available", "is_initialized",
     "launched_by_mpi", "reduce_scatter", "reduce", "gather", "scatter", "get_backend", "is_mpi_available",
     "is_nccl_available", "is_gloo_available", "is_torchelastic_launched", "export_launcher_env",
+    "get_default_backend_for_device",
 ]
 
 INSTALL_HINT = ("anygpu.distributed needs mpi4py and an MPI library: pip install 'anygpu[dist]' "
@@ -761,6 +762,15 @@ def scatter(tensor, scatter_list: list | None = None, src: int = 0, group=None, 
     _run(state, lambda: state.comm.Scatter(send, received, root=src), "scatter")
     _write_back(tensor, received)
     return _Work() if async_op else None
+
+
+def get_default_backend_for_device(device) -> str:
+    """torch's backend name for a device type: "nccl" for GPUs (anygpu's adapters are
+    "cuda" devices), "gloo" for "cpu"; init_process_group takes both and uses MPI."""
+    from anygpu.placement import device as make_device
+
+    kind = device.type if hasattr(device, "type") else make_device(device).type
+    return "gloo" if kind == "cpu" else "nccl"
 
 
 def get_backend(group=None) -> str:
