@@ -443,3 +443,20 @@ def test_grad_ready_hooks_see_each_final_gradient_once_last_layer_first():
     for index, (_, grad) in zip(order, seen):
         np.testing.assert_allclose(grad, 2 * expected[index], rtol=1e-6, atol=1e-6)
         np.testing.assert_allclose(params[index].grad.numpy(), 2 * expected[index], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("how", ["env", "argument"])
+def test_a_world_not_started_by_mpi_is_refused(how):
+    """torchrun / torch.multiprocessing start processes MPI does not know: each would train
+    alone as a world of 1. init_process_group says to use mpiexec instead (before touching MPI)."""
+    import subprocess
+    import sys
+
+    code = ("import anygpu.distributed as d\n"
+            + ("d.init_process_group('gloo')\n" if how == "env" else "d.init_process_group('gloo', world_size=3, rank=0)\n"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "MV2_", "PMIX_"))}
+    env.update(PYTHONPATH=mpi.python_path(), WORLD_SIZE="2" if how == "env" else "", RANK="0", LOCAL_RANK="0")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode != 0
+    expected = "2" if how == "env" else "3"
+    assert f"mpiexec -n {expected} python" in done.stderr and "RuntimeError" in done.stderr

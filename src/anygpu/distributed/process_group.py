@@ -187,6 +187,13 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
     if _group is not None:
         raise RuntimeError("init_process_group: the default process group is already initialized")
     seconds = _seconds(timeout)
+    expected = world_size if world_size not in (-1, None) else os.environ.get("WORLD_SIZE", "").strip()
+    if not launched_by_mpi() and str(expected).isdigit() and int(expected) > 1:
+        raise RuntimeError(
+            f"init_process_group: a world of {expected} processes is expected (torchrun, torch.multiprocessing "
+            f"or world_size=), but this process was not started by an MPI launcher and anygpu's ranks are MPI "
+            f"processes: start the script with `mpiexec -n {expected} python ...` (scripts written for torchrun "
+            f"run unchanged there)")
     MPI = _import_mpi()
     if not MPI.Is_initialized():
         MPI.Init_thread(MPI.THREAD_MULTIPLE)
