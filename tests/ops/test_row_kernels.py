@@ -383,4 +383,5 @@ def test_lean_forms_pass_the_tuner(dev, problem, tmp_path, monkeypatch):
     lean = [c for c in found if getattr(c, "form", "")]
     assert lean and found[0] == "loop"
     result = tuner.tune(dev, op, problem, candidates=[found[0]] + lean, rounds=1, budget_s=0.01)
-    assert all(isinstance(v, float) for v in result.timings.values()), result.timings
+    # Every form passed the checks: timed, or (on a loaded machine) dropped as slow -- never as wrong.
+    assert all(isinstance(v, float) or v.startswith("slow:") for v in result.timings.values()), result.timings

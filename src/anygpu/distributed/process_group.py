@@ -260,9 +260,16 @@ def _abort_on_uncaught_exceptions(MPI) -> None:
     previous = sys.excepthook
 
     def hook(kind, value, traceback):
+        group = _group
+        if group is not None and group.size > 1:
+            # The one line that matters first: the launcher may end this process while the
+            # traceback is still being written (other ranks ending, under load).
+            sys.stderr.write(f"anygpu.distributed: rank {group.rank} of {group.size} failed: "
+                             f"{kind.__name__}: {value}\n")
+            sys.stderr.flush()
         previous(kind, value, traceback)
-        if _group is not None and _group.size > 1:
-            sys.stderr.write(f"anygpu.distributed: rank {_group.rank} of {_group.size} failed; aborting the job\n")
+        if group is not None and group.size > 1:
+            sys.stderr.write(f"anygpu.distributed: rank {group.rank} of {group.size} failed; aborting the job\n")
             sys.stderr.flush()
             MPI.COMM_WORLD.Abort(1)
 
