@@ -96,11 +96,12 @@ def is_available() -> bool:
     return importlib.util.find_spec("mpi4py") is not None
 
 
-def launched_by_mpi() -> int:
+def launched_by_mpi(environ=None) -> int:
     """The world size an MPI launcher announced in the environment (mpiexec of MPICH or
     Open MPI, Intel MPI, MVAPICH, Slurm's srun with PMI), or 0 when not launched by one."""
+    environ = os.environ if environ is None else environ
     for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "PMIX_SIZE"):
-        value = os.environ.get(name, "").strip()
+        value = str(environ.get(name, "")).strip()
         if value.isdigit():
             return int(value)
     return 0
@@ -121,8 +122,7 @@ def export_launcher_env(environ=None) -> dict:
     `torchrun` (``int(os.environ["LOCAL_RANK"])`` before init_process_group) runs unchanged
     under ``mpiexec``. Called when anygpu.distributed is imported. Returns what it set."""
     environ = os.environ if environ is None else environ
-    if not any(str(environ.get(name, "")).strip().isdigit()
-               for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "PMIX_SIZE")):
+    if not launched_by_mpi(environ):
         return {}  # not started by an MPI launcher (a batch job's plain process has SLURM_* too)
     for names in _LAUNCHER_ENV:
         values = [environ.get(name, "").strip() for name in names]
