@@ -275,6 +275,8 @@ def main(argv=None) -> int:
     parser.add_argument("--mpi-sweep", action="store_true", help="also time MPI alone under several MPICH settings")
     parser.add_argument("--mpi-env", help="K=V,... MPICH settings for every job (e.g. a sweep's winner)")
     parser.add_argument("--only", default="allreduce,steps,diffusion", help="which parts to run (steps = mlp,unet)")
+    parser.add_argument("--lean", action="store_true",
+                        help="leave out the step rows that compare with earlier forms (waiting after backward)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("--sizes", default="1,4,16,64,256", help=argparse.SUPPRESS)
@@ -327,7 +329,10 @@ def main(argv=None) -> int:
         plan += [("mlp", 1024, 25.0, True, True, False)]
     tiny = 1 if quick else 32
     plan += [("unet", tiny, 2.0, True, True, False), ("unet", tiny, 2.0, True, False, False),
-             ("unet", tiny, 25.0, True, True, False), ("unet", tiny, 25.0, True, True, True)]
+             ("unet", tiny, 25.0, True, True, False), ("unet", tiny, 2.0, True, True, True),
+             ("unet", tiny, 25.0, True, True, True)]
+    if args.lean:  # without the rows that compare with earlier forms (waiting after backward, batch 1024)
+        plan = [row for row in plan if row[4] and row[1] != 1024]
     baselines: dict = {}
     for model_name, batch, bucket, overlap, defer, compiled in [row for row in plan if parts & {"steps", row[0]}]:
         flags = ["--compiled"] if compiled else []

@@ -79,8 +79,10 @@ def test_collectives_on_tensors(tmp_path, shared):
 
 
 def test_all_reduce_on_three_ranks(tmp_path):
-    """Three ranks of one host: the shared-memory reduction sums every slot in rank order."""
-    job = mpi.run_worker("three_ranks.py", str(tmp_path / "out"), n=3, timeout=120)
+    """Three ranks of one host: the shared-memory reduction sums every slot in rank order,
+    large tensors in pieces on three copy threads per rank (the same bits as one piece)."""
+    job = mpi.run_worker("three_ranks.py", str(tmp_path / "out"), n=3, timeout=120,
+                         env={"ANYGPU_DIST_COPY_THREADS": "3"})
     assert job.returncode == 0, job.stderr
     ranks = mpi.results(tmp_path / "out", n=3)
     inputs = [data(r, 5, (7, 3)) for r in range(3)]
@@ -90,6 +92,11 @@ def test_all_reduce_on_three_ranks(tmp_path):
         np.testing.assert_array_equal(got["max"], np.maximum(np.maximum(inputs[0], inputs[1]), inputs[2]))
         np.testing.assert_array_equal(got["min_int"], [-3, -2, -3])
         np.testing.assert_array_equal(got["sum"], ranks[0]["sum"])  # the same bits on every rank
+    big = [data(r, 9, (300007,)) for r in range(3)]
+    big[1][1000], big[2][2000] = np.nan, -np.inf
+    for rank in range(3):
+        got = np.load(tmp_path / f"out.{rank}.big.npy")
+        np.testing.assert_array_equal(got, (big[0] + big[1]) + big[2])
 
 
 def test_without_a_process_group():

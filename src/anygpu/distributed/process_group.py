@@ -15,7 +15,7 @@ import sys
 import threading
 import warnings
 import queue
-from concurrent.futures import Future, TimeoutError as FutureTimeout
+from concurrent.futures import Future, ThreadPoolExecutor, TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,6 +71,8 @@ class _Group:
     node: object = None  # communicator of this host's ranks (MPI shared memory works within it)
     windows: dict | None = None  # capacity in bytes -> _SharedSlots (allreduce_mapped)
     switch_interval: float | None = None  # the interpreter's, before init_process_group lowered it
+    copiers: "ThreadPoolExecutor | None" = None  # _SharedSlots' helper threads (copy_threads > 1)
+    copy_threads: int = 1
 
 
 _group: _Group | None = None
@@ -208,6 +210,9 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
     group = _Group(MPI, comm, my_rank, size, local_rank, local_size, seconds, node=local, windows={})
     if MPI.Query_thread() >= MPI.THREAD_SERIALIZED:
         group.executor = _Worker()
+        group.copy_threads = _copy_threads(local_size)
+        if group.copy_threads > 1 and size > 1:
+            group.copiers = ThreadPoolExecutor(group.copy_threads - 1, thread_name_prefix="anygpu-dist-copy")
         if size > 1:
             interval = float(os.environ.get("ANYGPU_DIST_SWITCH_INTERVAL") or SWITCH_INTERVAL)
             if interval > 0:
@@ -315,6 +320,8 @@ def destroy_process_group(group=None) -> None:
     finally:
         if group_state.executor is not None:
             group_state.executor.shutdown()
+        if group_state.copiers is not None:
+            group_state.copiers.shutdown(wait=False)
     if group_state.switch_interval is not None:
         sys.setswitchinterval(group_state.switch_interval)
     try:
@@ -560,22 +567,60 @@ class _SharedSlots:
         start = self.parity * self.capacity
         self.parity ^= 1
         slots = [view[start:start + nbytes].view(download.dtype) for view in self.views]
-        np.copyto(slots[group.node.Get_rank()], download[:n])
+        mine = slots[group.node.Get_rank()]
+        _in_pieces(group, n, lambda lo, hi: np.copyto(mine[lo:hi], download[lo:hi]))
         self.window.Sync()
         group.node.Barrier()
         self.window.Sync()
-        if len(slots) == 2:
-            ufunc(slots[0], slots[1], out=upload[:n])
-            return
-        total = scratch[:n]
-        ufunc(slots[0], slots[1], out=total)
-        for slot in slots[2:]:
-            ufunc(total, slot, out=total)
-        np.copyto(upload[:n], total)
+
+        def reduce(lo: int, hi: int) -> None:
+            out = upload[lo:hi] if len(slots) == 2 else scratch[lo:hi]
+            ufunc(slots[0][lo:hi], slots[1][lo:hi], out=out)
+            for slot in slots[2:]:
+                ufunc(out, slot[lo:hi], out=out)
+            if out is not upload:
+                np.copyto(upload[lo:hi], out)
+
+        _in_pieces(group, n, reduce)
 
     def free(self) -> None:
         self.window.Unlock_all()
         self.window.Free()
+
+
+# Copies and sums of at least this many bytes per thread are split across the group's copy
+# threads (init_process_group: ANYGPU_DIST_COPY_THREADS, default the host's cores per rank, at
+# most 8): one thread moves about 10 GB/s between host buffers, far below a server's memory
+# bandwidth, and numpy releases the GIL while it copies or adds.
+PIECE_BYTES = 256 << 10
+
+
+def _copy_threads(local_size: int) -> int:
+    text = os.environ.get("ANYGPU_DIST_COPY_THREADS")
+    if text:
+        try:
+            return max(1, int(text))
+        except ValueError:
+            raise ValueError(f"ANYGPU_DIST_COPY_THREADS must be a whole number, got {text!r}") from None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(8, cores // max(local_size, 1)))
+
+
+def _in_pieces(group: "_Group", n: int, fn) -> None:
+    """fn(lo, hi) over [0, n) in contiguous pieces, on the group's copy threads and this one
+    (one piece here when the work is small or the group has no copy threads)."""
+    pieces = min(group.copy_threads, n * 4 // PIECE_BYTES)
+    if pieces <= 1 or group.copiers is None:
+        fn(0, n)
+        return
+    step = (-(-n // pieces) + 1023) // 1024 * 1024  # whole KiB-multiples of elements
+    bounds = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
+    futures = [group.copiers.submit(fn, lo, hi) for lo, hi in bounds[1:]]
+    try:
+        fn(*bounds[0])
+    finally:
+        for future in futures:
+            future.result()
 
 
 def _ufunc(group: "_Group", mpi_op):

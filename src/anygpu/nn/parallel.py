@@ -100,7 +100,6 @@ class _Exchange:
         return self.stage.times
 
     def start(self) -> None:
-        self.stage.mark()
         if self.group.executor is not None:
             self.future = self.group.executor.submit(self._run)
         else:  # MPI without thread support: a plain blocking exchange

@@ -321,7 +321,8 @@ class Replay:
                     pass
         dev._queue.write_buffer(self._param_buffer, 0, self._params)
 
-    def _submit(self, commands) -> None:
+    def _encoded(self, commands):
+        """`commands` encoded into one finished command buffer (submitted later, in order)."""
         dev = self.dev
         encoder = dev._device.create_command_encoder()
         if self._offset_ptrs is not None:
@@ -329,7 +330,7 @@ class Replay:
                 dev._encode(encoder, commands, self._offset_ptrs)
         else:
             dev._encode(encoder, commands, None)
-        dev._queue.submit([encoder.finish()])
+        return encoder.finish()
 
     def run(self, before=(), after=()) -> None:
         """Encode before + the recorded commands + after into one command buffer and submit.
@@ -342,20 +343,24 @@ class Replay:
             commands = [*before, *commands, *after]
         shift = len(before)
         self.host_points = [index + shift for index in self._host_points]
+        submit = dev._queue.submit
         try:
-            start = 0
-            if self.host_points:  # submit up to each host call / gate, then run it
-                for index in self.host_points:
-                    if index > start:
-                        self._submit(commands[start:index])
-                    cmd = commands[index]
-                    if cmd[0] == "call":
-                        cmd[1]()
-                    else:
-                        cmd[2]()
-                    start = index + 1
+            start, ahead = 0, None  # ahead: the next segment, encoded while a gate waited
+            ends = [*self.host_points, len(commands)]
+            for point, index in enumerate(self.host_points):  # submit up to each host call / gate, then run it
+                if index > start:
+                    submit([ahead if ahead is not None else self._encoded(commands[start:index])])
+                ahead = None
+                cmd = commands[index]
+                start = index + 1
+                if cmd[0] == "call":
+                    cmd[1]()
+                    continue
+                if ends[point + 1] > start and not cmd[1]():  # encode what the gate holds while it waits
+                    ahead = self._encoded(commands[start:ends[point + 1]])
+                cmd[2]()
             if start < len(commands):
-                self._submit(commands[start:])
+                submit([ahead if ahead is not None else self._encoded(commands[start:])])
         except wgpu.GPUError as exc:
             raise GpuError(f"GPU error on {dev.adapter_name}: {exc}") from exc
         finally:

@@ -17,14 +17,16 @@ mapped memory: MPICH's single-copy path cannot read driver-mapped pages, see `ho
 Threads: `record_download`, `submit` and `record_upload` record GPU work and belong to the
 thread that records everything else (the Device is not thread-safe). `exchange` may run on
 another thread (anygpu.distributed's MPI worker): wgpu-native's map, poll and unmap are
-thread-safe, and it waits only for the submission that `submit` named, so the recording
-thread can keep submitting meanwhile (DistributedDataParallel reduces one bucket while
-backward is still being recorded). Between `submit` and the end of `exchange` the stage's
+thread-safe; a map request completes once the submissions that use the buffer are done, and
+`exchange` polls without blocking (see `_wait_mapped`), so the recording thread keeps
+submitting meanwhile (DistributedDataParallel reduces one bucket while backward is still
+being recorded and run). Between `submit` and the end of `exchange` the stage's
 buffers must not be used by recorded work; `record_upload` comes after `exchange`.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import weakref
@@ -42,11 +44,32 @@ T = TypeVar("T")
 
 AVAILABLE = native.AVAILABLE and all(
     hasattr(native.lib, name) for name in ("wgpuBufferMapAsync", "wgpuBufferGetMappedRange", "wgpuBufferUnmap",
-                                           "wgpuDevicePoll", "wgpuQueueSubmitForIndex"))
+                                           "wgpuDevicePoll"))
 _CALLBACK = "void(WGPUMapAsyncStatus, WGPUStringView, void *, void *)"
 MAP_TIMEOUT = 600.0  # seconds a map may wait for the GPU before it counts as a lost device
 # Stages kept per device by stage_for (one per size class), at most this many bytes in all.
 CACHE_BYTES = 256 << 20
+# Seconds between the polls of a map wait (HostStage._wait_mapped): the first pause, growing by
+# a quarter per poll up to the last (a software adapter's GPU is the CPU: poll it less often).
+POLL_SLEEP = 10e-6
+POLL_SLEEP_MAX = 200e-6
+_slack = threading.local()
+
+
+def _fine_timer_slack() -> None:
+    """Let this thread's short sleeps be short: Linux rounds a sleep up by the thread's timer
+    slack (50 us by default), which would dominate a 10 us poll interval. Once per thread;
+    elsewhere (or without prctl) sleeps are just coarser."""
+    if getattr(_slack, "done", False):
+        return
+    _slack.done = True
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(29, 1000, 0, 0, 0)  # PR_SET_TIMERSLACK: 1 us
+        except (OSError, AttributeError):
+            pass
 
 
 class _Mapping:
@@ -100,7 +123,6 @@ class HostStage:
         self._upload = _Mapping(dev._device.create_buffer(
             size=self.nbytes, usage=usage.MAP_WRITE | usage.COPY_SRC), native.lib.WGPUMapMode_Write)
         dev.stage_buffers.update((self._download.buffer, self._upload.buffer))
-        self._index = native.ffi.new("uint64_t *", 0)  # the submission that holds the downloads
         self._lock = threading.Lock()  # one exchange at a time
         self.times = {"map": 0.0, "work": 0.0}
         self._host: dict = {}
@@ -133,14 +155,9 @@ class HostStage:
         self.dev._pending.append(("clear", self._download.buffer, self.nbytes))
 
     def submit(self) -> None:
-        """Submit everything recorded so far; `exchange` then waits for exactly this much."""
+        """Submit everything recorded so far: `exchange` maps after the recorded downloads
+        (a map request waits for the submissions that use the buffer)."""
         self.dev.flush()
-        self.mark()
-
-    def mark(self) -> None:
-        """Name the queue's latest submission as the one `exchange` waits for (after a
-        flush, or after a captured step's replay submitted the commands before this point)."""
-        self._index[0] = native.lib.wgpuQueueSubmitForIndex(self.dev._queue._internal, 0, native.ffi.NULL)
 
     def record_upload(self, buf, offset: int = 0, n: int | None = None, dst_offset: int = 0) -> None:
         """Record a GPU copy from the upload buffer at byte `offset` into n elements of Buffer
@@ -174,18 +191,7 @@ class HostStage:
             started = time.perf_counter()
             self._download.request(self.nbytes)
             self._upload.request(self.nbytes)
-            device = self.dev._device._internal
-            deadline = started + MAP_TIMEOUT
-            spins = 0
-            while self._download.status is None or self._upload.status is None:
-                lib.wgpuDevicePoll(device, True, self._index)  # returns once that submission is done
-                if self._download.status is None or self._upload.status is None:
-                    spins += 1  # the callback fired, or is firing, on another polling thread
-                    if spins > 100:
-                        time.sleep(1e-5)
-                    if time.perf_counter() > deadline:
-                        raise GpuError(f"host staging: the GPU did not finish within {MAP_TIMEOUT:g} s "
-                                       f"on {self.dev.adapter_name}")
+            self._wait_mapped(started + MAP_TIMEOUT)
             mapped = time.perf_counter()
             try:
                 for mapping in (self._download, self._upload):
@@ -200,6 +206,30 @@ class HostStage:
                     mapping.status = None
             self.times = {"map": mapped - started, "work": time.perf_counter() - mapped}
             return result
+
+    def _wait_mapped(self, deadline: float) -> None:
+        """Poll until both map requests have completed (the submitted downloads are done).
+
+        Non-blocking polls with short sleeps, never ``wgpuDevicePoll(wait=true)``: in
+        wgpu-native 29 a waiting poll holds the device's fence lock for the whole wait, and
+        ``queue.submit`` needs that lock, so a worker thread waiting for a bucket's download
+        would stop the recording thread from submitting the rest of backward until the GPU
+        had run dry (gfx-rs/wgpu#9470, fixed after wgpu 29). The sleep grows from POLL_SLEEP
+        to POLL_SLEEP_MAX the longer the GPU takes, so short waits end within microseconds
+        and long ones cost little CPU."""
+        lib = native.lib
+        device = self.dev._device._internal
+        _fine_timer_slack()
+        pause = POLL_SLEEP
+        while self._download.status is None or self._upload.status is None:
+            lib.wgpuDevicePoll(device, False, native.ffi.NULL)
+            if self._download.status is not None and self._upload.status is not None:
+                return
+            if time.perf_counter() > deadline:
+                raise GpuError(f"host staging: the GPU did not finish within {MAP_TIMEOUT:g} s "
+                               f"on {self.dev.adapter_name}")
+            time.sleep(pause)
+            pause = min(pause * 1.25, POLL_SLEEP_MAX)
 
     def close(self) -> None:
         """Destroy both buffers (the stage must not be in use)."""

@@ -1,7 +1,8 @@
 """mpiexec -n 3 worker: all_reduce on three ranks (NaN and inf among the inputs).
 
 argv: OUT. Writes OUT.<rank>.json with the SUM and MAX of rank-dependent float tensors and
-the MIN of int32 ones.
+the MIN of int32 ones, and OUT.<rank>.big.npy with the SUM of 300007 floats (large enough
+to be split across the copy threads when ANYGPU_DIST_COPY_THREADS > 1).
 """
 
 import json
@@ -33,6 +34,11 @@ for name, op in (("sum", dist.ReduceOp.SUM), ("max", dist.ReduceOp.MAX)):
 ints = ag.tensor(np.array([-3 + rank, -2, -1 - rank], np.int32))
 dist.all_reduce(ints, op=dist.ReduceOp.MIN)
 out["min_int"] = ints.numpy().tolist()
+big = data(rank, 9, (300007,))
+big[rank * 1000] = np.nan if rank == 1 else -np.inf if rank == 2 else big[rank * 1000]
+t = ag.tensor(big)
+dist.all_reduce(t)
+np.save(f"{sys.argv[1]}.{rank}.big.npy", t.numpy())
 with open(f"{sys.argv[1]}.{rank}.json", "w") as handle:
     json.dump(out, handle)
 dist.destroy_process_group()
