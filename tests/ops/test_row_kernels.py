@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from anygpu.ops import norm_tune, tuner
-from anygpu.ops.row_gen import PARAM_FORMAT, RowConfig, configs_for, generate, lean_configs
+from anygpu.ops.row_gen import PARAM_FORMAT, RowConfig, configs_for, generate, lean_configs, word_configs
 from anygpu.runtime import shaders
 
 # Rows of 300 (vec4 units) and 301 (scalars): 32 threads x 3 units, 64 x 2 / 32 x 10, 64 x 5.
@@ -385,3 +385,169 @@ def test_lean_forms_pass_the_tuner(dev, problem, tmp_path, monkeypatch):
     result = tuner.tune(dev, op, problem, candidates=[found[0]] + lean, rounds=1, budget_s=0.01)
     # Every form passed the checks: timed, or (on a loaded machine) dropped as slow -- never as wrong.
     assert all(isinstance(v, float) or v.startswith("slow:") for v in result.timings.values()), result.timings
+
+
+# f16 layer norm's word forms (row_gen.word_configs): rows read and written as u32 words, "w4"
+# (4 halves a unit, the vec4 configs' partition) and "w8" (8 halves, 16-byte loads), each also
+# held as bits ("h"). Forced on the shapes the tuner offers for rows of 1000 (both reductions),
+# and on small shapes with masked units: rows of 72 (9 units of 8 over 32 threads), 300 and
+# 1004 (not multiples of 8: only w4), 8 (one unit).
+WORD_CASES = ([(c, 1000) for sub in (True, False) for c in word_configs(1000, 256, sub, "f16")]
+              + [(RowConfig(32, 3, True, True, "w8"), 72), (RowConfig(64, 1, True, False, "w8h"), 8),
+                 (RowConfig(64, 2, True, False, "w4"), 300), (RowConfig(32, 3, True, True, "w4h"), 300),
+                 (RowConfig(64, 4, True, True, "w4"), 1004), (RowConfig(32, 8, True, False, "w4h"), 1004)])
+
+
+def _word_id(case):
+    return f"{case[0].name}-{case[1]}" if isinstance(case, tuple) else str(case)
+
+
+def _word_rows(rng, cols):
+    """_lean_rows in f16, with row 11 at a large mean (2000, spread 16) and row 12 holding
+    values of both signs up to f16's largest binade."""
+    x = _lean_rows(rng, cols, "f16").astype(np.float32)
+    x[11] = rng.standard_normal(cols) * 16 + 2000
+    x[12] = np.clip(rng.standard_normal(cols) * 2e4, -6e4, 6e4)
+    return x.astype(np.float16)
+
+
+def _f16_close(got, want, atol):
+    """Within one f16 ulp (of the larger) plus atol, or both NaN: an f32 computation rounded
+    to f16 may round the other way from another f32 computation's, and near zero (y = beta
+    minus about as much) the two f32 results differ by more than an ulp of the result."""
+    got, want = got.astype(np.float16), want.astype(np.float16)
+    with np.errstate(invalid="ignore"):
+        ulp = np.spacing(np.maximum(np.abs(got), np.abs(want))).astype(np.float64)
+        diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+        return bool(np.all((got == want) | (np.isnan(got) & np.isnan(want)) | (diff <= ulp + atol)))
+
+
+def _row_scale(x):
+    """Each row's largest finite magnitude (a column vector): what its mean's error is relative to."""
+    x = np.abs(x.astype(np.float64))
+    return np.where(np.isfinite(x), x, 0).max(axis=1)
+
+
+def test_word_configs_are_offered_and_parse_back(dev):
+    assert [c.name for c in word_configs(1000, 256, True, "f16")] == [
+        "r32x4vgw8", "r32x4vgw8h", "r64x2vgw8", "r64x2vgw8h", "r32x8vgw4", "r32x8vgw4h", "r64x4vgw4", "r64x4vgw4h"]
+    assert [c.name for c in word_configs(1004, 256, False, "f16")] == ["r32x8vtw4", "r32x8vtw4h", "r64x4vtw4",
+                                                                      "r64x4vtw4h"]
+    assert word_configs(1001, 256, True, "f16") == [] and word_configs(4096, 1024, True, "f32") == []
+    found = {getattr(c, "name", c) for c in norm_tune.TUNABLES["f16"].candidates(dev, ("f16", 64, 4096))}
+    assert {"r128x4vgw8", "r128x4vgw8h", "r256x2vgw8", "r128x8vgw4", "r256x4vgw4h"} <= found
+    assert not any("w" in getattr(c, "form", "") for c in norm_tune.TUNABLES["f32"].candidates(dev, ("f32", 64, 4096)))
+    for config, cols in WORD_CASES:
+        assert RowConfig.parse(config.name) == config and config.serves(cols)
+    assert RowConfig(64, 2, True, True, "w8").capacity() == 1024
+    assert not RowConfig(64, 2, True, True, "w8").serves(1004)  # 8 halves a unit
+    with pytest.raises(ValueError, match="form 'w8'.*needs vec4"):
+        RowConfig(32, 10, False, True, "w8")
+    with pytest.raises(ValueError, match="layer_norm: register config r32x3vgw8 holds f16 rows; x is f32"):
+        dev.layer_norm(dev.upload(np.zeros(48, np.float32)), None, None, 2, 24, config=RowConfig(32, 3, True, True, "w8"))
+    with pytest.raises(ValueError, match="r32x3vgw8 cannot hold rows of 300 elements"):
+        dev.layer_norm(dev.upload(np.zeros(600, np.float16), "f16"), None, None, 2, 300,
+                       config=RowConfig(32, 3, True, True, "w8"))
+
+
+@pytest.mark.parametrize("case", WORD_CASES, ids=_word_id)
+def test_word_layer_norm_matches_torch(dev, rng, read, case):
+    """float16 in; against torch's float32 layer norm of the same halves rounded to f16 (within
+    an f16 ulp), and float64 statistics; NaN / inf / constant / fallback rows as the lean forms."""
+    config, cols = case
+    x = _word_rows(rng, cols)
+    gamma = rng.standard_normal(cols).astype(np.float16)
+    beta = rng.standard_normal(cols).astype(np.float16)
+    for affine in ((True, True), (False, True), (False, False)):
+        g, b = (dev.upload(v, "f16") if on else None for v, on in zip((gamma, beta), affine))
+        y, stats = dev.layer_norm(dev.upload(x, "f16"), g, b, 13, cols, 1e-5, config=config)
+        t = torch.tensor(x, dtype=torch.float32)
+        want = F.layer_norm(t, (cols,), torch.tensor(gamma, dtype=torch.float32) if affine[0] else None,
+                            torch.tensor(beta, dtype=torch.float32) if affine[1] else None, 1e-5)
+        got = read(y, x.shape)
+        assert got.dtype == np.float16
+        finite = [0, 1, 3, 4, 6, 8, 9, 10, 11, 12]
+        # torch's f32 loses up to ~1e-5 in row 1 (mean 100: it does not shift): atol 5e-5
+        assert _f16_close(got[finite], want.to(torch.float16).numpy()[finite], 5e-5), (config.name, affine)
+        assert np.all(np.isnan(got[[2, 5, 7]]))
+        assert np.all(got[3] == (beta if affine[1] else 0))
+        with np.errstate(invalid="ignore"):
+            t64 = torch.tensor(x, dtype=torch.float64)
+            mean, var = t64.mean(dim=1).numpy(), t64.var(dim=1, unbiased=False).numpy()
+        got_stats = read(stats, (13, 2))
+        assert np.all(np.abs(got_stats[finite, 0] - mean[finite]) <= 1e-6 * _row_scale(x)[finite])
+        np.testing.assert_allclose(got_stats[finite, 1], 1 / np.sqrt(var[finite] + 1e-5), rtol=1e-4)
+
+
+@pytest.mark.parametrize("case", WORD_CASES, ids=_word_id)
+def test_word_layer_norm_agrees_with_the_vec4_forms(dev, rng, read, case):
+    """The same numbers as form "d" (w4, w8) or "h" (w4h, w8h) of the vec4 config with as many
+    threads holding the same row: a w4 form partitions the row as it does (to an ulp), a w8 form
+    sums in another order (within an f16 ulp); for both reductions, with and without gamma /
+    beta, at eps 0 and row counts of 1, 2 and 7."""
+    config, cols = case
+    twin = RowConfig(config.wg, config.units * config.words // 2, True, config.subgroup, "h" if config.held else "d")
+    assert twin.serves(cols)
+    x = _word_rows(rng, cols)
+    gamma, beta = (dev.upload(rng.standard_normal(cols).astype(np.float16), "f16") for _ in range(2))
+    for rows, affine, eps, one_pass in ((13, (True, True), 1e-5, True), (13, (True, True), 1e-5, False),
+                                        (13, (False, False), 0.0, True), (7, (True, False), 1e-5, True),
+                                        (2, (False, True), 1e-5, True), (1, (True, True), 0.0, False)):
+        g, b = (buf if on else None for buf, on in zip((gamma, beta), affine))
+        xb = dev.upload(x[:rows], "f16")
+        y, stats = dev.layer_norm(xb, g, b, rows, cols, eps, config=config, one_pass=one_pass)
+        y1, stats1 = dev.layer_norm(xb, g, b, rows, cols, eps, config=twin, one_pass=one_pass)
+        if config.words == 2:
+            assert _within_an_ulp(read(y), read(y1)), (rows, affine, eps, one_pass)
+        else:
+            assert _f16_close(read(y), read(y1), 4e-6), (rows, affine, eps, one_pass)
+        got, want = read(stats, (rows, 2)), read(stats1, (rows, 2))
+        plain = [r for r in range(rows) if r not in (2, 5, 7)]  # NaN / inf rows: rstd unspecified
+        if config.words == 2:
+            assert _within_an_ulp(got[:, 0], want[:, 0]) and _within_an_ulp(got[plain, 1], want[plain, 1])
+        else:  # sums in another order: the mean within 1e-6 of the row's scale; rstd as the
+            # one-pass variance allows (up to 8 bits lost to cancellation: 2^-16 relative)
+            assert np.all(np.abs(got[plain, 0] - want[plain, 0]) <= 1e-6 * _row_scale(x[:rows])[plain])
+            np.testing.assert_allclose(got[plain, 1], want[plain, 1], rtol=3e-5)
+            assert np.array_equal(np.isnan(got[:, 0]), np.isnan(want[:, 0]))
+
+
+@pytest.mark.parametrize("case", WORD_CASES, ids=_word_id)
+def test_word_kernels_write_nothing_past_their_rows(dev, rng, case):
+    """Trusted modules: on the first 3 rows of 5-row buffers the word forms leave rows 3-4 of y
+    and of the stats untouched (1e4: no output comes near it)."""
+    config, cols = case
+    source = generate("layer_norm", config, "f16")
+    assert shaders.trusted(source)
+    kernel = dev.kernel(f"layer_norm[{config.name}]", source, 3, 2, PARAM_FORMAT)
+    x_host = rng.standard_normal(5 * cols).astype(np.float16)
+    x_host[cols:2 * cols] = 0.5  # a constant row: the two-reduction path
+    outs = [dev.upload(np.full(5 * cols, 1e4, np.float16), "f16"), dev.upload(np.full(10, 1e4, np.float32))]
+    dev.launch(kernel, [dev.upload(x_host, "f16")] * 3, outs, (3, cols, 1e-5, 3), (3, 1, 1))
+    y = dev.read(outs[0])
+    assert np.all(y[3 * cols:] == 1e4) and np.all(y[:3 * cols] != 1e4), config.name
+    stats = dev.read(outs[1])
+    assert np.all(stats[6:] == 1e4) and np.all(stats[:6] != 1e4), config.name
+
+
+@pytest.mark.parametrize("problem", [("f16", 64, 1000), ("f16", 64, 1004)], ids=str)
+def test_word_forms_pass_the_tuner_and_are_chosen(dev, problem, tmp_path, monkeypatch):
+    """The tuner's float64 check and full-size comparison pass for every word form; a cached
+    choice naming one is trusted (float64 check) and then runs as the default layer norm."""
+    monkeypatch.setenv("ANYGPU_CACHE_DIR", str(tmp_path))
+    op = norm_tune.TUNABLES["f16"]
+    found = op.candidates(dev, problem)
+    words = [c for c in found if getattr(c, "words", 0)]
+    assert words and found[0] == "loop" and (problem[2] % 8 == 0) == any(c.words == 4 for c in words)
+    result = tuner.tune(dev, op, problem, candidates=[found[0]] + words, rounds=1, budget_s=0.01)
+    assert all(isinstance(v, float) or v.startswith("slow:") for v in result.timings.values()), result.timings
+    picked = words[-1 if problem[2] % 8 else 0]  # w4h, or w8 (r32x4vgw8)
+    tuner.store(dev, op, problem, tuner.TuneResult(picked, 1e-3))
+    tuner.forget_choices(dev)
+    assert norm_tune.choose(dev, problem) == picked
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(problem[1] * problem[2]).astype(np.float16)
+    y, _ = dev.layer_norm(dev.upload(x, "f16"), None, None, problem[1], problem[2])  # the cached word form
+    want = F.layer_norm(torch.tensor(x, dtype=torch.float32).reshape(problem[1], -1), (problem[2],), eps=1e-5)
+    assert _f16_close(dev.read(y).reshape(problem[1], -1), want.to(torch.float16).numpy(), 5e-5)
+    tuner.forget_choices(dev)

@@ -22,7 +22,8 @@ def layer_norm(dev, x, gamma, beta, rows: int, cols: int, eps: float = 1e-5, con
 
     x is f32 or f16 storage (computed in f32); gamma, beta: [cols] Buffers of x's dtype or
     None (no scale / no shift). Biased variance, as torch. config: a row_gen.RowConfig (its
-    lean forms too, row_gen.lean_configs: the same results), or "loop" for the looped kernel;
+    lean forms too, row_gen.lean_configs: the same results, and f16's word forms,
+    row_gen.word_configs), or "loop" for the looped kernel;
     default: the tuned choice (ops/norm_tune.py). one_pass=False makes a register config
     use its two-reduction form only (comparisons and tests)."""
     op = "layer_norm"
@@ -36,7 +37,7 @@ def layer_norm(dev, x, gamma, beta, rows: int, cols: int, eps: float = 1e-5, con
         config = norm_tune.choose(dev, (x.dtype, rows, cols))
     elif isinstance(config, RowConfig) and not config.serves(cols):
         raise ValueError(f"{op}: register config {config.name} cannot hold rows of {cols} elements")
-    flags = (gamma is not None) | ((beta is not None) << 1)  # bits 29-31 stay 0: form "h" relies on it
+    flags = (gamma is not None) | ((beta is not None) << 1)  # bits 29-31 stay 0: the held forms rely on it
     y, stats = dev.empty(rows * cols, x.dtype), dev.empty(2 * rows)
     if isinstance(config, RowConfig):
         name = f"layer_norm[{config.name}{'' if one_pass else ' two-pass'}]"

@@ -23,6 +23,15 @@ docs/BENCHMARKS.md): "d" finds the two-reduction fallback's largest deviation fr
 row's largest and smallest element instead of keeping every deviation beside x, and
 writes (mean, rstd) as one vec2 before the output; "h" (f16 vec4 rows) is "d" with x held
 as its stored f16 bits (two u32 per unit instead of four f32) and widened at each use.
+
+f16 layer norm also has word forms (`word_configs`): x, y, gamma and beta read and
+written as u32 words (unpack2x16float / pack2x16float; the f16 matmul's word loads beat
+vec4<f16> ones on an H200): "w4" units of 4 halves (vec2<u32>), "w8" units of 8 halves
+(vec4<u32>: 16-byte loads and stores, two vec4<f32> parts per unit); "d"'s arithmetic,
+x widened to f32 at the load, or with an "h" suffix ("w4h", "w8h") held as its bits and
+widened at each use as in form "h". A w4 form partitions the row as the vec4 configs do
+(the same results as "d"); a w8 form gives each thread other elements, so its sums
+round differently (results within an ulp of f16 of the other forms).
 """
 
 from __future__ import annotations
@@ -36,8 +45,10 @@ from ..runtime.dtypes import dtype_of
 
 KINDS = ("softmax", "softmax_backward", "layer_norm")
 PARAM_FORMAT = "IIfI"  # rows, cols, eps, flags (Params in kernels/row_registers.wgsl)
-_NAME = re.compile(r"^r(\d+)x(\d+)([vs])([gt])([a-z]*)$")
-FORMS = ("", "d", "h")  # layer norm's forms (module docstring); "" is the one every kind has
+_NAME = re.compile(r"^r(\d+)x(\d+)([vs])([gt])([a-z0-9]*)$")
+# layer norm's forms (module docstring); "" is the one every kind has
+FORMS = ("", "d", "h", "w4", "w4h", "w8", "w8h")
+F16_FORMS = ("h", "w4", "w4h", "w8", "w8h")  # forms that read f16 rows only
 _MAX_UNITS = 16  # registers per thread: 16 vec4 (64 floats) at most
 
 
@@ -52,8 +63,8 @@ class RowConfig:
     def __post_init__(self):
         if self.form not in FORMS:
             raise ValueError(f"row kernel config: form must be one of {FORMS}, got {self.form!r}")
-        if self.form == "h" and not self.vec:
-            raise ValueError("row kernel config: form 'h' (x held as f16 bits) needs vec4 units")
+        if self.form in F16_FORMS and not self.vec:
+            raise ValueError(f"row kernel config: form {self.form!r} (f16 bits) needs vec4 units")
 
     @property
     def name(self) -> str:
@@ -67,12 +78,26 @@ class RowConfig:
         wg, units, vec, sub, form = found.groups()
         return cls(int(wg), int(units), vec == "v", sub == "g", form)
 
+    @property
+    def words(self) -> int:
+        """u32 words per unit of the word forms ("w4": 2, "w8": 4); 0 for the others."""
+        return int(self.form[1]) // 2 if self.form.startswith("w") else 0
+
+    @property
+    def held(self) -> bool:
+        """x kept in registers as its f16 bits, widened at each use (forms "h", "w4h", "w8h")."""
+        return self.form.endswith("h")
+
+    def elements(self) -> int:
+        """Row elements per unit."""
+        return 2 * self.words if self.words else (4 if self.vec else 1)
+
     def capacity(self) -> int:
         """The longest row (elements) this config holds."""
-        return self.wg * self.units * (4 if self.vec else 1)
+        return self.wg * self.units * self.elements()
 
     def serves(self, cols: int) -> bool:
-        return cols <= self.capacity() and (cols % 4 == 0 or not self.vec)
+        return cols <= self.capacity() and cols % self.elements() == 0
 
 
 def configs_for(cols: int, max_threads: int, subgroups: bool) -> list[RowConfig]:
@@ -102,6 +127,28 @@ def lean_configs(cols: int, max_threads: int, subgroups: bool, dtype: str) -> li
             if c.units >= 4 and c.subgroup == subgroups for form in forms]
 
 
+def word_configs(cols: int, max_threads: int, subgroups: bool, dtype: str) -> list[RowConfig]:
+    """f16 layer norm's word forms worth timing for rows of `cols` (module docstring), with
+    the adapter's preferred reduction: "w8"/"w8h" (cols % 8 == 0) at each power-of-two
+    width from 32 with 2 to 16 units of 8 halves, and "w4"/"w4h" (cols % 4 == 0) at the
+    widths lean_configs offers (4 or more units of 4 halves)."""
+    if dtype != "f16":
+        return []
+    found = []
+    if cols % 8 == 0:
+        units_per_row = cols // 8
+        wg = 32
+        while wg <= max_threads:
+            units = -(-units_per_row // wg)
+            if 2 <= units <= _MAX_UNITS:
+                found += [RowConfig(wg, units, True, subgroups, form) for form in ("w8", "w8h")]
+            wg *= 2
+    if cols % 4 == 0:
+        found += [RowConfig(c.wg, c.units, True, subgroups, form) for c in configs_for(cols, max_threads, subgroups)
+                  if c.units >= 4 and c.subgroup == subgroups for form in ("w4", "w4h")]
+    return found
+
+
 # ---------------------------------------------------------------------------- generation
 
 
@@ -117,13 +164,20 @@ def _hsum(v: str, vec: bool) -> str:
     return f"(({v}.x + {v}.y) + ({v}.z + {v}.w))" if vec else v
 
 
-def _bindings(kind: str, unit_t: str, form: str = "") -> str:
+def _word_t(c: RowConfig) -> str:
+    """The WGSL type of a word form's unit (and of form "h"'s x): its halves as u32 words."""
+    return "vec4<u32>" if c.words == 4 else "vec2<u32>"
+
+
+def _bindings(kind: str, unit_t: str, c: RowConfig | None = None) -> str:
     names = {"softmax": (["x"], ["y"]), "softmax_backward": (["grad", "y"], ["dx"]),
              "layer_norm": (["x", "gamma", "beta"], ["y"])}[kind]
+    form = c.form if c is not None else ""
     lines = []
     for i, name in enumerate(names[0] + names[1]):
         access = "read" if i < len(names[0]) else "read_write"
-        held = "vec2<u32>" if form == "h" and name == "x" else unit_t  # form "h": x read as f16 bits
+        # form "h": x read as f16 bits; the word forms: every row array as u32 words
+        held = _word_t(c) if c is not None and (c.words or (form == "h" and name == "x")) else unit_t
         lines.append(f"@group(0) @binding({i + 1}) var<storage, {access}> {name}: array<{held}>;")
     if kind == "layer_norm":
         pair = "vec2<f32>" if form else "f32"  # the lean forms store (mean, rstd) at once
@@ -179,30 +233,66 @@ def _body(kind: str, c: RowConfig, comp: str, store: str, one_pass: bool) -> lis
     return _layer_norm_body(c, comp, store, one_pass)
 
 
+def _parts(c: RowConfig) -> list[tuple[int, int, str]]:
+    """(unit, part, tag) of every vec4 of f32 math a thread holds: one per unit (tag "3"
+    for unit 3), but two per unit of form "w8" (its 8 halves: tags "3a", "3b")."""
+    if c.words == 4:
+        return [(u, p, f"{u}{'ab'[p]}") for u in range(c.units) for p in range(2)]
+    return [(u, 0, f"{u}") for u in range(c.units)]
+
+
+def _unpack(bits: list[str]) -> str:
+    """vec4<f32> of the four halves in two u32 words."""
+    return f"vec4<f32>(unpack2x16float({bits[0]}), unpack2x16float({bits[1]}))"
+
+
 def _widen(c: RowConfig):
-    """x{u} as f32 math (`comp`) at one of its uses. In form "h" x{u} holds the unit's f16
-    bits (vec2<u32>), widened here (exactly, as the other forms' load does); a `guard` k
-    ORs hide{k} (always 0) into the bits first, so that a compiler cannot take this use's
-    f32 values for another use's and keep one f32 copy live across the barriers between
-    them: the copy the form is there to avoid. Uses where one dominates the other (the
-    one-pass sums, the fallback's sums, its squares, the output) get distinct guards."""
-    def widen(u: int, guard: int = 0) -> str:
-        if c.form != "h":
-            return f"x{u}"
-        bits = [f"x{u}.{lane}" if not guard else f"x{u}.{lane} | hide{guard}" for lane in "xy"]
-        return f"vec4<f32>(unpack2x16float({bits[0]}), unpack2x16float({bits[1]}))"
+    """Part `tag` of unit u (_parts) as f32 math (`comp`) at one of its uses. In the held
+    forms ("h", "w4h", "w8h") x{u} holds the unit's f16 bits (u32 words), widened here
+    (exactly, as the other forms' load does); a `guard` k ORs hide{k} (always 0) into the
+    bits first, so that a compiler cannot take this use's f32 values for another use's and
+    keep one f32 copy live across the barriers between them: the copy the form is there
+    to avoid. Uses where one dominates the other (the one-pass sums, the fallback's sums,
+    its squares, the output) get distinct guards. The other forms hold x{tag} in f32."""
+    def widen(u: int, guard: int = 0, part: int = 0, tag: str = "") -> str:
+        if not c.held:
+            return f"x{tag or u}"
+        lanes = "xy" if part == 0 else "zw"
+        return _unpack([f"x{u}.{lane}" if not guard else f"x{u}.{lane} | hide{guard}" for lane in lanes])
     return widen
+
+
+def _word_loads(c: RowConfig) -> list[str]:
+    """The word forms' loads of x: index, bound, and the unit's words (held forms) or its
+    f32 parts (widened here, 0 past the row)."""
+    if c.held:
+        return _loads(c, ["x"], "0u", _word_t(c))
+    lines = []
+    for u in range(c.units):
+        lines += [f"let i{u} = tid + {u * c.wg}u;", f"let ok{u} = i{u} < n;"]
+        tags = [tag for unit, _, tag in _parts(c) if unit == u]
+        lines += [f"var x{tag} = vec4<f32>(0.0);" for tag in tags]
+        lines.append(f"if (ok{u}) {{")
+        lines.append(f"    let raw{u} = x[base + i{u}];")
+        lines += [f"    x{tag} = {_unpack([f'raw{u}.{lane}' for lane in lanes])};"
+                  for tag, lanes in zip(tags, ("xy", "zw"))]
+        lines.append("}")
+    return lines
 
 
 def _layer_norm_body(c: RowConfig, comp: str, store: str, one_pass: bool) -> list[str]:
     U = range(c.units)
     X = _widen(c)
-    if c.form == "h":
+    parts = _parts(c)
+    if c.words:
+        lines = _word_loads(c)
+    elif c.form == "h":
         lines = _loads(c, ["x"], "0u", "vec2<u32>")
-        # flags holds 0..3 (layernorm.py): these are 0, but the compiler cannot know it
-        lines += [f"let hide{k} = P.flags >> {32 - k}u;" for k in (1, 2, 3)]
     else:
         lines = _loads(c, ["x"], "0.0", comp)
+    if c.held:
+        # flags holds 0..3 (layernorm.py): these are 0, but the compiler cannot know it
+        lines += [f"let hide{k} = P.flags >> {32 - k}u;" for k in (1, 2, 3)]
     lines.append("let count = f32(P.cols);")
     # y = ((x - pivot) - moved) * rstd: the one-pass form subtracts its shift first (exact
     # for x near it) and then the small mean - shift, so a row of mean 1e4 and spread 1
@@ -217,14 +307,15 @@ def _layer_norm_body(c: RowConfig, comp: str, store: str, one_pass: bool) -> lis
         # overflow or underflow, NaN/inf, a constant row, or more than 8 bits lost to
         # cancellation) takes the two-pass path below: the same value in every thread, so
         # the branch (and its barriers) is uniform per workgroup.
-        first = ("unpack2x16float(x[base].x).x" if c.form == "h" else "x[base].x") if c.vec else "x[base]"
+        f16_bits = c.form == "h" or c.words
+        first = ("unpack2x16float(x[base].x).x" if f16_bits else "x[base].x") if c.vec else "x[base]"
         lines.append(f"let shift = f32({first});")
         lines.append("var s = 0.0;")
         lines.append("var ss = 0.0;")
-        for u in U:
-            lines.append(f"let e{u} = select({comp}(0.0), {X(u)} - {comp}(shift), ok{u});")
-            lines.append(f"s += {_hsum(f'e{u}', c.vec)};")
-            lines.append(f"ss += {_hsum(f'(e{u} * e{u})', c.vec)};")
+        for u, p, tag in parts:
+            lines.append(f"let e{tag} = select({comp}(0.0), {X(u, 0, p, tag)} - {comp}(shift), ok{u});")
+            lines.append(f"s += {_hsum(f'e{tag}', c.vec)};")
+            lines.append(f"ss += {_hsum(f'(e{tag} * e{tag})', c.vec)};")
         lines.append("let sq = reduce_pair(me, vec2<f32>(s, ss));  // (sum, sum of squares) of x - shift")
         lines.append("let m0 = sq.x / count;")
         lines.append("var moved = m0 + fma(-m0, count, sq.x) / count;  // mean - shift")
@@ -243,6 +334,9 @@ def _layer_norm_body(c: RowConfig, comp: str, store: str, one_pass: bool) -> lis
     if c.form:  # one store, before the output: mean is not kept through it
         stats = ["if (tid == 0u) { stats[row] = vec2<f32>(mean, rstd); }"]
         lines += stats
+    if c.words:
+        lines += _word_stores(c, comp)
+        return lines
     for u in U:
         # gamma and beta are read here, not with x: loaded early they cost f16 rows 20% on an H200
         lines += [f"if (ok{u}) {{",
@@ -252,6 +346,28 @@ def _layer_norm_body(c: RowConfig, comp: str, store: str, one_pass: bool) -> lis
                   f"    y[base + i{u}] = {store}(o);",
                   "}"]
     return lines if c.form else lines + stats
+
+
+def _word_stores(c: RowConfig, comp: str) -> list[str]:
+    """The word forms' output: per unit the other forms' arithmetic on each part, gamma and
+    beta read as words, y written as words (pack2x16float: f32 to f16 as the other forms'
+    store converts)."""
+    X = _widen(c)
+    lines = []
+    for u in range(c.units):
+        parts = [(p, tag) for unit, p, tag in _parts(c) if unit == u]
+        lines.append(f"if (ok{u}) {{")
+        lines += [f"    var o{p} = (({X(u, 3, p, tag)} - {comp}(pivot)) - {comp}(moved)) * rstd;" for p, tag in parts]
+        for flag, name, op in ((1, "gamma", "*"), (2, "beta", "+")):
+            lines.append(f"    if ((P.flags & {flag}u) != 0u) {{")
+            lines.append(f"        let {name[0]} = {name}[i{u}];")
+            lines += [f"        o{p} = o{p} {op} {_unpack([f'{name[0]}.{lane}' for lane in ('xy', 'zw')[p]])};"
+                      for p, _ in parts]
+            lines.append("    }")
+        words = [f"pack2x16float(o{p}.{half})" for p, _ in parts for half in ("xy", "zw")]
+        lines.append(f"    y[base + i{u}] = {_word_t(c)}({', '.join(words)});")
+        lines.append("}")
+    return lines
 
 
 def _layer_norm_two_pass(c: RowConfig, comp: str, indent: str) -> list[str]:
@@ -264,18 +380,19 @@ def _layer_norm_two_pass(c: RowConfig, comp: str, indent: str) -> list[str]:
     monotonic), so the deviations are made once, for the squares, and never all kept."""
     U = range(c.units)
     X = _widen(c)
+    parts = _parts(c)
     lines = ["var acc = 0.0;"]
     if not c.form:
         lines += [f"acc += {_hsum(f'x{u}', c.vec)};" for u in U]
     else:
         lines += ["var hi = LOWEST;  // the largest and smallest x of this thread's units", "var lo = -LOWEST;"]
-        for u in U:
-            lines.append(f"let w{u} = {X(u, 1)};")
-            lines.append(f"acc += {_hsum(f'w{u}', c.vec)};")
-            lines.append(f"let top{u} = select({comp}(LOWEST), w{u}, ok{u});")
-            lines.append(f"let bottom{u} = select({comp}(-LOWEST), w{u}, ok{u});")
-            lines.append(f"hi = max(hi, {_hmax(f'top{u}', c.vec)});")
-            lines.append(f"lo = min(lo, {_hmin(f'bottom{u}', c.vec)});")
+        for u, p, tag in parts:
+            lines.append(f"let w{tag} = {X(u, 1, p, tag)};")
+            lines.append(f"acc += {_hsum(f'w{tag}', c.vec)};")
+            lines.append(f"let top{tag} = select({comp}(LOWEST), w{tag}, ok{u});")
+            lines.append(f"let bottom{tag} = select({comp}(-LOWEST), w{tag}, ok{u});")
+            lines.append(f"hi = max(hi, {_hmax(f'top{tag}', c.vec)});")
+            lines.append(f"lo = min(lo, {_hmin(f'bottom{tag}', c.vec)});")
     lines.append("let total = reduce_sum(me, acc);")
     # one correction step: a driver's division may be off by an ulp (NVIDIA's is), and a
     # constant row must give exact zeros
@@ -290,10 +407,10 @@ def _layer_norm_two_pass(c: RowConfig, comp: str, indent: str) -> list[str]:
         lines.append("let peak = max(0.0, max(hi - mean, mean - lo));  // largest |x - mean|; 0 without units")
     lines.append("let inv_peak = select(0.0, 1.0 / peak, peak > 0.0);")
     lines.append("var q = 0.0;")
-    for u in U:
-        deviation = f"d{u}" if not c.form else f"select({comp}(0.0), {X(u, 2)} - {comp}(mean), ok{u})"
-        lines.append(f"let z{u} = {deviation} * inv_peak;")
-        lines.append(f"q += {_hsum(f'(z{u} * z{u})', c.vec)};")
+    for u, p, tag in (parts if c.form else [(u, 0, f"{u}") for u in U]):
+        deviation = f"d{u}" if not c.form else f"select({comp}(0.0), {X(u, 2, p, tag)} - {comp}(mean), ok{u})"
+        lines.append(f"let z{tag} = {deviation} * inv_peak;")
+        lines.append(f"q += {_hsum(f'(z{tag} * z{tag})', c.vec)};")
     lines.append("let top = reduce_top(me, peak, q);  // (largest |x - mean|, sum of squares under it)")
     lines.append("let unit = select(1.0, top.x, top.x > 0.0);")
     lines.append(f"{'' if indent else 'let '}rstd = scaled_rstd(top.y / count, P.eps, unit);  // lib/norm_rstd.wgsl")
@@ -313,7 +430,7 @@ def generate(kind: str, config: RowConfig, dtype: str = "f32", one_pass: bool = 
         raise ValueError(f"row kernel kind must be one of {KINDS}, got {kind!r}")
     if config.form and kind != "layer_norm":
         raise ValueError(f"{kind}: register config {config.name} is a layer-norm form")
-    if config.form == "h" and dtype != "f16":
+    if config.form in F16_FORMS and dtype != "f16":
         raise ValueError(f"layer_norm: register config {config.name} holds f16 rows; x is {dtype}")
     storage = dtype_of(dtype, "kernel").storage
     unit_t = f"vec4<{storage}>" if config.vec else storage
@@ -323,8 +440,8 @@ def generate(kind: str, config: RowConfig, dtype: str = "f32", one_pass: bool = 
                 " @builtin(num_subgroups) groups: u32") if config.subgroup else ""
     return load_shader(
         "row_registers.wgsl", dtype=dtype, KIND=kind, WHAT=_WHAT[kind], WG=config.wg,
-        BINDINGS=_bindings(kind, unit_t, config.form), REDUCE=load_shader(reduce), RESCALE=_RESCALE[kind],
+        BINDINGS=_bindings(kind, unit_t, config), REDUCE=load_shader(reduce), RESCALE=_RESCALE[kind],
         SUBGROUP_ARGS=sub_args,
         ME="RowThread(tid, lane, group, groups)" if config.subgroup else "RowThread(tid, 0u, 0u, 1u)",
-        UNITS="P.cols / 4u" if config.vec else "P.cols",
+        UNITS=f"P.cols / {config.elements()}u" if config.vec else "P.cols",
         BODY="\n".join("    " + line for line in _body(kind, config, comp, unit_t, one_pass)))
