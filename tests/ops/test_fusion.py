@@ -106,21 +106,98 @@ def test_random_programs_match_numpy_and_the_unfused_run_bit_for_bit(dev, n, see
         np.testing.assert_allclose(got[i], want[i], rtol=2e-5, atol=2e-5, err_msg=f"value {i}")
 
 
-def test_f16_ops_run_op_by_op(dev):
+TORCH_UNARY = {
+    "scale": lambda t, a, b: t * a, "add_scalar": lambda t, a, b: t + a, "relu": lambda t, a, b: torch.relu(t),
+    "tanh": lambda t, a, b: torch.tanh(t), "sigmoid": lambda t, a, b: torch.sigmoid(t), "neg": lambda t, a, b: -t,
+    "square": lambda t, a, b: t * t, "clamp": lambda t, a, b: torch.clamp(t, a, b), "abs": lambda t, a, b: t.abs(),
+}
+TORCH_BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "maximum": torch.maximum,
+                "minimum": torch.minimum}
+
+
+def _torch_f16_steps(steps, values):
+    """Each op of the program in torch CPU, float16 values computed in float32 and rounded to
+    float16 (anygpu's f16 rule; torch's own float16 ops round a Python scalar to float16
+    first), on the values anygpu computed for its arguments (so rounding differences are not
+    amplified along the program)."""
+    values = [torch.from_numpy(v).float() for v in values]
+    want = []
+    for name, args, alpha, beta in steps:
+        if len(args) == 1:
+            want.append(TORCH_UNARY[name](values[args[0]], alpha, beta).half().numpy())
+        else:
+            want.append(TORCH_BINARY[name](values[args[0]], values[args[1]]).half().numpy())
+    return want
+
+
+F16_SPECIALS = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 65504.0, -65504.0, 6e-8, -3e-5, 1e-4, 300.0, -250.0],
+                        np.float16)
+
+
+def _assert_same_bits(got, want, msg: str = "") -> None:
+    """Equal bits, except that a NaN may carry either sign (IEEE leaves the sign of NaN * NaN
+    and the like to the hardware and the order a compiler gives the operands)."""
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan, err_msg=msg)
+    bits = got.view(np.uint16 if got.dtype == np.float16 else np.uint32)
+    np.testing.assert_array_equal(bits[~nan], want.view(bits.dtype)[~nan], err_msg=msg)
+
+
+@pytest.mark.parametrize("n", [1, 7, 12, 1001, 4100])  # scalar and vec4 kernels
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_f16_programs_fuse_and_match_op_by_op_bit_for_bit_and_torch(dev, n, seed):
+    """f16 ops fuse (each op's result rounded to f16 as its own kernel's store rounds it) and
+    give the op-by-op kernels' bits, NaN, inf, overflow past 65504 and subnormals included."""
     if not dev.supports("f16"):
         pytest.skip("no shader-f16 on this adapter")
-    rng = np.random.default_rng(7)
-    inputs = [rng.standard_normal(1001).astype(np.float16) for _ in range(2)]
-    steps = _program(rng, 2, 30, [op for op in BINARY_OPS if op[0] not in ("gt", "le")])  # f32 results
+    rng = np.random.default_rng(seed)
+    inputs = [(rng.standard_normal(n) * 4).astype(np.float16) for _ in range(3)]
+    inputs[2] = np.resize(F16_SPECIALS, n)
+    inputs[1][::5] = np.float16(40000.0)  # products and sums overflow f16 (not f32)
+    steps = _program(rng, 3, 40, [op for op in BINARY_OPS if op[0] not in ("gt", "le")])  # f16 results
     with _Fuse(dev, True):
+        first = dict(dev.stats)
         values = _run(dev, steps, inputs, "f16")
-        assert not dev._lazy and all(v._lazy is None for v in values)
-        got = [dev.read(b) for b in values]
+        assert all(v._lazy is not None for v in values[3:])  # deferred
+        order = rng.permutation(len(values))
+        got = {int(i): dev.read(values[i]) for i in order}
+        if n > 1:
+            assert dev.stats["fused_kernels"] > first["fused_kernels"]
+            assert dev.stats["dispatches"] - first["dispatches"] < len(steps)
     with _Fuse(dev, False):
         plain = [dev.read(b) for b in _run(dev, steps, inputs, "f16")]
-    for i, (g, p) in enumerate(zip(got, plain)):
-        assert g.dtype == np.float16
-        np.testing.assert_array_equal(g, p, err_msg=f"value {i}")
+    for i in range(len(plain)):
+        assert got[i].dtype == np.float16
+        _assert_same_bits(got[i], plain[i], f"value {i}")
+    # Each op against torch CPU float16 (the same rounding per op; tanh and sigmoid may differ
+    # in the last bit; f16 subnormals may be flushed by a GPU's f32 arithmetic: compared as 0).
+    for i, want in enumerate(_torch_f16_steps(steps, [got[k] for k in range(len(got))]), 3):
+        np.testing.assert_allclose(got[i].astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=6.2e-5,
+                                   err_msg=f"value {i}: {steps[i - 3]}")
+
+
+def test_f16_autograd_through_fused_chains_matches_torch(dev, rng):
+    if not dev.supports("f16"):
+        pytest.skip("no shader-f16 on this adapter")
+    data = rng.standard_normal((5, 13)).astype(np.float16)
+    other = rng.standard_normal((5, 13)).astype(np.float16)
+    x = ag.tensor(data, dtype=ag.float16, requires_grad=True)
+    y = ag.tensor(other, dtype=ag.float16, requires_grad=True)
+    first = dev.stats["fused_kernels"]
+    out = ((x * 1.5 + y).tanh() * (y - 0.25).sigmoid() + x * 0.1).relu()
+    (out * out).sum().backward()
+    assert dev.stats["fused_kernels"] > first
+    tx = torch.tensor(data, requires_grad=True)
+    ty = torch.tensor(other, requires_grad=True)
+    tout = ((tx * 1.5 + ty).tanh() * (ty - 0.25).sigmoid() + tx * 0.1).relu()
+    (tout * tout).sum().backward()
+    assert out.dtype == ag.float16 and x.grad.dtype == ag.float16
+    np.testing.assert_allclose(out.detach().numpy().astype(np.float32), tout.detach().numpy().astype(np.float32),
+                               rtol=4e-3, atol=2e-3)
+    np.testing.assert_allclose(x.grad.numpy().astype(np.float32), tx.grad.numpy().astype(np.float32),
+                               rtol=2e-2, atol=2e-2)
+    np.testing.assert_allclose(y.grad.numpy().astype(np.float32), ty.grad.numpy().astype(np.float32),
+                               rtol=2e-2, atol=2e-2)
 
 
 SPECIALS = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e38, -1e38, 1e-40, 3.0, -2.5, 88.0, -88.0],

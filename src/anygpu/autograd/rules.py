@@ -379,10 +379,12 @@ def matmul_backward(dev, grad_out, a, b, m: int, n: int, k: int, needs=BOTH):
 @rule("linear")
 def linear_backward(dev, grad_out, x, weight, rows: int, in_f: int, out_f: int, needs=ALL3):
     """y [rows, out_f] = x [rows, in_f] @ weight [out_f, in_f]^T + bias [out_f] ->
-    (dy W, dy^T x, sum over rows of dy)."""
-    grad_x = dev.matmul_strided(grad_out, weight, 1, rows, in_f, out_f, op="linear") if needs[0] else None
+    (dy W, dy^T x, sum over rows of dy). dy W comes last: its product is still pending when
+    the rule of the op before (an activation's backward) reads it, and takes that in its
+    store (ops/fusion.py)."""
     grad_w = dev.matmul_strided(grad_out, x, 1, out_f, in_f, rows, trans_a=True, op="linear") if needs[1] else None
     grad_b = dev.sum_rows(grad_out, rows, out_f) if len(needs) > 2 and needs[2] else None
+    grad_x = dev.matmul_strided(grad_out, weight, 1, rows, in_f, out_f, op="linear") if needs[0] else None
     return grad_x, grad_w, grad_b
 
 

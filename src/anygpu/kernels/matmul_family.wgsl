@@ -14,7 +14,8 @@
 //! include lib/matmul_params.wgsl
 @group(0) @binding(1) var<storage, read> A: array<{{A_ELEM}}>;
 @group(0) @binding(2) var<storage, read> B: array<{{B_ELEM}}>;
-@group(0) @binding(3) var<storage, read_write> C: array<{{C_ELEM}}>;
+@group(0) @binding({{C_BINDING}}) var<storage, read_write> C: array<{{C_ELEM}}>;
+{{EPILOGUE}}
 
 // Row pitches in vec4 (padded where a tile is written transposed, against bank conflicts).
 const AS_PITCH: u32 = {{AS_PITCH}}u;

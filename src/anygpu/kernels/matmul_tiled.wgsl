@@ -6,7 +6,8 @@
 //! include lib/matmul_params.wgsl
 @group(0) @binding(1) var<storage, read> A: array<{{T}}>;
 @group(0) @binding(2) var<storage, read> B: array<{{T}}>;
-@group(0) @binding(3) var<storage, read_write> C: array<{{T}}>;
+@group(0) @binding({{C_BINDING}}) var<storage, read_write> C: array<{{T}}>;
+{{EPILOGUE}}
 
 const TM: u32 = 64u;
 const TN: u32 = 64u;
@@ -69,8 +70,5 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
 fn store_row(base: u32, r: u32, c: u32, v: vec4<{{C}}>) {
     if (r >= P.m) { return; }
     let o = base + r * P.n;
-    if (c < P.n) { C[o + c] = {{T}}(v.x); }
-    if (c + 1u < P.n) { C[o + c + 1u] = {{T}}(v.y); }
-    if (c + 2u < P.n) { C[o + c + 2u] = {{T}}(v.z); }
-    if (c + 3u < P.n) { C[o + c + 3u] = {{T}}(v.w); }
+{{STORE_ROW}}
 }

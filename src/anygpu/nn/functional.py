@@ -129,7 +129,8 @@ def _batched(op: str, input: Tensor, spatial_dims: int) -> tuple[Tensor, bool]:
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """y = input @ weight.T + bias: input (*, in_features), weight (out_features, in_features),
-    bias (out_features) -> (*, out_features). One matmul reading weight transposed in place."""
+    bias (out_features) -> (*, out_features). One matmul reading weight transposed in place,
+    adding the bias as it stores."""
     op = "linear"
     _tensor(op, "input", input, min_ndim=1)
     _tensor(op, "weight", weight, ndims=(2,))
@@ -144,9 +145,10 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if rows == 0 or in_f == 0 or out_f == 0:  # empty product: zeros (+ bias) as torch, kept in the graph
         out = zeros(out_shape) if bias is None or rows == 0 or out_f == 0 else zeros(out_shape) + bias
         return linked_empty(out, input, weight, bias)
-    buf = dev.matmul_strided(input._buf, weight._buf, 1, rows, out_f, in_f, trans_b=True, op=op)
-    if bias is not None:
-        buf = dev.add_per_col(buf, bias._buf, rows, out_f)
+    # The bias is added in the product's store (and a following activation joins it there:
+    # ops/fusion.py); the product waits for it.
+    buf = dev.matmul_strided(input._buf, weight._buf, 1, rows, out_f, in_f, trans_b=True, op=op,
+                             bias=None if bias is None else bias._buf)
     out = Tensor(buf, out_shape)
     backward = rule("linear", dev, input._buf, weight._buf, rows, in_f, out_f, needs=_needs(input, weight, bias))
     return _record_with(op, out, (input, weight, bias), backward)

@@ -228,7 +228,7 @@ def grid(dev, threads: int):
 def unary(dev, name: str, x, alpha: float = 0.0, beta: float = 0.0, out=None):
     """out[i] = f(x[i]) for the unary op `name` of x's dtype (UNARY for f32/f16, INT_UNARY
     for i32, BOOL_UNARY for bool); `out` may be given to write in place of a new buffer.
-    f32 results without `out` are deferred and fused with the ops around them (fusion.py)."""
+    f32 and f16 results without `out` are deferred and fused with the ops around them (fusion.py)."""
     if not isinstance(x, Buffer):
         check_buffer(name, "x", x)
     dtype = x.dtype
@@ -258,7 +258,7 @@ def launch_unary(dev, name: str, expr: str, x, out, alpha, beta) -> None:
 
 def binary(dev, name: str, a, b, alpha: float = 0.0, out_dtype: str | None = None):
     """out[i] = f(a[i], b[i]) for equal-length a and b of one dtype (BINARY for f32/f16,
-    INT_BINARY for i32, BOOL_BINARY for bool, COMPARISONS for all). f32 results (comparisons
+    INT_BINARY for i32, BOOL_BINARY for bool, COMPARISONS for all). f32 and f16 results (comparisons
     give f32 0/1 by default) are deferred and fused with the ops around them (fusion.py)."""
     check_same_len(name, a, b)
     dtype = check_same_dtype(name, a, b)

@@ -1,7 +1,7 @@
 """Lazy fusion of elementwise chains: many small ops, few kernels.
 
-An elementwise op on f32 Buffers (`elementwise.unary` / `binary`, and the ops and Tensor
-methods built on them) does not launch. It returns a Buffer without memory whose `_lazy`
+An elementwise op on f32 or f16 Buffers (`elementwise.unary` / `binary`, and the ops and
+Tensor methods built on them) does not launch. It returns a Buffer without memory whose `_lazy`
 is a `Node` (the op's expression, its scalar parameters, its arguments: realized Buffers
 or other pending Nodes), and appends the Node to the device's `_lazy` list. The device
 realizes every pending Node before any other work can read or change memory
@@ -22,15 +22,29 @@ that op's own kernel (`elementwise.launch_unary` / `launch_binary`).
 The kernel text depends only on the run's structure (ops, wiring, which Nodes are written,
 dtype, vec4 or not): scalars travel as uniform parameters, so the same chain with other
 constants reuses one pipeline. Each op's formula is its entry in elementwise's UNARY /
-BINARY tables, emitted once per kernel as a WGSL function, and each op's result passes an
-opaque identity (xor with a uniform zero) before the next op reads it, so no compiler can
-contract or simplify across ops (an fma rounds once and may not overflow where the
-op-by-op kernels do). Results match op-by-op execution bit for bit, NaN and inf included
-(tests/ops/test_fusion.py, on lavapipe and the H200).
+BINARY tables, emitted once per kernel as a WGSL function, and each op's result goes
+through `rounded` before the next op reads it: an opaque identity (xor with a uniform zero),
+so no compiler can contract or simplify across ops (an fma rounds once and may not overflow
+where the op-by-op kernels do), then for f16 the conversion to f16 and back that the op's
+own kernel's store and the next kernel's load make. Results match op-by-op execution bit
+for bit, NaN and inf included (a NaN's sign aside where IEEE leaves it open, NaN * NaN;
+tests/ops/test_fusion.py, f32 on lavapipe and the H200). f16 was op by op until
+2026-11-30: its earlier fused form (before `rounded`) differed from op by op on the H200.
 
-`ANYGPU_FUSE=0` (or `dev.fuse = False`) launches every op at once. `dev.stats`:
-"dispatches" counts real dispatches, "fused_ops" the ops that ran inside fused kernels of
-two or more ops, "fused_kernels" those kernels.
+Products (matmul.matmul_strided, float dtypes) are deferred too (`defer_product`, which
+first realizes what is pending, so a product is always the first Node realize gets). When
+realized, the chain of elementwise Nodes that read it (each the previous one's value:
+unary ops, or binary ops whose other operand is a realized Buffer) is folded into the
+product's store as an epilogue (matmul_gen.Epilogue, generated WGSL keyed by the chain's
+structure, each value `rounded` as above), writing the chain's values that are held, read
+elsewhere or last. A linear layer's bias is part of the product (matmul_strided's `bias`).
+So `relu(x @ w.T + b)` is one kernel, and so is an activation's backward applied to the
+gradient product `dy @ w` (linear_backward computes that product last).
+
+`ANYGPU_FUSE=0` (or `dev.fuse = False`) launches every op and product at once (a bias
+still goes into its product's store). `dev.stats`: "dispatches" counts real dispatches,
+"fused_ops" the elementwise ops that ran inside fused kernels of two or more ops or in
+product epilogues, "fused_kernels" those kernels.
 """
 
 from __future__ import annotations
@@ -47,9 +61,7 @@ MAX_PARAMS = 60     # scalar parameters (the 256-byte uniform slot: n, zero, 2 p
 MAX_BINDINGS = 16   # input plus output buffers (and at most the adapter's limit)
 # Ops deferred before they are realized regardless (bounds host memory and realize's work).
 MAX_DEFERRED = 1024
-# f32 only: on the H200, f16 chains fused with f16 rounding after every op did not match
-# the op-by-op f16 kernels bit for bit (lavapipe did; cause not found), so f16 runs op by op.
-FUSABLE = frozenset(("f32",))
+FUSABLE = frozenset(("f32", "f16"))
 
 _ref = weakref.ref
 
@@ -61,10 +73,11 @@ class Node:
     `readers` counts the pending Nodes that read it. While realizing: `out` is the
     Buffer it is written to (if any), `seen` its readers in its own kernel so far."""
 
-    __slots__ = ("name", "expr", "args", "alpha", "beta", "ref", "n", "dtype", "readers", "seen", "out")
+    __slots__ = ("name", "expr", "args", "alpha", "beta", "ref", "n", "dtype", "readers", "seen", "out",
+                 "produce", "inputs")
 
     def __init__(self, name: str, expr: str, args: tuple, alpha: float, beta: float, ref, n: int,
-                 dtype: str):
+                 dtype: str, produce=None, inputs: int = 0):
         self.name = name
         self.expr = expr
         self.args = args
@@ -75,10 +88,13 @@ class Node:
         self.dtype = dtype
         self.readers = self.seen = 0
         self.out = None
+        # A deferred product (defer_product): the function recording it, its bound inputs.
+        self.produce = produce
+        self.inputs = inputs
 
 
 def defer_unary(dev, name: str, expr: str, x, alpha: float, beta: float):
-    """The Buffer of unary op `name` (`expr`) of x (an f32 Buffer; checked by the op),
+    """The Buffer of unary op `name` (`expr`) of x (an f32 or f16 Buffer; checked by the op),
     computed when it is needed."""
     arg = x._lazy
     if arg is None:
@@ -89,7 +105,7 @@ def defer_unary(dev, name: str, expr: str, x, alpha: float, beta: float):
 
 
 def defer_binary(dev, name: str, expr: str, a, b, alpha: float):
-    """The Buffer of binary op `name` (`expr`) of a and b (equal-length f32 Buffers;
+    """The Buffer of binary op `name` (`expr`) of a and b (equal-length f32 or f16 Buffers;
     checked by the op), computed when it is needed."""
     args = []
     for buf in (a, b):
@@ -100,6 +116,17 @@ def defer_binary(dev, name: str, expr: str, a, b, alpha: float):
             arg.readers += 1
             args.append(arg)
     return _defer(dev, Node(name, expr, tuple(args), alpha, 0.0, None, a.len, a.dtype))
+
+
+def defer_product(dev, n: int, dtype: str, produce, inputs: int):
+    """The Buffer of a product (n elements of dtype) that `produce` records when it is
+    realized, with the elementwise ops that read it by then folded into its store:
+    produce(out, steps=, written=, extras=, outputs=, values=) (matmul._launch; see
+    matmul_gen.Epilogue). `inputs`: the Buffers the product binds without an epilogue's
+    extra inputs (A, B and a bias). Pending work goes first: a product is always the first
+    Node of what realize gets."""
+    dev.realize_lazy()
+    return _defer(dev, Node("matmul", None, (), 0.0, 0.0, None, n, dtype, produce, inputs))
 
 
 def _defer(dev, node: Node):
@@ -144,6 +171,14 @@ class _Run:
 def realize(dev, nodes: list) -> None:
     """Record kernels computing every Node of `nodes` (creation order); the device has
     taken them off its list (Device.realize_lazy)."""
+    if nodes[0].produce is not None:  # a product, with the ops it can take as its epilogue
+        try:
+            nodes = _realize_product(dev, nodes)
+        except BaseException:
+            _abandon(dev, nodes)
+            raise
+        if not nodes:
+            return
     if len(nodes) == 1:  # one op between other work: its own kernel, at once
         node = nodes[0]
         out = node.ref()
@@ -219,6 +254,79 @@ def realize(dev, nodes: list) -> None:
         del held
 
 
+# Limits of a product's epilogue: ops, and scalars (the 256-byte uniform slot: 16 words of the
+# product, 4 of the zero word and padding, then these).
+MAX_EPILOGUE = 16
+MAX_EPILOGUE_PARAMS = 48
+
+
+def _realize_product(dev, nodes: list) -> list:
+    """Record the product nodes[0] with an epilogue: the chain of later Nodes that each read
+    the previous one's value (the product's first), unary ops or binary ops whose other
+    operand is a realized Buffer, within the limits. A value of the chain is written when
+    its Buffer is held, when a Node outside the chain reads it, or when it is the last.
+    Returns the other Nodes, for the ordinary pass."""
+    head = nodes[0]
+    limit = min(MAX_BINDINGS, int(dev.limits.get("max-storage-buffers-per-shader-stage", 8)))
+    chain, steps, extras, values, rest = [head], [], [], [], []
+    tail, writes = head, 0  # writes: the chain's values before the tail that must be written
+    for node in nodes[1:]:
+        args = node.args
+        if tail is None or not any(arg is tail for arg in args):
+            rest.append(node)
+            continue
+        other = None
+        if len(args) == 2:
+            other = args[1] if args[0] is tail else args[0]
+        uses = _uses(node.expr)
+        scalars = ([node.alpha] if uses & 1 else []) + ([node.beta] if uses & 2 and other is None else [])
+        buf = tail.ref()
+        tail_written = (buf is not None and buf._lazy is tail) or tail.readers > 1
+        if (len(steps) < MAX_EPILOGUE and type(other) is not Node
+                and len(values) + len(scalars) <= MAX_EPILOGUE_PARAMS
+                and head.inputs + len(extras) + (other is not None) + writes + tail_written + 1 <= limit):
+            steps.append((node.expr, len(args), other is None or args[0] is tail))
+            if other is not None:
+                extras.append(other)
+            values += scalars
+            writes += tail_written
+            chain.append(node)
+            tail = node
+        else:
+            tail = None  # the chain ends; later Nodes read its values as Buffers
+            rest.append(node)
+    written, outputs = [], []
+    for k, node in enumerate(chain):
+        buf = node.ref()
+        held = buf is not None and buf._lazy is node
+        if held or node.readers > 1 or k == len(chain) - 1:
+            if held:
+                buf._lazy = None
+                dev._attach(buf)
+            else:
+                buf = dev.empty(node.n, node.dtype)
+            node.out = buf
+            written.append(k)
+            outputs.append(buf)
+    head.produce(outputs[0], steps=tuple(steps), written=tuple(written), extras=tuple(extras),
+                 outputs=tuple(outputs[1:]), values=tuple(values))
+    if steps:
+        dev.stats["fused_ops"] += len(steps)
+        dev.stats["fused_kernels"] += 1
+    return rest
+
+
+def _abandon(dev, nodes: list) -> None:
+    """After a failed launch: held Buffers of `nodes` get memory (undefined contents, as a
+    failed batch's) and wait on nothing."""
+    for node in nodes:
+        buf = node.ref()
+        if buf is not None and buf._lazy is node:
+            buf._lazy = None
+            if buf._mem is None:
+                dev._attach(buf)
+
+
 def _place(dev, runs: dict, run: _Run, node: Node, uses: int, limit: int) -> _Run:
     """Add `node` to `run`, or record `run` and start a new one when a limit would be
     broken; returns the run now open for node's (length, dtype)."""
@@ -269,6 +377,38 @@ def _place(dev, runs: dict, run: _Run, node: Node, uses: int, limit: int) -> _Ru
         _emit(dev, run)
         run = runs[(node.n, node.dtype)] = _Run()
     return run
+
+
+def op_function(name: str, expr: str, arity: int, c: str = "f32") -> str:
+    """The WGSL function `name` computing UNARY / BINARY expression `expr` in type c:
+    name(v, alpha, beta) for unary ops, name(a, b, alpha) for binary ones."""
+    args = "v: {c}, alpha: {c}, beta: {c}" if arity == 1 else "a: {c}, b: {c}, alpha: {c}"
+    return f"fn {name}({args.format(c=c)}) -> {c} {{\n    return {c}({expr});\n}}"
+
+
+def param_operands(expr: str, arity: int, first: int, field: str) -> list[str]:
+    """The scalar arguments of op_function's function for `expr`: the parameters it reads
+    from `field` (an array of vec4, numbered from `first`), 0.0 for those it does not."""
+    uses, k, out = _uses(expr), first, []
+    for bit in (1, 2) if arity == 1 else (1,):
+        if uses & bit:
+            out.append(f"{field}[{k // 4}][{k % 4}]")
+            k += 1
+        else:
+            out.append("0.0")
+    return out
+
+
+def rounded(dtype: str, value: str, zero: str = "P.zero") -> str:
+    """WGSL of `value` (an op's f32 result) as the next op of a fused kernel reads it: as the
+    op's own kernel would store it and the next op's kernel load it back. The f32 result
+    first passes an opaque identity (xor with `zero`, a uniform 0), so no compiler can
+    contract or simplify across ops (an a * b of one op and a + c of the next into an fma,
+    which rounds once and may not overflow); an f16 result is then rounded to f16 by the
+    conversion an f16 store makes and widened again, exactly (f16 values are f32 values),
+    so the next op reads f32(f16) as it does from an f16 buffer."""
+    opaque = f"bitcast<f32>(bitcast<u32>({value}) ^ {zero})"
+    return f"f32(f16({opaque}))" if dtype == "f16" else opaque
 
 
 def _emit(dev, run: _Run) -> None:
@@ -325,7 +465,7 @@ _SOURCES: dict[tuple, tuple] = {}
 def _generate(dtype: str, vec4: bool, n_in: int, spec: tuple, written: tuple):
     """The WGSL of a fused run (see the module doc and kernels/fused.wgsl)."""
     t = DTYPES[dtype]
-    store, c = t.storage, t.compute  # equal: FUSABLE dtypes compute in their storage type
+    store, c = t.storage, t.compute  # f16 elements compute in f32
     functions, names = [], {}
     body = []
     n_params = pos = 0
@@ -336,22 +476,13 @@ def _generate(dtype: str, vec4: bool, n_in: int, spec: tuple, written: tuple):
         name = names.get((expr, arity))
         if name is None:
             name = names[(expr, arity)] = f"op{len(names)}"
-            args = "v: {c}, alpha: {c}, beta: {c}" if arity == 1 else "a: {c}, b: {c}, alpha: {c}"
-            functions.append(f"fn {name}({args.format(c=c)}) -> {c} {{\n    return {c}({expr});\n}}")
+            functions.append(op_function(name, expr, arity, c))
         operands = [f"t{r}" if r >= 0 else f"x{-1 - r}" for r in refs]
-        uses = _uses(expr)
-        for bit in (1, 2) if arity == 1 else (1,):
-            if uses & bit:
-                operands.append(f"P.p[{n_params // 4}][{n_params % 4}]")
-                n_params += 1
-            else:
-                operands.append("0.0")
-        call = f"{name}({', '.join(operands)})"
-        # Each result passes through an opaque identity (xor with the uniform P.zero = 0), so
-        # the compiler cannot contract or simplify across ops (an a * b of one op and a + c of
-        # the next into an fma, which rounds once and may not overflow): every op rounds
-        # and overflows exactly as its own kernel, which stores its result.
-        body.append(f"    let t{len(body)} = bitcast<{c}>(bitcast<u32>({call}) ^ P.zero);")
+        scalars = param_operands(expr, arity, n_params, "P.p")
+        n_params += sum(x != "0.0" for x in scalars)
+        call = f"{name}({', '.join(operands + scalars)})"
+        # Every op rounds and overflows exactly as its own kernel, which stores its result.
+        body.append(f"    let t{len(body)} = {rounded(dtype, call)};")
     fields = "\n".join(f"    o{m}: {c}," for m in range(len(written)))
     results = ", ".join(f"t{k}" for k in written)
     inputs = ", ".join(f"x{m}: {c}" for m in range(n_in))

@@ -7,20 +7,28 @@ always correct and is used for small products and whenever a family member canno
 
 from __future__ import annotations
 
+import functools
+
 from ..runtime import GpuError, LimitError
-from . import matmul_tune
+from . import fusion, matmul_tune
 from ._common import check_buffer, check_positive
-from .matmul_gen import Problem, launch
+from .matmul_gen import Epilogue, Problem, launch
 
 
 def matmul_strided(dev, a, b, batch: int, m: int, n: int, k: int,
                    trans_a: bool = False, trans_b: bool = False,
-                   a_batch: bool = True, b_batch: bool = True, alpha: float = 1.0, op: str = "matmul"):
-    """C[z] = alpha * op(A[z]) @ op(B[z]) for z < batch, C row-major [batch, m, n], of a's
-    dtype (f32; f16 stored, summed in f32; i32 exact, wrapping at 32 bits).
+                   a_batch: bool = True, b_batch: bool = True, alpha: float = 1.0, op: str = "matmul",
+                   bias=None):
+    """C[z] = alpha * op(A[z]) @ op(B[z]) (+ bias) for z < batch, C row-major [batch, m, n], of
+    a's dtype (f32; f16 stored, summed in f32; i32 exact, wrapping at 32 bits).
 
     A is stored [m, k] row-major ([k, m] if trans_a); B [k, n] ([n, k] if trans_b).
-    a_batch/b_batch False broadcast one matrix over the batch (stride 0)."""
+    a_batch/b_batch False broadcast one matrix over the batch (stride 0). bias: a Buffer of
+    n elements of a's float dtype added to every row (a linear layer's), in the kernel's store.
+
+    A float product is deferred like an elementwise op (ops/fusion.py, when the device
+    fuses): the elementwise ops that read it before other work comes are folded into its
+    store (an epilogue), so `relu(x @ w.T + b)` is one kernel."""
     check_positive(op, batch=batch, m=m, n=n, k=k)
     a_rows, a_cols = (k, m) if trans_a else (m, k)
     b_rows, b_cols = (n, k) if trans_b else (k, n)
@@ -34,21 +42,42 @@ def matmul_strided(dev, a, b, batch: int, m: int, n: int, k: int,
         raise ValueError(f"{op}: a and b must both be f32, f16 or i32, got {a.dtype} and {b.dtype}")
     if a.dtype == "i32" and alpha != 1.0:
         raise ValueError(f"{op}: an i32 product takes no alpha (got {alpha}); scale the result instead")
+    if bias is not None:
+        check_buffer(op, "bias", bias, n, "n")
+        if bias.dtype != a.dtype or a.dtype == "i32":
+            raise ValueError(f"{op}: bias must be of the operands' float dtype ({a.dtype}), got {bias.dtype}")
     problem = Problem(int(batch), int(m), int(n), int(k), bool(trans_a), bool(trans_b),
                       bool(a_batch), bool(b_batch), float(alpha))
-    out = dev.empty(batch * m * n, a.dtype)
     # The tuned family reads f32 and f16 (summing in f32); i32 takes the simple kernel.
     config = matmul_tune.choose(dev, problem, a.dtype) if a.dtype != "i32" else None
+    if dev.fuse and a.dtype in fusion.FUSABLE:
+        return fusion.defer_product(dev, batch * m * n, a.dtype,
+                                    functools.partial(_launch, dev, config, problem, a, b, bias),
+                                    3 if bias is not None else 2)
+    out = dev.empty(batch * m * n, a.dtype)
+    _launch(dev, config, problem, a, b, bias, out)
+    return out
+
+
+def _launch(dev, config, problem: Problem, a, b, bias, out, steps: tuple = (), written: tuple = (0,),
+            extras: tuple = (), outputs: tuple = (), values: tuple = ()) -> None:
+    """Record the product into out with `config` (None: the simple kernel), falling back to
+    the simple kernel where the config cannot run, through the epilogue of `bias` and the
+    elementwise `steps` (see matmul_gen.Epilogue; extras, outputs and values: its other
+    inputs, other written values and scalars) when there is one."""
+    epilogue = None
+    if bias is not None or steps:
+        epilogue = Epilogue(bias is not None, steps, written)
+        extras = ((bias,) if bias is not None else ()) + tuple(extras)
     if config is not None:
         try:
-            launch(dev, config, problem, a, b, out)
-            return out
+            launch(dev, config, problem, a, b, out, epilogue, extras, outputs, values)
+            return
         except LimitError:   # this shape's grid is too large for this tile: the simple kernel's may fit
             pass
         except GpuError as exc:  # this family member does not compile here: never again
             matmul_tune.forget(dev, config, str(exc), a.dtype)
-    launch(dev, None, problem, a, b, out)
-    return out
+    launch(dev, None, problem, a, b, out, epilogue, extras, outputs, values)
 
 
 def matmul(dev, a, b, m: int, n: int, k: int):

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..runtime import load_shader
+from . import fusion
 from .thread_grid import ThreadGrid, outer_product_lines
 
 # Bump when the generated code changes in a way that can change which config is fastest:
@@ -321,7 +322,113 @@ def _compute_lines(config: MatmulConfig, stage: bool = False) -> list[str]:
                                lambda kk, j: read(f"Bs[{b_at}{kk}u * BS_PITCH + tx + {j * tx_step}u]"))
 
 
-def _store_lines(config: MatmulConfig, variant: Variant) -> list[str]:
+@dataclass(frozen=True)
+class Epilogue:
+    """Elementwise work folded into a product's store (ops/fusion.py builds it from pending
+    ops that read the product): the product (times alpha) plus `bias` [n] per column when
+    `bias`, then `steps`, each (expr, arity, chain_first) with expr from elementwise's UNARY /
+    BINARY tables: a unary op of the value so far, or a binary op of the value so far (`a`
+    when chain_first, else `b`) and the same element of the next extra input. Values of the
+    chain (0: the product with its bias, k: after step k) in `written` are stored, the first
+    into C. Each value is rounded as the op-by-op kernels round what they store (fusion.rounded),
+    so the results are theirs bit for bit where those kernels are exact.
+
+    Bindings after A and B: the bias, the extra inputs, C, the other outputs. The uniform
+    block gains a zero word (the opaque identity of fusion.rounded) and the ops' scalars."""
+
+    bias: bool = False
+    steps: tuple = ()
+    written: tuple = (0,)
+
+    @property
+    def n_extra(self) -> int:
+        return sum(arity == 2 for _, arity, _ in self.steps)
+
+    @property
+    def n_inputs(self) -> int:
+        return 2 + self.bias + self.n_extra
+
+    @property
+    def n_params(self) -> int:
+        return sum(sum(x != "0.0" for x in fusion.param_operands(expr, arity, 0, "")) for expr, arity, _ in self.steps)
+
+    @property
+    def words(self) -> int:
+        """Scalar words after the zero word's vec4 (a multiple of 4)."""
+        return -(-self.n_params // 4) * 4
+
+    def param_format(self) -> str:
+        return PARAM_FORMAT + "IIII" + "f" * self.words
+
+    def params_wgsl(self) -> str:
+        fields = "\n    zero: u32, e_pad0: u32, e_pad1: u32, e_pad2: u32,"
+        return fields + (f"\n    ep: array<vec4<f32>, {self.words // 4}>," if self.words else "")
+
+    def wgsl(self, dtype: str, c_elem: str, vec: bool) -> str:
+        """Bindings and functions: `store4(v, i, col)` (vec: C of vec4, i a multiple of 4) or
+        `store1(v, i, col)` store the epilogue of product value(s) v at element i, column col."""
+        binding = 3
+        lines = []
+        if self.bias:
+            lines.append(f"@group(0) @binding({binding}) var<storage, read> BIAS: array<{dtype}>;")
+            binding += 1
+        for m in range(self.n_extra):
+            lines.append(f"@group(0) @binding({binding}) var<storage, read> E{m}: array<{dtype}>;")
+            binding += 1
+        binding += 1  # C
+        for m in range(1, len(self.written)):
+            lines.append(f"@group(0) @binding({binding}) var<storage, read_write> O{m}: array<{c_elem}>;")
+            binding += 1
+        body = [f"    let t0 = {fusion.rounded(dtype, 'v')};"]
+        if self.bias:
+            body = [f"    let p = {fusion.rounded(dtype, 'v')};",
+                    f"    let t0 = {fusion.rounded(dtype, 'p + f32(BIAS[col])')};"]
+        names: dict = {}
+        extra = n_params = 0
+        if any("erf_approx" in expr for expr, _, _ in self.steps):
+            lines.append(load_shader("lib/erf.wgsl"))
+        for k, (expr, arity, chain_first) in enumerate(self.steps, 1):
+            name = names.get((expr, arity))
+            if name is None:
+                name = names[(expr, arity)] = f"op{len(names)}"
+                lines.append(fusion.op_function(name, expr, arity))
+            operands = [f"t{k - 1}"]
+            if arity == 2:
+                other = f"f32(E{extra}[i])"
+                extra += 1
+                operands = operands + [other] if chain_first else [other] + operands
+            scalars = fusion.param_operands(expr, arity, n_params, "P.ep")
+            n_params += sum(x != "0.0" for x in scalars)
+            call = f"{name}({', '.join(operands + scalars)})"
+            body.append(f"    let t{k} = {fusion.rounded(dtype, call)};")
+        fields = "\n".join(f"    o{m}: f32," for m in range(len(self.written)))
+        lines.append(f"struct Epi {{\n{fields}\n}}")
+        lines.append("fn epi(v: f32, i: u32, col: u32) -> Epi {\n" + "\n".join(body)
+                     + f"\n    return Epi({', '.join(f't{w}' for w in self.written)});\n}}")
+        outs = ["C"] + [f"O{m}" for m in range(1, len(self.written))]
+        if vec:
+            stores = [f"    {o}[i >> 2u] = vec4<{dtype}>(vec4<f32>(rx.o{m}, ry.o{m}, rz.o{m}, rw.o{m}));"
+                      for m, o in enumerate(outs)]
+            lines.append("fn store4(v: vec4<f32>, i: u32, col: u32) {\n"
+                         "    let rx = epi(v.x, i, col);\n    let ry = epi(v.y, i + 1u, col + 1u);\n"
+                         "    let rz = epi(v.z, i + 2u, col + 2u);\n    let rw = epi(v.w, i + 3u, col + 3u);\n"
+                         + "\n".join(stores) + "\n}")
+        else:
+            stores = [f"    {o}[i] = {dtype}(r.o{m});" for m, o in enumerate(outs)]
+            lines.append("fn store1(v: f32, i: u32, col: u32) {\n    let r = epi(v, i, col);\n"
+                         + "\n".join(stores) + "\n}")
+        return "\n".join(lines)
+
+    def subs(self, dtype: str, c_elem: str, vec: bool) -> dict:
+        """The placeholders of the kernel templates for this epilogue (None: the plain store)."""
+        return {"EPILOGUE_PARAMS": self.params_wgsl(), "C_BINDING": 3 + self.bias + self.n_extra,
+                "EPILOGUE": self.wgsl(dtype, c_elem, vec)}
+
+
+_PLAIN = {"EPILOGUE_PARAMS": "", "C_BINDING": 3, "EPILOGUE": ""}
+
+
+def _store_lines(config: MatmulConfig, variant: Variant, epilogue: Epilogue | None = None) -> list[str]:
     ty_step, tx_step = config.threads_y, config.threads_x
     narrow = variant.dtype != "f32"   # f32 sums rounded once, to the stored type
     lines = ["let row_first = row0 + 4u * ty;", "let col_first = col0 + 4u * tx;"]
@@ -334,6 +441,8 @@ def _store_lines(config: MatmulConfig, variant: Variant) -> list[str]:
                 if variant.c_vec:
                     value = f"vec4<{variant.dtype}>({acc} * alpha)" if narrow else f"{acc} * alpha"
                     store = [f"C[(c_row + {col_off}u) >> 2u] = {value};"]
+                    if epilogue is not None:
+                        store = [f"store4({acc} * alpha, c_row + {col_off}u, col_first + {col_off}u);"]
                     if variant.check_n:
                         store = [f"if (col_first + {col_off}u < P.n) {{ {store[0]} }}"]
                     body += store
@@ -342,6 +451,8 @@ def _store_lines(config: MatmulConfig, variant: Variant) -> list[str]:
                 for c, comp in enumerate("xyzw"):
                     value = f"{variant.dtype}(v_{j}.{comp})" if narrow else f"v_{j}.{comp}"
                     store = f"C[c_row + {col_off + c}u] = {value};"
+                    if epilogue is not None:
+                        store = f"store1(v_{j}.{comp}, c_row + {col_off + c}u, col_first + {col_off + c}u);"
                     if variant.check_n:
                         store = f"if (col_first + {col_off + c}u < P.n) {{ {store} }}"
                     body.append(store)
@@ -361,8 +472,9 @@ def _indent(lines: list[str], depth: int) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def generate(config: MatmulConfig, variant: Variant) -> str:
-    """The WGSL source of `config` specialised to `variant` (cached)."""
+def generate(config: MatmulConfig, variant: Variant, epilogue: Epilogue | None = None) -> str:
+    """The WGSL source of `config` specialised to `variant`, storing through `epilogue`
+    (None: the product as it is) (cached)."""
     problems = config.problems(max_invocations=1024, max_workgroup_bytes=1 << 30)
     if problems:
         raise ValueError(f"matmul config {config.name}: " + "; ".join(problems))
@@ -440,12 +552,14 @@ def generate(config: MatmulConfig, variant: Variant) -> str:
 
     def element(vec: bool, words: bool) -> str:
         return "vec4<u32>" if words else f"vec4<{dtype}>" if vec else dtype
+    c_elem = f"vec4<{dtype}>" if variant.c_vec else dtype
     return load_shader(
         "matmul_family.wgsl", dtype,
+        **(_PLAIN if epilogue is None else epilogue.subs(dtype, c_elem, variant.c_vec)),
         DESCRIPTION=description,
         A_ELEM=element(variant.a_vec, variant.a_words),
         B_ELEM=element(variant.b_vec, variant.b_words),
-        C_ELEM=f"vec4<{dtype}>" if variant.c_vec else dtype,
+        C_ELEM=c_elem,
         TILE_T=tile_type,
         AS_PITCH=pitch_a, BS_PITCH=pitch_b,
         AS_LEN=config.stages * config.tile_k * pitch_a, BS_LEN=config.stages * config.tile_k * pitch_b,
@@ -455,7 +569,7 @@ def generate(config: MatmulConfig, variant: Variant) -> str:
         DECLARE=_indent(declare, 1),
         PROLOGUE=_indent(prologue, 1),
         MAIN_LOOP=_indent(main_loop, 2),
-        STORE=_indent(_store_lines(config, variant), 1),
+        STORE=_indent(_store_lines(config, variant, epilogue), 1),
     )
 
 
@@ -500,22 +614,41 @@ SIMPLE_TILE = 64  # output tile of kernels/matmul_tiled.wgsl
 PARAM_FORMAT = "I" * 12
 
 
+_PLAIN_ROW = "\n".join(f"    if (c{f' + {j}u' if j else ''} < P.n) {{ C[o + c{f' + {j}u' if j else ''}] = {{{{T}}}}(v.{comp}); }}"
+                       for j, comp in enumerate("xyzw"))
+
+
 @functools.lru_cache(maxsize=None)
-def _simple_source(dtype: str = "f32") -> str:
+def _simple_source(dtype: str = "f32", epilogue: Epilogue | None = None) -> str:
     # Integers take no alpha (it must be 1): their products stay exact.
     alpha = "bitcast<f32>(P.alpha_bits)" if dtype in ("f32", "f16") else "1"
-    return load_shader("matmul_tiled.wgsl", dtype, ALPHA=alpha)
+    if epilogue is None:
+        return load_shader("matmul_tiled.wgsl", dtype, ALPHA=alpha, STORE_ROW=_PLAIN_ROW.replace("{{T}}", dtype),
+                           **_PLAIN)
+    row = "\n".join(f"    if (c{f' + {j}u' if j else ''} < P.n) {{ store1(v.{comp}, o + c{f' + {j}u' if j else ''},"
+                    f" c{f' + {j}u' if j else ''}); }}" for j, comp in enumerate("xyzw"))
+    return load_shader("matmul_tiled.wgsl", dtype, ALPHA=alpha, STORE_ROW=row, **epilogue.subs(dtype, dtype, False))
 
 
-def launch(dev, config: MatmulConfig | None, problem: Problem, a, b, out) -> None:
+def launch(dev, config: MatmulConfig | None, problem: Problem, a, b, out, epilogue: Epilogue | None = None,
+           inputs: tuple = (), outputs: tuple = (), values: tuple = ()) -> None:
     """Record the product `problem` of Buffers a and b into out with `config`
-    (None: the simple kernel). Raises anygpu.GpuError when the kernel does not compile."""
+    (None: the simple kernel), through `epilogue` if given: then `inputs` are its bias and
+    extra inputs, `outputs` the Buffers of its written values after the first (out), and
+    `values` its scalars. Raises anygpu.GpuError when the kernel does not compile."""
     if config is None:
-        kernel = dev.kernel("matmul_tiled", _simple_source(a.dtype), 2, 1, PARAM_FORMAT)
+        source = _simple_source(a.dtype) if epilogue is None else _simple_source(a.dtype, epilogue)
+        name = "matmul_tiled"
         tile_m = tile_n = SIMPLE_TILE
     else:
         variant = Variant.of(config, problem.m, problem.n, problem.k, problem.trans_a, problem.trans_b, a.dtype)
-        kernel = dev.kernel("matmul_" + config.name, generate(config, variant), 2, 1, PARAM_FORMAT)
+        source = generate(config, variant) if epilogue is None else generate(config, variant, epilogue)
+        name = "matmul_" + config.name
         tile_m, tile_n = config.tile_m, config.tile_n
     grid = (-(-problem.n // tile_n), -(-problem.m // tile_m), problem.batch)
-    dev.launch(kernel, (a, b), (out,), problem.params(), grid)
+    if epilogue is None:
+        dev.launch(dev.kernel(name, source, 2, 1, PARAM_FORMAT), (a, b), (out,), problem.params(), grid)
+        return
+    kernel = dev.kernel(name + "+epilogue", source, epilogue.n_inputs, len(epilogue.written), epilogue.param_format())
+    params = (*problem.params(), 0, 0, 0, 0, *values, *([0.0] * (epilogue.words - len(values))))
+    dev.launch(kernel, (a, b, *inputs), (out, *outputs), params, grid)
