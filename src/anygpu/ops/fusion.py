@@ -25,11 +25,12 @@ constants reuses one pipeline. Each op's formula is its entry in elementwise's U
 BINARY tables, emitted once per kernel as a WGSL function, and each op's result goes
 through `rounded` before the next op reads it: an opaque identity (xor with a uniform zero),
 so no compiler can contract or simplify across ops (an fma rounds once and may not overflow
-where the op-by-op kernels do), then for f16 the conversion to f16 and back that the op's
-own kernel's store and the next kernel's load make. Results match op-by-op execution bit
-for bit, NaN and inf included (a NaN's sign aside where IEEE leaves it open, NaN * NaN;
-tests/ops/test_fusion.py, f32 on lavapipe and the H200). f16 was op by op until
-2026-11-30: its earlier fused form (before `rounded`) differed from op by op on the H200.
+where the op-by-op kernels do); an f16 result is rounded to f16 bits (pack2x16float), xor'd
+there and widened back, as the op's own kernel's store and the next kernel's load would.
+Results match op-by-op execution bit for bit, NaN and inf included (a NaN's sign aside
+where IEEE leaves it open, NaN * NaN; tests/ops/test_fusion.py, lavapipe and the H200).
+f16 ran op by op until 2026-11-30: the H200's compiler drops a register round trip
+f32(f16(x)), so fused chains kept f32 intermediates and differed from op by op.
 
 Products (matmul.matmul_strided, float dtypes) are deferred too (`defer_product`, which
 first realizes what is pending, so a product is always the first Node realize gets). When
@@ -401,14 +402,16 @@ def param_operands(expr: str, arity: int, first: int, field: str) -> list[str]:
 
 def rounded(dtype: str, value: str, zero: str = "P.zero") -> str:
     """WGSL of `value` (an op's f32 result) as the next op of a fused kernel reads it: as the
-    op's own kernel would store it and the next op's kernel load it back. The f32 result
-    first passes an opaque identity (xor with `zero`, a uniform 0), so no compiler can
-    contract or simplify across ops (an a * b of one op and a + c of the next into an fma,
-    which rounds once and may not overflow); an f16 result is then rounded to f16 by the
-    conversion an f16 store makes and widened again, exactly (f16 values are f32 values),
-    so the next op reads f32(f16) as it does from an f16 buffer."""
-    opaque = f"bitcast<f32>(bitcast<u32>({value}) ^ {zero})"
-    return f"f32(f16({opaque}))" if dtype == "f16" else opaque
+    op's own kernel would store it and the next op's kernel load it back. It passes an
+    opaque identity (xor of its bits with `zero`, a uniform 0), so no compiler can contract
+    or simplify across ops (an a * b of one op and a + c of the next into an fma, which
+    rounds once and may not overflow). An f16 result is rounded to f16 bits with
+    pack2x16float, xor'd there and widened exactly with unpack2x16float: on the H200 a plain
+    f32(f16(x)) in registers kept x unrounded (benchmarks/fusion_f16_variants.py), so the
+    rounding must produce bits the compiler cannot see through."""
+    if dtype == "f16":
+        return f"unpack2x16float(pack2x16float(vec2<f32>({value}, 0.0)) ^ {zero}).x"
+    return f"bitcast<f32>(bitcast<u32>({value}) ^ {zero})"
 
 
 def _emit(dev, run: _Run) -> None:
