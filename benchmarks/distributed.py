@@ -164,7 +164,10 @@ def _worker_step(model_name, batch, steps, bucket_mb, overlap=True, ddp=True, de
 
     captured = ag.compile(train_step) if compiled else train_step
 
+    from anygpu.distributed import process_group
+
     def step():
+        process_group.trace("step")
         captured(*inputs, target)
 
     for _ in range(5):
@@ -186,7 +189,9 @@ def _worker_step(model_name, batch, steps, bucket_mb, overlap=True, ddp=True, de
         rounds = max(wrapped.stats["rounds"], 1)
         stats = {key.replace("_seconds", "_ms"): value / rounds * 1e3 for key, value in wrapped.stats.items()
                  if key.endswith("_seconds")}
-    return {"model": model_name, "world": world, "batch": batch, "bucket_mb": bucket_mb, "overlap": overlap,
+    trace = process_group.TRACE[-80:] if process_group.TRACE else []  # ANYGPU_DIST_TRACE=1: the last steps' events
+    trace = [(round((t - trace[0][0]) * 1e6), who, what) for t, who, what in trace]
+    return {"model": model_name, "world": world, "batch": batch, "bucket_mb": bucket_mb, "overlap": overlap, "trace": trace,
             "defer": defer, "compiled": compiled,
             "per_step": stats, "step_ms": seconds / steps * 1e3,
             "global_samples_per_s": world * batch * steps / seconds, "adapter": dev.adapter_name,

@@ -122,3 +122,53 @@ def test_host_round_trip_behind_a_gate_is_ordered(dev, rng):
         got = dev.read(result)
     np.testing.assert_allclose(got, (data * 2 + 1) * 0.5, rtol=1e-6)
     stage.close()
+
+
+def test_a_replayed_step_defers_its_last_gate_to_the_next_flush(dev, rng):
+    """A captured step ending in a gate (a data-parallel step: the last bucket's exchange):
+    the replay returns without waiting, the gate and the work it holds go to the device's
+    next flush, which waits and submits them before anything recorded later."""
+    import anygpu as ag
+
+    latch = Latch()
+    latch.event.set()  # recording runs the gate at once
+    started = []
+
+    def start():  # where DistributedDataParallel starts an exchange
+        started.append(1)
+
+    def step(x):
+        y = x * 2.0
+        dev.host_call(start)
+        dev.gate(latch.ready, latch.wait)
+        return y + 1.0  # held behind the gate
+
+    compiled = ag.compile(step)
+    data = rng.standard_normal(37).astype(np.float32)
+    x = ag.tensor(data)
+    for _ in range(3):
+        out = compiled(x)
+    assert compiled.stats["replayed"] >= 1
+    np.testing.assert_allclose(out.numpy(), data * 2 + 1, rtol=1e-6)
+    latch.event.clear()
+    waits = latch.waits
+    out = compiled(ag.tensor(data * 3))
+    assert latch.waits == waits and dev._deferred is not None  # returned without waiting
+    assert len(started) == 4
+    later = dev.scale(dev.upload(data), 5.0)  # recorded after the step: runs after its tail
+    threading.Timer(0.05, latch.event.set).start()
+    np.testing.assert_allclose(out.numpy(), data * 6 + 1, rtol=1e-6)  # the read waited at the gate
+    assert latch.waits == waits + 1 and dev._deferred is None
+    np.testing.assert_allclose(dev.read(later), data * 5, rtol=1e-6)
+
+
+def test_a_failing_deferred_tail_raises_from_the_next_flush_and_the_device_keeps_working(dev, rng):
+    def fail():
+        raise ValueError("tail: the other side went away")
+
+    dev.defer(fail)
+    with pytest.raises(ValueError, match="went away"):
+        dev.flush()
+    assert dev._deferred is None
+    data = rng.standard_normal(5).astype(np.float32)
+    np.testing.assert_allclose(dev.read(dev.scale(dev.upload(data), 4.0)), data * 4.0, rtol=1e-6)

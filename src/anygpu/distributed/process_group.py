@@ -13,6 +13,7 @@ import datetime
 import os
 import sys
 import threading
+import time
 import warnings
 import queue
 from concurrent.futures import Future, ThreadPoolExecutor, TimeoutError as FutureTimeout
@@ -76,6 +77,13 @@ class _Group:
 
 
 _group: _Group | None = None
+# ANYGPU_DIST_TRACE=1: (seconds, thread name, event) of the exchanges, for benchmarks/distributed.py
+TRACE: list | None = [] if os.environ.get("ANYGPU_DIST_TRACE") else None
+
+
+def trace(event: str) -> None:
+    if TRACE is not None:
+        TRACE.append((time.perf_counter(), threading.current_thread().name, event))
 _exit_hook = False  # _settle_at_exit is registered
 
 
@@ -569,9 +577,11 @@ class _SharedSlots:
         slots = [view[start:start + nbytes].view(download.dtype) for view in self.views]
         mine = slots[group.node.Get_rank()]
         _in_pieces(group, n, lambda lo, hi: np.copyto(mine[lo:hi], download[lo:hi]))
+        trace("copied")
         self.window.Sync()
         group.node.Barrier()
         self.window.Sync()
+        trace("barrier")
 
         def reduce(lo: int, hi: int) -> None:
             out = upload[lo:hi] if len(slots) == 2 else scratch[lo:hi]
@@ -592,7 +602,7 @@ class _SharedSlots:
 # threads (init_process_group: ANYGPU_DIST_COPY_THREADS, default the host's cores per rank, at
 # most 8): one thread moves about 10 GB/s between host buffers, far below a server's memory
 # bandwidth, and numpy releases the GIL while it copies or adds.
-PIECE_BYTES = 256 << 10
+PIECE_BYTES = 1 << 20  # (256 KiB pieces measured slower than one thread at 1 MiB: thread hand-offs)
 
 
 def _copy_threads(local_size: int) -> int:

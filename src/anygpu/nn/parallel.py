@@ -83,23 +83,33 @@ class _Exchange:
     `wait` takes the result. One per bucket for the wrapper's life, so a captured step
     (anygpu.compile) replays the very same calls at its host points (runtime/capture.py)."""
 
-    __slots__ = ("group", "stage", "n", "stats", "future", "times")
+    __slots__ = ("group", "stage", "n", "stats", "future", "times", "name")
 
-    def __init__(self, group, stage, n: int, stats: dict):
-        self.group, self.stage, self.n, self.stats = group, stage, n, stats
+    def __init__(self, group, stage, n: int, stats: dict, name: str = ""):
+        self.group, self.stage, self.n, self.stats, self.name = group, stage, n, stats, name
         self.future = None
         self.times = None
 
     def _run(self):
-        from anygpu.distributed.process_group import allreduce_mapped
+        from anygpu.distributed.process_group import allreduce_mapped, trace
 
         group, n = self.group, self.n
         send, received = self.stage.host_arrays(np.float32)
-        self.stage.exchange(lambda download, upload: allreduce_mapped(
-            group, download, upload, n, group.mpi.SUM, send, received))
+        trace(f"run {self.name}")
+
+        def work(download, upload):
+            trace("mapped")
+            allreduce_mapped(group, download, upload, n, group.mpi.SUM, send, received)
+            trace("summed")
+
+        self.stage.exchange(work)
+        trace("unmapped")
         return self.stage.times
 
     def start(self) -> None:
+        from anygpu.distributed.process_group import trace
+
+        trace(f"call {self.name}")
         if self.group.executor is not None:
             self.future = self.group.executor.submit(self._run)
         else:  # MPI without thread support: a plain blocking exchange
@@ -111,10 +121,14 @@ class _Exchange:
     def wait(self) -> None:
         from anygpu.distributed.process_group import _await
 
+        from anygpu.distributed.process_group import trace
+
         waited = time.perf_counter()
+        trace(f"wait {self.name}")
         if self.future is not None:
             future, self.future = self.future, None
             self.times = _await(self.group, future, "DistributedDataParallel gradient all-reduce")
+        trace(f"open {self.name}")
         times, self.times = self.times, None
         if times is not None:
             self.stats["map_seconds"] += times["map"]
@@ -363,7 +377,7 @@ class DistributedDataParallel(Module):
             self._stages[index] = HostStage(dev, (size + 1) * 4)
             self._uploads[index] = dev.empty(size + 1)
             self._exchanges[index] = _Exchange(_need_group("DistributedDataParallel"), self._stages[index],
-                                               size + 1, self.stats)
+                                               size + 1, self.stats, f"bucket {index}")
         stage = self._stages[index]
         if state.weight != 1.0 or any(p.grad is None for p, _ in bucket):
             flat = dev.alloc(size)  # zeros where a parameter got no gradient

@@ -333,20 +333,30 @@ class Replay:
         return encoder.finish()
 
     def run(self, before=(), after=()) -> None:
-        """Encode before + the recorded commands + after into one command buffer and submit.
-        `before`/`after` are extra copy commands (inputs in, outputs out)."""
+        """Submit before + the recorded commands + after (`before`/`after`: extra copy
+        commands, inputs in and outputs out), stopping at each host call / gate to run it.
+
+        A gate's segment is encoded while the gate waits. What the last gate holds (the end
+        of a data-parallel step: the last bucket's upload and the optimizer step) is encoded
+        now and left to the device as its deferred tail (Device.defer): the next flush waits
+        at the gate and submits it. The next replay encodes its first segment before that
+        flush, so the GPU gets the next step's work as soon as the last exchange is done,
+        instead of after the host has encoded it."""
         dev = self.dev
-        dev.flush()  # earlier work first, in queue order
-        self.refresh_dynamic()
         commands = self.commands
         if before or after:
             commands = [*before, *commands, *after]
         shift = len(before)
         self.host_points = [index + shift for index in self._host_points]
-        submit = dev._queue.submit
+        ends = [*self.host_points, len(commands)]
         try:
-            start, ahead = 0, None  # ahead: the next segment, encoded while a gate waited
-            ends = [*self.host_points, len(commands)]
+            first = self._encoded(commands[:ends[0]]) if ends[0] else None
+            dev.flush()  # earlier work first, in queue order (and the previous step's deferred tail)
+            self.refresh_dynamic()  # parameters written after everything that used the old ones
+            submit = dev._queue.submit
+            if first is not None:
+                submit([first])
+            start, ahead = ends[0], None  # ahead: the next segment, encoded while a gate waited
             for point, index in enumerate(self.host_points):  # submit up to each host call / gate, then run it
                 if index > start:
                     submit([ahead if ahead is not None else self._encoded(commands[start:index])])
@@ -356,6 +366,11 @@ class Replay:
                 if cmd[0] == "call":
                     cmd[1]()
                     continue
+                if point == len(self.host_points) - 1:  # the last gate: defer it with its tail
+                    tail = self._encoded(commands[start:]) if start < len(commands) else None
+                    dev.defer(_Tail(dev, cmd[2], tail))
+                    start = len(commands)
+                    break
                 if ends[point + 1] > start and not cmd[1]():  # encode what the gate holds while it waits
                     ahead = self._encoded(commands[start:ends[point + 1]])
                 cmd[2]()
@@ -367,6 +382,24 @@ class Replay:
             dev.stats["submits"] += 1
         dev.stats["dispatches"] += self.n_dispatches
         dev.stats["replays"] = dev.stats.get("replays", 0) + 1
+
+
+class _Tail:
+    """A replay's last gate and the command buffer it holds (Device.defer): called by the
+    device's next flush, it waits at the gate and submits the buffer."""
+
+    __slots__ = ("dev", "wait", "buffer")
+
+    def __init__(self, dev, wait, buffer):
+        self.dev, self.wait, self.buffer = dev, wait, buffer
+
+    def __call__(self) -> None:
+        self.wait()
+        if self.buffer is not None:
+            try:
+                self.dev._queue.submit([self.buffer])
+            except wgpu.GPUError as exc:
+                raise GpuError(f"GPU error on {self.dev.adapter_name}: {exc}") from exc
 
 
 class _Patcher:

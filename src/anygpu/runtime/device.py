@@ -199,6 +199,7 @@ class Device:
         self._timestamps = None  # (query set, resolve buffer, mappable buffer), made on first use
         self._pending: list[tuple] = []
         self._gates: list = []  # the ready() functions of the gates in _pending
+        self._deferred: Callable[[], None] | None = None  # a replay's held tail (defer)
         # Host-visible buffers of runtime.staging.HostStage: copies into them belong to a
         # captured step (unlike copies into read-back staging, which belong to reads).
         self.stage_buffers: set = set()
@@ -319,10 +320,11 @@ class Device:
         if self._pinned and gpu_buffer in self._pinned:  # a captured step still uses it (capture.py)
             self._orphans[gpu_buffer] = size
             return
-        if not self._pending and not self._submitting and self._recording is None:
+        if not self._pending and not self._submitting and self._recording is None and self._deferred is None:
             # No recorded-but-unsubmitted command can use it, and queue order puts a host
             # write after every submitted use: free at once, not at the next flush (a loop
-            # of uploads with no GPU work would otherwise make a new buffer each time).
+            # of uploads with no GPU work would otherwise make a new buffer each time). A
+            # deferred tail may still write it (a replay's outputs): retired until submitted.
             self._free.setdefault(size, []).append(gpu_buffer)
             self._idle_since[gpu_buffer] = self.stats["submits"]
             return
@@ -682,6 +684,19 @@ class Device:
             self._recording.host("call", fn)
         fn()
 
+    def defer(self, tail: Callable[[], None]) -> None:
+        """Hand the device work to submit before anything else: the next flush (every read,
+        host write, synchronize, replay or full batch flushes) calls tail() first. A captured
+        step's replay leaves its last gate and what that gate holds here (runtime/capture.py),
+        so the caller goes on while the last exchange runs. What tail() raises comes out of
+        that flush. Host uploads need not wait for it: the buffers a replay reads are pinned
+        (never handed out again while it lives), a Buffer freed while a tail is deferred (a
+        replay's output the caller dropped, which the tail still writes) is retired until
+        the tail is submitted, and writes into a live Buffer (`write`) flush first."""
+        if self._deferred is not None:
+            self.flush()
+        self._deferred = tail
+
     def flush(self) -> None:
         """Encode and submit everything recorded so far (does not wait)."""
         if self._lazy:
@@ -693,6 +708,9 @@ class Device:
             self._submitting = False
 
     def _submit_pending(self) -> None:
+        if self._deferred is not None:
+            tail, self._deferred = self._deferred, None
+            tail()
         pending, self._pending = self._pending, []
         n_params, self._n_params = self._n_params, 0
         retired, self._retired = self._retired, {}
