@@ -3,8 +3,7 @@
 ops/row_gen.py the other candidates (as softmax's, ops/softmax_tune.py): their one-pass
 form, which takes its two-reduction path itself for rows it would not serve accurately,
 its leaner forms (row_gen.lean_configs: the same results with fewer live registers), and
-for f16 rows the word forms (row_gen.word_configs: rows read and written as u32 words,
-among them "w8e" / "w8s", which read gamma and beta before the reduction)."""
+for f16 rows the word forms (row_gen.word_configs: rows read and written as u32 words)."""
 
 from __future__ import annotations
 
@@ -21,15 +20,14 @@ _EPS = 1e-5
 
 class _LayerNorm(RowTunable):
     # 3: the register kernels reduce once ((sum, sum of squares) from a shift); 4, 5: forms
-    # since removed; 6: the lean forms "d" and "h"; 7: the f16 word forms "w4", "w8" (+ "h");
-    # 8: "w8e" / "w8s" (gamma and beta loaded before the reduction) and one-unit "w8"
-    version = 8
+    # since removed; 6: the lean forms "d" and "h"; 7: the f16 word forms "w4", "w8" (+ "h")
+    version = 7
 
     def candidates(self, dev, p) -> list:
         limit = min(dev.limits.get("max-compute-invocations-per-workgroup", 256), 1024)
         subgroups = "subgroup" in dev.features
         return (["loop"] + configs_for(p[2], limit, subgroups) + lean_configs(p[2], limit, subgroups, p[0])
-                + word_configs(p[2], limit, subgroups, p[0], dev.max_workgroup_storage))
+                + word_configs(p[2], limit, subgroups, p[0]))
 
     def parse(self, label: str):
         return label if label == "loop" else RowConfig.parse(label)

@@ -32,15 +32,6 @@ x widened to f32 at the load, or with an "h" suffix ("w4h", "w8h") held as its b
 widened at each use as in form "h". A w4 form partitions the row as the vec4 configs do
 (the same results as "d"); a w8 form gives each thread other elements, so its sums
 round differently (results within an ulp of f16 of the other forms).
-
-Two w8 variants move the gamma / beta reads ahead of the reduction (they do not depend on
-it), so their latency passes behind the reduction's barriers instead of after them: "w8e"
-loads each unit's gamma and beta words into registers right after x (8 more u32 a unit:
-offered at 1 to 4 units a thread); "w8s" stores them into workgroup memory there (each
-thread its own units' words, read back by the same thread after the reduction: no extra
-barrier; 32 bytes a unit of workgroup memory, offered where the adapter's limit holds it).
-Their arithmetic is "w8"'s: the same results. "w8" and these are also offered with one
-unit a thread (the widest workgroups: more rows' loads in flight per SM).
 """
 
 from __future__ import annotations
@@ -56,9 +47,8 @@ KINDS = ("softmax", "softmax_backward", "layer_norm")
 PARAM_FORMAT = "IIfI"  # rows, cols, eps, flags (Params in kernels/row_registers.wgsl)
 _NAME = re.compile(r"^r(\d+)x(\d+)([vs])([gt])([a-z0-9]*)$")
 # layer norm's forms (module docstring); "" is the one every kind has
-FORMS = ("", "d", "h", "w4", "w4h", "w8", "w8h", "w8e", "w8s")
-F16_FORMS = ("h", "w4", "w4h", "w8", "w8h", "w8e", "w8s")  # forms that read f16 rows only
-_EARLY_UNITS = 4  # "w8e" / "w8s" are offered with at most this many units a thread
+FORMS = ("", "d", "h", "w4", "w4h", "w8", "w8h")
+F16_FORMS = ("h", "w4", "w4h", "w8", "w8h")  # forms that read f16 rows only
 _MAX_UNITS = 16  # registers per thread: 16 vec4 (64 floats) at most
 
 
@@ -94,12 +84,6 @@ class RowConfig:
         return int(self.form[1]) // 2 if self.form.startswith("w") else 0
 
     @property
-    def early(self) -> str:
-        """Where gamma and beta go before the reduction: "e" registers ("w8e"), "s" workgroup
-        memory ("w8s"), "" read after it (every other form)."""
-        return self.form[2:] if self.form in ("w8e", "w8s") else ""
-
-    @property
     def held(self) -> bool:
         """x kept in registers as its f16 bits, widened at each use (forms "h", "w4h", "w8h")."""
         return self.form.endswith("h")
@@ -114,11 +98,6 @@ class RowConfig:
 
     def serves(self, cols: int) -> bool:
         return cols <= self.capacity() and cols % self.elements() == 0
-
-    def workgroup_bytes(self) -> int:
-        """Workgroup memory of the layer-norm kernel: the reductions' partials (12 bytes a
-        thread) and form "w8s"'s gamma and beta words (32 bytes a unit)."""
-        return 12 * self.wg + (32 * self.wg * self.units if self.early == "s" else 0)
 
 
 def configs_for(cols: int, max_threads: int, subgroups: bool) -> list[RowConfig]:
@@ -148,15 +127,11 @@ def lean_configs(cols: int, max_threads: int, subgroups: bool, dtype: str) -> li
             if c.units >= 4 and c.subgroup == subgroups for form in forms]
 
 
-def word_configs(cols: int, max_threads: int, subgroups: bool, dtype: str,
-                 max_storage: int = 16384) -> list[RowConfig]:
+def word_configs(cols: int, max_threads: int, subgroups: bool, dtype: str) -> list[RowConfig]:
     """f16 layer norm's word forms worth timing for rows of `cols` (module docstring), with
     the adapter's preferred reduction: "w8"/"w8h" (cols % 8 == 0) at each power-of-two
-    width from 32 with 2 to 16 units of 8 halves, "w8" also with one unit where the row
-    fills more than half the threads; "w8e"/"w8s" (gamma and beta loaded before the
-    reduction) at those widths with at most 4 units, "w8s" where its workgroup memory fits
-    `max_storage` bytes; and "w4"/"w4h" (cols % 4 == 0) at the widths lean_configs offers
-    (4 or more units of 4 halves). Appended in this order per width, the w4 forms last."""
+    width from 32 with 2 to 16 units of 8 halves, and "w4"/"w4h" (cols % 4 == 0) at the
+    widths lean_configs offers (4 or more units of 4 halves)."""
     if dtype != "f16":
         return []
     found = []
@@ -165,11 +140,8 @@ def word_configs(cols: int, max_threads: int, subgroups: bool, dtype: str,
         wg = 32
         while wg <= max_threads:
             units = -(-units_per_row // wg)
-            if units <= _MAX_UNITS and (units >= 2 or units_per_row > wg // 2):
-                forms = ["w8", "w8h"] if units >= 2 else ["w8"]
-                forms += ["w8e", "w8s"] if units <= _EARLY_UNITS else []
-                found += [c for c in (RowConfig(wg, units, True, subgroups, form) for form in forms)
-                          if c.workgroup_bytes() <= max_storage]
+            if 2 <= units <= _MAX_UNITS:
+                found += [RowConfig(wg, units, True, subgroups, form) for form in ("w8", "w8h")]
             wg *= 2
     if cols % 4 == 0:
         found += [RowConfig(c.wg, c.units, True, subgroups, form) for c in configs_for(cols, max_threads, subgroups)
@@ -210,8 +182,6 @@ def _bindings(kind: str, unit_t: str, c: RowConfig | None = None) -> str:
     if kind == "layer_norm":
         pair = "vec2<f32>" if form else "f32"  # the lean forms store (mean, rstd) at once
         lines.append(f"@group(0) @binding({len(lines) + 1}) var<storage, read_write> stats: array<{pair}>;")
-        if c is not None and c.early == "s":  # form "w8s": each thread's gamma / beta words
-            lines += [f"var<workgroup> early_{name}: array<{_word_t(c)}, {c.wg * c.units}>;" for name in ("gamma", "beta")]
     return "\n".join(lines)
 
 
@@ -315,7 +285,7 @@ def _layer_norm_body(c: RowConfig, comp: str, store: str, one_pass: bool) -> lis
     X = _widen(c)
     parts = _parts(c)
     if c.words:
-        lines = _word_loads(c) + _early_affine(c)
+        lines = _word_loads(c)
     elif c.form == "h":
         lines = _loads(c, ["x"], "0u", "vec2<u32>")
     else:
@@ -378,23 +348,6 @@ def _layer_norm_body(c: RowConfig, comp: str, store: str, one_pass: bool) -> lis
     return lines if c.form else lines + stats
 
 
-def _early_affine(c: RowConfig) -> list[str]:
-    """Forms "w8e" / "w8s": each unit's gamma and beta words, read right after x (before the
-    reduction, which they do not depend on) into registers g{u} / b{u} ("e") or into this
-    thread's slots of workgroup memory ("s"; only this thread reads them back)."""
-    lines = []
-    for u in range(c.units):
-        if c.early == "e":
-            lines += [f"var g{u} = {_word_t(c)}(0u);", f"var b{u} = {_word_t(c)}(0u);"]
-        if c.early:
-            lines.append(f"if (ok{u}) {{")
-            for flag, name in ((1, "gamma"), (2, "beta")):
-                held = f"{name[0]}{u}" if c.early == "e" else f"early_{name}[i{u}]"
-                lines.append(f"    if ((P.flags & {flag}u) != 0u) {{ {held} = {name}[i{u}]; }}")
-            lines.append("}")
-    return lines
-
-
 def _word_stores(c: RowConfig, comp: str) -> list[str]:
     """The word forms' output: per unit the other forms' arithmetic on each part, gamma and
     beta read as words, y written as words (pack2x16float: f32 to f16 as the other forms'
@@ -407,8 +360,7 @@ def _word_stores(c: RowConfig, comp: str) -> list[str]:
         lines += [f"    var o{p} = (({X(u, 3, p, tag)} - {comp}(pivot)) - {comp}(moved)) * rstd;" for p, tag in parts]
         for flag, name, op in ((1, "gamma", "*"), (2, "beta", "+")):
             lines.append(f"    if ((P.flags & {flag}u) != 0u) {{")
-            held = {"": f"{name}[i{u}]", "e": f"{name[0]}{u}", "s": f"early_{name}[i{u}]"}[c.early]
-            lines.append(f"        let {name[0]} = {held};")
+            lines.append(f"        let {name[0]} = {name}[i{u}];")
             lines += [f"        o{p} = o{p} {op} {_unpack([f'{name[0]}.{lane}' for lane in ('xy', 'zw')[p]])};"
                       for p, _ in parts]
             lines.append("    }")
