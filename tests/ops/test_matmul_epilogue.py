@@ -54,38 +54,43 @@ def test_linear_relu_forward_and_gradients_match_torch_and_op_by_op(dev, rows, i
         np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-4 * np.sqrt(rows))
 
 
-def _mlp_step_stats(dev, fuse: bool, steps: int = 3):
-    """Losses and final weights of a few SGD steps of a small MLP, and the dispatches of the last."""
-    ag.manual_seed(0)
-    rng = np.random.default_rng(0)
-    with _Fuse(dev, fuse):
-        model = nn.Sequential(nn.Linear(23, 33), nn.ReLU(), nn.Linear(33, 17), nn.ReLU(), nn.Linear(17, 5))
-        opt = ag.optim.SGD(model.parameters(), lr=0.1)
-        x = ag.tensor(rng.standard_normal((19, 23)).astype(np.float32))
-        labels = ag.tensor(rng.integers(0, 5, 19).astype(np.int32), dtype="int32")
-        losses = []
-        for _ in range(steps):
-            dev.synchronize()
-            before = dev.stats["dispatches"]
-            opt.zero_grad()
-            loss = F.cross_entropy(model(x), labels)
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-            dispatches = dev.stats["dispatches"] - before
-        weights = [p.detach().numpy() for p in model.parameters()]
-    return losses, weights, dispatches
-
-
 def test_mlp_step_takes_fewer_dispatches_and_trains_bit_for_bit_as_op_by_op(dev):
-    losses, weights, fused = _mlp_step_stats(dev, True)
-    plain_losses, plain_weights, plain = _mlp_step_stats(dev, False)
-    assert losses == plain_losses
-    for got, want in zip(weights, plain_weights):
-        np.testing.assert_array_equal(got, want)
+    def build():
+        model = nn.Sequential(nn.Linear(23, 33), nn.ReLU(), nn.Linear(33, 17), nn.ReLU(), nn.Linear(17, 5))
+        return model, ag.optim.SGD(model.parameters(), lr=0.1)
+    fused, plain = train_fused_and_op_by_op(dev, build, (19, 23), 5)
     # Op by op the biases are in the products' stores already; fused, the 2 ReLUs join them
     # forward and the 2 ReLU backwards join the stores of the gradient products.
     assert fused <= plain - 4, (fused, plain)
+
+
+def train_fused_and_op_by_op(dev, build, x_shape: tuple, classes: int, steps: int = 3) -> tuple[int, int]:
+    """Train the (model, optimizer) that `build()` returns for `steps` steps on fixed random
+    inputs of x_shape and labels below `classes`, fusing and op by op; checks that losses
+    and final weights agree bit for bit and returns the dispatches of the last step of each."""
+    results = {}
+    for fuse in (True, False):
+        ag.manual_seed(0)
+        rng = np.random.default_rng(0)
+        with _Fuse(dev, fuse):
+            model, opt = build()
+            x = ag.tensor(rng.standard_normal(x_shape).astype(np.float32))
+            labels = ag.tensor(rng.integers(0, classes, x_shape[0]).astype(np.int32), dtype="int32")
+            losses = []
+            for _ in range(steps):
+                dev.synchronize()
+                before = dev.stats["dispatches"]
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), labels)
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+                dispatches = dev.stats["dispatches"] - before
+            results[fuse] = (losses, [p.detach().numpy() for p in model.parameters()], dispatches)
+    assert results[True][0] == results[False][0]
+    for got, want in zip(results[True][1], results[False][1]):
+        np.testing.assert_array_equal(got, want)
+    return results[True][2], results[False][2]
 
 
 def _chain(dev, a, b, other, shape):

@@ -478,17 +478,20 @@ def conv2d_backward(dev, grad_out, input, weight, batch: int, in_c: int, in_h: i
     grad_out [batch, out_c, out_h, out_w] -> (d input [batch, in_c, in_h, in_w],
     d weight [out_c, in_c/groups, kh, kw], d bias [out_c]). The input gradient is exactly
     in_h x in_w even where the window's last step left rows or columns unread
-    ((in + 2 pad - dil (k - 1) - 1) mod stride != 0): conv2d_grad_input pads for it."""
+    ((in + 2 pad - dil (k - 1) - 1) mod stride != 0): conv2d_grad_input pads for it.
+    The input gradient comes last: it is deferred (ops/conv.py), and an activation's
+    backward applied to it next joins its store."""
     out_h = conv_output_size(in_h, kh, stride[0], padding[0], dilation[0])
     out_w = conv_output_size(in_w, kw, stride[1], padding[1], dilation[1])
     grad_input = grad_weight = None
-    if needs[0]:
-        grad_input = dev.conv2d_grad_input(grad_out, weight, batch, in_c, in_h, in_w, out_c, out_h, out_w,
-                                           kh, kw, stride, padding, dilation, groups)
     if needs[1]:
         grad_weight = dev.conv2d_grad_weight(input, grad_out, batch, in_c, in_h, in_w, out_c, out_h, out_w,
                                              kh, kw, stride, padding, dilation, groups)
-    return grad_input, grad_weight, _conv_grad_bias(dev, grad_out, batch, out_c, out_h, out_w, needs)
+    grad_bias = _conv_grad_bias(dev, grad_out, batch, out_c, out_h, out_w, needs)
+    if needs[0]:
+        grad_input = dev.conv2d_grad_input(grad_out, weight, batch, in_c, in_h, in_w, out_c, out_h, out_w,
+                                           kh, kw, stride, padding, dilation, groups)
+    return grad_input, grad_weight, grad_bias
 
 
 @rule("conv_transpose2d")

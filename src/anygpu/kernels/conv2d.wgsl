@@ -8,7 +8,9 @@
 @group(0) @binding(1) var<storage, read> b_source: array<f32>;  // input
 @group(0) @binding(2) var<storage, read> weight: array<f32>;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
-@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+@group(0) @binding({{OUT_BINDING}}) var<storage, read_write> out: array<f32>;
+// An elementwise epilogue (ops/matmul_gen.Epilogue): its extra inputs from binding 4, store1.
+{{EPILOGUE}}
 
 fn gemm_m() -> u32 { return P.out_c / P.groups; }
 fn gemm_n() -> u32 { return P.batch * P.out_h * P.out_w; }

@@ -15,7 +15,9 @@
 @group(0) @binding(1) var<storage, read> input: array<f32>;
 @group(0) @binding(2) var<storage, read> weight: array<f32>;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
-@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+@group(0) @binding({{OUT_BINDING}}) var<storage, read_write> out: array<f32>;
+// An elementwise epilogue (ops/matmul_gen.Epilogue): its extra inputs from binding 4, store1.
+{{EPILOGUE}}
 
 const TM: u32 = {{TM}}u;
 const RM: u32 = {{RM}}u;

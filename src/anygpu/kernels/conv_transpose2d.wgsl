@@ -12,7 +12,9 @@
 @group(0) @binding(1) var<storage, read> b_source: array<f32>;  // input
 @group(0) @binding(2) var<storage, read> weight: array<f32>;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
-@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+@group(0) @binding({{OUT_BINDING}}) var<storage, read_write> out: array<f32>;
+// An elementwise epilogue (ops/matmul_gen.Epilogue): its extra inputs from binding 4, store1.
+{{EPILOGUE}}
 
 var<workgroup> k_weight: array<u32, TILE_K>;  // weight index of (g*cg + ic, 0, r, s)
 

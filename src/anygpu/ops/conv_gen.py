@@ -12,6 +12,12 @@ several times slower (seconds per variant) for no measurable speed.
 conv2d of stride 1 and dilation 1 has a second form (`DirectTiles`, kernels/conv_direct.wgsl):
 the input patch of a block of output rows is staged once per step of input channels and
 serves every tap from registers, instead of being gathered again for each of the k = (ic, r, s).
+
+conv2d (both forms) and conv_transpose2d may store through an elementwise epilogue
+(matmul_gen.Epilogue, built by ops/fusion.py from the ops that read the result): the value
+stored is the sum plus bias as without one, handed to the epilogue's store1; its extra inputs
+are bound from binding 4, the output after them, its other outputs last; its zero word and
+scalars follow the kind's parameters padded to 4 words (`params`), within the 256-byte slot.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import re
 from dataclasses import dataclass
 
 from ..runtime import Params, load_shader
+from .matmul_gen import Epilogue
 from .thread_grid import ThreadGrid, outer_product_lines
 
 KINDS = ("conv2d", "conv_transpose2d", "conv2d_grad_weight")
@@ -38,6 +45,42 @@ PARAMS = {
     "conv2d_direct": Params(*(f"{name}: u32" for name in _GEOMETRY + ("tiles_w", "tiles_h"))),
 }
 _LANES = "xyzw"
+# The kinds whose output may go through an elementwise epilogue (matmul_gen.Epilogue): the
+# output binding then follows the epilogue's extra inputs, the other outputs after it.
+_OUTPUT_BINDING = {"conv2d": 4, "conv_transpose2d": 4, "conv2d_direct": 4}
+UNIFORM_WORDS = 64  # the 256-byte uniform slot of one launch
+
+
+def params(kind: str, epilogue: Epilogue | None = None) -> Params:
+    """The parameter block of `kind` (PARAMS, or conv2d_direct), followed for an epilogue
+    by padding to 4 words and the epilogue's fields (its zero word and scalars)."""
+    base = PARAMS[kind]
+    if epilogue is None:
+        return base
+    return _with_epilogue(kind, epilogue)
+
+
+@functools.lru_cache(maxsize=None)
+def _with_epilogue(kind: str, epilogue: Epilogue) -> Params:
+    fields = list(PARAMS[kind].names)
+    pads = -len(fields) % 4
+    return Params(*(f"{name}: u32" for name in fields), *(f"e_fill{k}: u32" for k in range(pads)),
+                  *epilogue.param_fields())
+
+
+def epilogue_room(kind: str) -> int:
+    """How many epilogue scalars fit the uniform slot after `kind`'s parameters."""
+    return UNIFORM_WORDS - (-(-len(PARAMS[kind].names) // 4) * 4) - 4
+
+
+def epilogue_subs(kind: str, epilogue: Epilogue | None) -> dict:
+    """The OUT_BINDING and EPILOGUE placeholders of a kind file: the output after the
+    epilogue's extra inputs, and the epilogue's bindings and store1 function (writing `out`)."""
+    first = _OUTPUT_BINDING[kind]
+    if epilogue is None:
+        return {"OUT_BINDING": first, "EPILOGUE": ""}
+    return {"OUT_BINDING": first + epilogue.n_extra,
+            "EPILOGUE": epilogue.wgsl("f32", "f32", False, first=first, target="out")}
 
 
 @dataclass(frozen=True)
@@ -96,9 +139,10 @@ def _compute(t: ConvTiles) -> list[str]:
                                lambda kk, j: f"b_tile[{kk}u * (TILE_N / 4u) + tx + {j * t.threads_x}u]")
 
 
-def _store(t: ConvTiles) -> list[str]:
-    """Write every accumulator lane inside the output. Per-row values (bias, offset,
-    bounds) are computed once, per-column ones (output_index) once per column."""
+def _store(t: ConvTiles, epilogue: Epilogue | None = None) -> list[str]:
+    """Write every accumulator lane inside the output (through the epilogue's store1 when
+    there is one). Per-row values (bias, offset, bounds) are computed once, per-column ones
+    (output_index) once per column."""
     lines = []
     for i in range(t.rows // 4):
         for r in range(4):
@@ -114,24 +158,32 @@ def _store(t: ConvTiles) -> list[str]:
             for i in range(t.rows // 4):
                 for r in range(4):
                     name = f"{i}_{r}"
-                    lines.append(f"        if (row_ok_{name}) {{ out[o + offset_{name}] = acc_{name}_{j}.{lane} + bias_{name}; }}")
+                    value, at = f"acc_{name}_{j}.{lane} + bias_{name}", f"o + offset_{name}"
+                    store = f"out[{at}] = {value};" if epilogue is None else f"store1({value}, {at}, 0u);"
+                    lines.append(f"        if (row_ok_{name}) {{ {store} }}")
             lines += ["    }", "}"]
     return lines
 
 
 @functools.lru_cache(maxsize=None)
-def generate(kind: str, tiles: ConvTiles) -> str:
-    """The WGSL source of convolution `kind` (one of KINDS) blocked as `tiles`."""
+def generate(kind: str, tiles: ConvTiles, epilogue: Epilogue | None = None) -> str:
+    """The WGSL source of convolution `kind` (one of KINDS) blocked as `tiles`, storing
+    through `epilogue` (conv2d and conv_transpose2d; None: the sum plus bias as it is)."""
     if kind not in KINDS:
         raise ValueError(f"conv kernel kind must be one of {KINDS}, got {kind!r}")
+    subs = {}
+    if kind in _OUTPUT_BINDING:
+        subs = epilogue_subs(kind, epilogue)
+    elif epilogue is not None:
+        raise ValueError(f"conv kernel kind {kind} takes no epilogue")
     return load_shader(
         "conv_gemm.wgsl",
-        KIND=load_shader(f"{kind}.wgsl", **PARAMS[kind].subs()),
+        KIND=load_shader(f"{kind}.wgsl", **params(kind, epilogue).subs(), **subs),
         TILE_M=tiles.tile_m, TILE_N=tiles.tile_n, TILE_K=tiles.tile_k,
         THREADS_X=tiles.threads_x, THREADS_Y=tiles.threads_y,
         DECLARE=_indent(_declare(tiles), 1),
         COMPUTE=_indent(_compute(tiles), 2),
-        STORE=_indent(_store(tiles), 1),
+        STORE=_indent(_store(tiles, epilogue), 1),
     )
 
 
@@ -202,7 +254,7 @@ def _direct_compute(t: DirectTiles, kh: int, kw: int) -> list[str]:
     return lines
 
 
-def _direct_store(t: DirectTiles) -> list[str]:
+def _direct_store(t: DirectTiles, epilogue: Epilogue | None = None) -> list[str]:
     lines = []
     for k in range(t.rm):
         lines += [f"let orow{k} = row0 + cgp * RM + {k}u;", f"if (orow{k} < m) {{",
@@ -210,19 +262,22 @@ def _direct_store(t: DirectTiles) -> list[str]:
                   f"    let o = (n * P.out_c + g * m + orow{k}) * out_hw + oh * P.out_w;"]
         for q in range(t.cw // 4):
             for e, lane in enumerate(_LANES):
-                lines.append(f"    if (col + {4 * q + e}u < P.out_w) {{ out[o + col + {4 * q + e}u] = acc_{k}_{q}.{lane} + b; }}")
+                value, at = f"acc_{k}_{q}.{lane} + b", f"o + col + {4 * q + e}u"
+                store = f"out[{at}] = {value};" if epilogue is None else f"store1({value}, {at}, 0u);"
+                lines.append(f"    if (col + {4 * q + e}u < P.out_w) {{ {store} }}")
         lines.append("}")
     return lines
 
 
 @functools.lru_cache(maxsize=None)
-def generate_direct(tiles: DirectTiles, kh: int, kw: int) -> str:
-    """The WGSL of the direct conv2d blocked as `tiles` for a kh x kw kernel."""
+def generate_direct(tiles: DirectTiles, kh: int, kw: int, epilogue: Epilogue | None = None) -> str:
+    """The WGSL of the direct conv2d blocked as `tiles` for a kh x kw kernel, storing
+    through `epilogue` (None: the sum plus bias as it is)."""
     if tiles.rm % 4 or tiles.cw % 4 or tiles.tm % tiles.rm:
         raise ValueError(f"direct conv tiles {tiles.name}: rm and cw must be multiples of 4 dividing tm")
     declare = [f"var acc_{k}_{q} = vec4<f32>(0.0);" for k in range(tiles.rm) for q in range(tiles.cw // 4)]
     return load_shader(
-        "conv_direct.wgsl", **PARAMS["conv2d_direct"].subs(),
+        "conv_direct.wgsl", **params("conv2d_direct", epilogue).subs(), **epilogue_subs("conv2d_direct", epilogue),
         TM=tiles.tm, RM=tiles.rm, CW=tiles.cw, TX=tiles.tx, TH=tiles.th, CK=tiles.ck, KH=kh, KW=kw,
         DECLARE=_indent(declare, 1), COMPUTE=_indent(_direct_compute(tiles, kh, kw), 3),
-        STORE=_indent(_direct_store(tiles), 1))
+        STORE=_indent(_direct_store(tiles, epilogue), 1))

@@ -41,6 +41,9 @@ structure, each value `rounded` as above), writing the chain's values that are h
 elsewhere or last. A linear layer's bias is part of the product (matmul_strided's `bias`).
 So `relu(x @ w.T + b)` is one kernel, and so is an activation's backward applied to the
 gradient product `dy @ w` (linear_backward computes that product last).
+Convolutions (ops/conv.py: conv2d, conv_transpose2d and so conv2d's input gradient, f32) are
+deferred the same way with their own limit on scalars (`room`, what their parameter blocks
+leave of the uniform slot): `relu(conv2d(x, w, b))` is one kernel too.
 
 `ANYGPU_FUSE=0` (or `dev.fuse = False`) launches every op and product at once (a bias
 still goes into its product's store). `dev.stats`: "dispatches" counts real dispatches,
@@ -75,7 +78,7 @@ class Node:
     Buffer it is written to (if any), `seen` its readers in its own kernel so far."""
 
     __slots__ = ("name", "expr", "args", "alpha", "beta", "ref", "n", "dtype", "readers", "seen", "out",
-                 "produce", "inputs")
+                 "produce", "inputs", "room")
 
     def __init__(self, name: str, expr: str, args: tuple, alpha: float, beta: float, ref, n: int,
                  dtype: str, produce=None, inputs: int = 0):
@@ -92,6 +95,7 @@ class Node:
         # A deferred product (defer_product): the function recording it, its bound inputs.
         self.produce = produce
         self.inputs = inputs
+        self.room = MAX_EPILOGUE_PARAMS  # a product's epilogue: at most this many scalars
 
 
 def defer_unary(dev, name: str, expr: str, x, alpha: float, beta: float):
@@ -119,15 +123,20 @@ def defer_binary(dev, name: str, expr: str, a, b, alpha: float):
     return _defer(dev, Node(name, expr, tuple(args), alpha, 0.0, None, a.len, a.dtype))
 
 
-def defer_product(dev, n: int, dtype: str, produce, inputs: int):
+def defer_product(dev, n: int, dtype: str, produce, inputs: int, room: int = 0, name: str = "matmul"):
     """The Buffer of a product (n elements of dtype) that `produce` records when it is
     realized, with the elementwise ops that read it by then folded into its store:
-    produce(out, steps=, written=, extras=, outputs=, values=) (matmul._launch; see
-    matmul_gen.Epilogue). `inputs`: the Buffers the product binds without an epilogue's
-    extra inputs (A, B and a bias). Pending work goes first: a product is always the first
-    Node of what realize gets."""
+    produce(out, steps=, written=, extras=, outputs=, values=) (matmul._launch,
+    conv._launch_conv2d; see matmul_gen.Epilogue). `inputs`: the Buffers the product binds
+    without an epilogue's extra inputs (A, B and a bias). `room`: at most this many
+    epilogue scalars fit the product's parameter block (0: MAX_EPILOGUE_PARAMS, a
+    matmul's). Pending work goes first: a product is always the first Node of what realize
+    gets."""
     dev.realize_lazy()
-    return _defer(dev, Node("matmul", None, (), 0.0, 0.0, None, n, dtype, produce, inputs))
+    node = Node(name, None, (), 0.0, 0.0, None, n, dtype, produce, inputs)
+    if room:
+        node.room = min(room, MAX_EPILOGUE_PARAMS)
+    return _defer(dev, node)
 
 
 def _defer(dev, node: Node):
@@ -284,7 +293,7 @@ def _realize_product(dev, nodes: list) -> list:
         buf = tail.ref()
         tail_written = (buf is not None and buf._lazy is tail) or tail.readers > 1
         if (len(steps) < MAX_EPILOGUE and type(other) is not Node
-                and len(values) + len(scalars) <= MAX_EPILOGUE_PARAMS
+                and len(values) + len(scalars) <= head.room
                 and head.inputs + len(extras) + (other is not None) + writes + tail_written + 1 <= limit):
             steps.append((node.expr, len(args), other is None or args[0] is tail))
             if other is not None:

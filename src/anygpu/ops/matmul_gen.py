@@ -364,10 +364,18 @@ class Epilogue:
         fields = "\n    zero: u32, e_pad0: u32, e_pad1: u32, e_pad2: u32,"
         return fields + (f"\n    ep: array<vec4<f32>, {self.words // 4}>," if self.words else "")
 
-    def wgsl(self, dtype: str, c_elem: str, vec: bool) -> str:
+    def param_fields(self) -> tuple[str, ...]:
+        """The same fields as runtime.Params declarations (kernels whose block is a Params:
+        the convolutions, ops/conv_gen.py); they follow fields padded to 4 words."""
+        return ("zero: u32", "e_pad0: u32", "e_pad1: u32", "e_pad2: u32") + ((f"ep: f32[{self.words}]",)
+                                                                             if self.words else ())
+
+    def wgsl(self, dtype: str, c_elem: str, vec: bool, first: int = 3, target: str = "C") -> str:
         """Bindings and functions: `store4(v, i, col)` (vec: C of vec4, i a multiple of 4) or
-        `store1(v, i, col)` store the epilogue of product value(s) v at element i, column col."""
-        binding = 3
+        `store1(v, i, col)` store the epilogue of product value(s) v at element i, column col.
+        The bias and extra inputs are bound from binding `first`, then the product's own
+        output (named `target`, declared by the kernel), then the other outputs."""
+        binding = first
         lines = []
         if self.bias:
             lines.append(f"@group(0) @binding({binding}) var<storage, read> BIAS: array<{dtype}>;")
@@ -405,7 +413,7 @@ class Epilogue:
         lines.append(f"struct Epi {{\n{fields}\n}}")
         lines.append("fn epi(v: f32, i: u32, col: u32) -> Epi {\n" + "\n".join(body)
                      + f"\n    return Epi({', '.join(f't{w}' for w in self.written)});\n}}")
-        outs = ["C"] + [f"O{m}" for m in range(1, len(self.written))]
+        outs = [target] + [f"O{m}" for m in range(1, len(self.written))]
         if vec:
             stores = [f"    {o}[i >> 2u] = vec4<{dtype}>(vec4<f32>(rx.o{m}, ry.o{m}, rz.o{m}, rw.o{m}));"
                       for m, o in enumerate(outs)]
