@@ -179,11 +179,26 @@ def _worker_step(model_name, batch, steps, bucket_mb, overlap=True, ddp=True, de
         wrapped.stats.update(rounds=0, map_seconds=0.0, mpi_seconds=0.0, wait_seconds=0.0)
     if world > 1:
         dist.barrier()
+    profiler = None
+    if os.environ.get("ANYGPU_BENCH_PROFILE"):  # where the host time of the timed steps goes (cProfile)
+        import cProfile
+        profiler = cProfile.Profile()
+        profiler.enable()
     started = time.perf_counter()
     for _ in range(steps):
         step()
     dev.synchronize()
     seconds = time.perf_counter() - started
+    profile = ""
+    if profiler is not None:
+        import io
+        import pstats
+        profiler.disable()
+        text = io.StringIO()
+        stats = pstats.Stats(profiler, stream=text).sort_stats("tottime")
+        stats.print_stats(14)
+        stats.print_callers("proxy_func")  # which of our calls into wgpu-py take the time
+        profile = text.getvalue()
     stats = {}
     if wrapped is not model:  # where a step's reduction time goes, per step (rounds include the warm-up)
         rounds = max(wrapped.stats["rounds"], 1)
@@ -191,7 +206,8 @@ def _worker_step(model_name, batch, steps, bucket_mb, overlap=True, ddp=True, de
                  if key.endswith("_seconds")}
     trace = process_group.TRACE[-80:] if process_group.TRACE else []  # ANYGPU_DIST_TRACE=1: the last steps' events
     trace = [(round((t - trace[0][0]) * 1e6), who, what) for t, who, what in trace]
-    return {"model": model_name, "world": world, "batch": batch, "bucket_mb": bucket_mb, "overlap": overlap, "trace": trace,
+    return {"model": model_name, "world": world, "batch": batch, "bucket_mb": bucket_mb, "overlap": overlap,
+            "trace": trace, "profile": profile,
             "defer": defer, "compiled": compiled,
             "per_step": stats, "step_ms": seconds / steps * 1e3,
             "global_samples_per_s": world * batch * steps / seconds, "adapter": dev.adapter_name,

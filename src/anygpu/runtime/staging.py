@@ -53,6 +53,7 @@ CACHE_BYTES = 256 << 20
 # a quarter per poll up to the last (a software adapter's GPU is the CPU: poll it less often).
 POLL_SLEEP = 10e-6
 POLL_SLEEP_MAX = 200e-6
+POLL_SLEEP_MAX_CPU = 2e-3  # a software adapter: its "GPU" shares the cores with this polling
 _slack = threading.local()
 
 
@@ -215,14 +216,15 @@ class HostStage:
         ``queue.submit`` needs that lock, so a worker thread waiting for a bucket's download
         would stop the recording thread from submitting the rest of backward until the GPU
         had run dry (gfx-rs/wgpu#9470, fixed after wgpu 29). The sleep grows from POLL_SLEEP
-        to POLL_SLEEP_MAX the longer the GPU takes, so short waits end within microseconds
-        and long ones cost little CPU."""
+        to POLL_SLEEP_MAX (POLL_SLEEP_MAX_CPU on a software adapter) the longer the GPU takes,
+        so short waits end within microseconds and long ones cost little CPU."""
         lib = native.lib
         device = self.dev._device._internal
         _fine_timer_slack()
         # Every wake-up takes the GIL from the recording thread (which drops it at each C call):
         # sleep most of the last wait in one go, then poll finely.
-        if self.times["map"] > 4 * POLL_SLEEP_MAX:
+        longest = POLL_SLEEP_MAX_CPU if self.dev.adapter_type == "CPU" else POLL_SLEEP_MAX
+        if self.times["map"] > 4 * longest:
             time.sleep(min(0.7 * self.times["map"], 0.05))
         pause = POLL_SLEEP
         while self._download.status is None or self._upload.status is None:
@@ -233,7 +235,7 @@ class HostStage:
                 raise GpuError(f"host staging: the GPU did not finish within {MAP_TIMEOUT:g} s "
                                f"on {self.dev.adapter_name}")
             time.sleep(pause)
-            pause = min(pause * 1.25, POLL_SLEEP_MAX)
+            pause = min(pause * 1.25, longest)
 
     def close(self) -> None:
         """Destroy both buffers (the stage must not be in use)."""
