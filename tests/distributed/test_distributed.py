@@ -467,3 +467,18 @@ def test_a_world_not_started_by_mpi_is_refused(how):
     assert done.returncode != 0
     expected = "2" if how == "env" else "3"
     assert f"mpiexec -n {expected} python" in done.stderr and "RuntimeError" in done.stderr
+
+
+def test_copy_threads_follow_the_cores_per_rank_and_the_variable(monkeypatch):
+    from anygpu.distributed import process_group
+
+    monkeypatch.delenv("ANYGPU_DIST_COPY_THREADS", raising=False)
+    monkeypatch.setattr(process_group.os, "sched_getaffinity", lambda pid: set(range(32)), raising=False)
+    assert process_group._copy_threads(2) == 8  # 16 cores per rank, at most 8
+    assert process_group._copy_threads(8) == 4
+    assert process_group._copy_threads(64) == 1
+    monkeypatch.setenv("ANYGPU_DIST_COPY_THREADS", "3")
+    assert process_group._copy_threads(2) == 3
+    monkeypatch.setenv("ANYGPU_DIST_COPY_THREADS", "many")
+    with pytest.raises(ValueError, match="ANYGPU_DIST_COPY_THREADS"):
+        process_group._copy_threads(2)
