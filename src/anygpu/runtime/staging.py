@@ -224,7 +224,7 @@ class HostStage:
         # Every wake-up takes the GIL from the recording thread (which drops it at each C call):
         # sleep most of the last wait in one go, then poll finely.
         longest = POLL_SLEEP_MAX_CPU if self.dev.adapter_type == "CPU" else POLL_SLEEP_MAX
-        if self.times["map"] > 4 * longest:
+        if self.times["map"] > 4 * POLL_SLEEP:
             time.sleep(min(0.7 * self.times["map"], 0.05))
         pause = POLL_SLEEP
         while self._download.status is None or self._upload.status is None:
