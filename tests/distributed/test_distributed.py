@@ -244,8 +244,11 @@ def test_compiled_ddp_step_replays_and_equals_eager(ddp_runs, compiled, eager):
 def test_leaving_right_after_backward_finishes_the_exchanges(tmp_path, mode):
     """A script may end (or destroy the group) right after backward, its bucket exchanges
     still running: both ranks must finish them and exit cleanly (before the fix, a rank that
-    finalized MPI mid-all-reduce crashed or left the other hanging, about every other run)."""
-    job = mpi.run_worker("exit_after_backward.py", str(tmp_path / "out"), mode.split("-")[0], timeout=120)
+    finalized MPI mid-all-reduce crashed or left the other hanging, about every other run).
+    Two copy threads per rank: at exit, concurrent.futures refuses new work before the exit
+    hook runs (the 2 MiB bucket is then copied in two pieces on the exchange's own thread)."""
+    job = mpi.run_worker("exit_after_backward.py", str(tmp_path / "out"), mode.split("-")[0], timeout=120,
+                         env={"ANYGPU_DIST_COPY_THREADS": "2"})
     assert job.returncode == 0, job.stderr[-3000:]
     for got in mpi.results(tmp_path / "out"):
         assert got["held_after_backward"] > 0  # the exchanges really were in flight

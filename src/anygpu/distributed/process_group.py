@@ -625,9 +625,16 @@ def _in_pieces(group: "_Group", n: int, fn) -> None:
         return
     step = (-(-n // pieces) + 1023) // 1024 * 1024  # whole KiB-multiples of elements
     bounds = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
-    futures = [group.copiers.submit(fn, lo, hi) for lo, hi in bounds[1:]]
+    futures = []
+    try:
+        for lo, hi in bounds[1:]:
+            futures.append(group.copiers.submit(fn, lo, hi))
+    except RuntimeError:  # the interpreter is exiting: concurrent.futures takes no new work
+        pass  # (its hook runs before the atexit hook that finishes the exchanges in flight)
     try:
         fn(*bounds[0])
+        for lo, hi in bounds[1 + len(futures):]:
+            fn(lo, hi)
     finally:
         for future in futures:
             future.result()
