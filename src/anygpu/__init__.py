@@ -31,7 +31,7 @@ def devices() -> list[AdapterInfo]:
 from .tensor import inference_mode, is_inference_mode_enabled, set_grad_enabled  # noqa: E402
 from .placement import device  # noqa: E402
 from .generator import Generator, default_generator  # noqa: E402
-from . import accelerator, amp, backends, cuda, distributed, multiprocessing, utils  # noqa: E402  (each a torch.<name> module)
+from . import accelerator, amp, backends, cuda, distributed, futures, multiprocessing, utils  # noqa: E402  (each a torch.<name> module)
 from .amp import autocast  # noqa: E402
 from .backends import get_float32_matmul_precision, set_float32_matmul_precision  # noqa: E402
 from .io.serialization import load, save  # noqa: E402  (torch.save / torch.load; flat state dicts as before)

@@ -31,7 +31,7 @@ def _run(argv: list[str], env: dict, what: str) -> str:
     return done.stdout
 
 
-@pytest.mark.parametrize("program", ["ddp_torchrun.py"])
+@pytest.mark.parametrize("program", ["ddp_torchrun.py", "ddp_comm_hooks_torchrun.py"])
 def test_torchrun_script_runs_unchanged_under_mpiexec(program, tmp_path):
     pytest.importorskip("mpi4py", reason="pip install 'anygpu[dist]'")
     mpiexec = Path(sys.executable).parent / "mpiexec"

@@ -21,12 +21,13 @@ other ranks), so one failing rank never leaves the others waiting.
 from __future__ import annotations
 
 from .balance import split_batch
+from .grad_bucket import GradBucket
 from .process_group import (
-    DistributedError, ReduceOp, abort, all_gather, all_gather_numbers, all_gather_strings, all_reduce,
+    DistributedError, GroupMember, ProcessGroup, ReduceOp, abort, all_gather, all_gather_numbers, all_gather_strings, all_reduce,
     all_reduce_array, barrier, broadcast, destroy_process_group, get_local_rank, get_local_world_size, get_rank,
     export_launcher_env, gather, get_backend, get_default_backend_for_device, get_world_size, init_process_group, is_available, is_gloo_available,
     is_initialized, is_mpi_available, is_nccl_available, is_torchelastic_launched, launched_by_mpi, reduce,
-    reduce_scatter, scatter,
+    group, reduce_scatter, scatter,
 )
 
 __all__ = [
@@ -35,7 +36,8 @@ __all__ = [
     "get_local_world_size", "get_rank", "get_world_size", "init_process_group", "is_available",
     "is_initialized", "launched_by_mpi", "reduce_scatter", "split_batch", "export_launcher_env", "reduce",
     "gather", "scatter", "get_backend", "is_mpi_available", "is_nccl_available", "is_gloo_available",
-    "is_torchelastic_launched", "get_default_backend_for_device",
+    "is_torchelastic_launched", "get_default_backend_for_device", "GradBucket", "ProcessGroup", "group",
+    "GroupMember",
 ]
 
 export_launcher_env()  # torchrun's RANK / LOCAL_RANK / WORLD_SIZE under mpiexec

@@ -27,7 +27,7 @@ __all__ = [
     "get_local_world_size", "get_rank", "get_world_size", "init_process_group", "is_available", "is_initialized",
     "launched_by_mpi", "reduce_scatter", "reduce", "gather", "scatter", "get_backend", "is_mpi_available",
     "is_nccl_available", "is_gloo_available", "is_torchelastic_launched", "export_launcher_env",
-    "get_default_backend_for_device",
+    "get_default_backend_for_device", "ProcessGroup", "group", "GroupMember",
 ]
 
 INSTALL_HINT = ("anygpu.distributed needs mpi4py and an MPI library: pip install 'anygpu[dist]' "
@@ -509,7 +509,11 @@ def _write_back(tensor, host: np.ndarray) -> None:
 
 
 class _Work:
-    """What ``async_op=True`` returns: the operation has already completed."""
+    """What ``async_op=True`` returns: the operation has already completed. result: the
+    tensors it wrote (torch's ``Work.result()``, and the value of ``get_future()``)."""
+
+    def __init__(self, result: list | None = None):
+        self._result = [] if result is None else result
 
     def wait(self, timeout=None) -> bool:
         return True
@@ -517,13 +521,56 @@ class _Work:
     def is_completed(self) -> bool:
         return True
 
+    def is_success(self) -> bool:
+        return True
+
+    def exception(self):
+        return None
+
+    def result(self) -> list:
+        return self._result
+
+    def get_future(self):
+        """An anygpu.futures.Future, already completed with ``result()`` (``[tensor]`` for
+        all_reduce and broadcast), as torch's ``Work.get_future()``."""
+        from anygpu.futures import Future
+
+        future: Future = Future()
+        future.set_result(self._result)
+        return future
+
+
+class ProcessGroup:
+    """The default process group, as torch's ``dist.group.WORLD``: anygpu has only this one.
+    Collectives accept it (or None) as ``group=``."""
+
+    def size(self) -> int:
+        return get_world_size()
+
+    def rank(self) -> int:
+        return get_rank()
+
+    def __repr__(self) -> str:
+        return "anygpu.distributed.ProcessGroup(WORLD)"
+
+
+class group:
+    """torch's ``dist.group`` namespace: ``group.WORLD`` is the default process group."""
+
+    WORLD = ProcessGroup()
+
+
+GroupMember = group
+
 
 def all_reduce(tensor, op: str = ReduceOp.SUM, group=None, async_op: bool = False):
     """Reduce `tensor` across ranks in place: every rank ends with the same values.
 
     float32 and int32 tensors travel through the device's persistent host staging
     (runtime/staging.py): MPI reduces from the mapped download buffer straight into the
-    mapped upload buffer, which one GPU copy then writes back. Other types go through numpy."""
+    mapped upload buffer, which one GPU copy then writes back. Other types go through numpy:
+    float16 is summed in float32 and rounded to float16 once (for two ranks the very bits of
+    a float16 sum; DistributedDataParallel's fp16_compress_hook sends float16 buckets)."""
     _check_tensor("all_reduce", tensor)
     state = _need_group("all_reduce")
     wire = _staged_type(tensor)
@@ -534,11 +581,11 @@ def all_reduce(tensor, op: str = ReduceOp.SUM, group=None, async_op: bool = Fals
         all_reduce_staged(state, tensor._buf, mpi_op, "all_reduce",
                           divide_by=state.size if op == ReduceOp.AVG else None)
         tensor._host = None  # index checks must not read a stale host copy
-        return _Work() if async_op else None
+        return _Work([tensor]) if async_op else None
     host = _to_host(tensor)
     all_reduce_array(host, op, "all_reduce")
     _write_back(tensor, host)
-    return _Work() if async_op else None
+    return _Work([tensor]) if async_op else None
 
 
 def _staged_type(tensor):
@@ -708,7 +755,7 @@ def broadcast(tensor, src: int = 0, group=None, async_op: bool = False):
         _run(state, lambda: state.comm.Bcast(host, root=src), "broadcast")
         if state.rank != src:
             _write_back(tensor, host)
-    return _Work() if async_op else None
+    return _Work([tensor]) if async_op else None
 
 
 def _broadcast_staged(group: _Group, buf, src: int) -> None:

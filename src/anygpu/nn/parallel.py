@@ -140,6 +140,23 @@ if _after_backward not in post_backward_hooks:
     post_backward_hooks.append(_after_backward)
 
 
+def _hook_value(future, index: int, size: int) -> Tensor:
+    """The float32 Tensor of `size` elements a communication hook's Future holds (a list of
+    one Tensor, which older torch releases took, is accepted too)."""
+    what = "DistributedDataParallel communication hook"
+    if not callable(getattr(future, "wait", None)):
+        raise ValueError(f"{what}: the hook must return a Future (anygpu.futures.Future, e.g. "
+                         f"all_reduce(..., async_op=True).get_future()), got {type(future).__name__}")
+    value = future.wait()
+    if isinstance(value, (list, tuple)) and len(value) == 1:
+        value = value[0]
+    if not isinstance(value, Tensor) or value.numel() != size:
+        got = f"a Tensor of shape {tuple(value.shape)}" if isinstance(value, Tensor) else type(value).__name__
+        raise ValueError(f"{what}: the Future of bucket {index} must hold a Tensor of the bucket's {size} "
+                         f"elements, got {got}")
+    return value if value.dtype == float32 else value.float()
+
+
 def _batch_size(args, kwargs) -> int:
     for value in (*args, *kwargs.values()):
         shape = getattr(value, "shape", None)
@@ -231,6 +248,10 @@ class DistributedDataParallel(Module):
         self._round: _Round | None = None
         self._synced: list | None = None  # the .grad Tensors the last sync produced
         self._defer = True  # False: wait for the sums at the end of backward (benchmarks/distributed.py --no-defer)
+        # register_comm_hook: (hook, state), and whether the hook is run (False for allreduce_hook,
+        # which is what the buckets do anyway: the overlapped path stays).
+        self._comm_hook: tuple | None = None
+        self._runs_hook = False
         # Seconds spent, summed over syncs: waiting for the GPU and the mappings (map), in the MPI
         # all-reduce (mpi) -- both on the worker thread -- and the caller blocked on them (wait).
         self.stats = {"rounds": 0, "map_seconds": 0.0, "mpi_seconds": 0.0, "wait_seconds": 0.0}
@@ -263,6 +284,60 @@ class DistributedDataParallel(Module):
             yield
         finally:
             self.require_backward_grad_sync = previous
+
+    def register_comm_hook(self, state: object, hook) -> None:
+        """torch's communication hook: ``hook(state, bucket) -> Future`` decides how each
+        bucket of gradients (an ``anygpu.distributed.GradBucket``) is reduced; the Future's
+        value, a Tensor of the bucket's size, becomes the gradients (sums stay sums: divide
+        by the world size in the hook, as the default hooks do). Call it once, before
+        training; a second call raises RuntimeError, as torch's.
+
+        ``default_hooks.allreduce_hook`` keeps the built-in path (buckets reduced while
+        backward runs, nothing waited for after it, captured by anygpu.compile). Any other
+        hook runs at the end of backward, bucket by bucket in order (the same order on every
+        rank), with the ranks' gradients final; ``anygpu.compile`` leaves such steps eager
+        (``reason()`` says so). A hook runs on a single rank too, as in torch."""
+        if not callable(hook):
+            raise TypeError("Communication hook must be callable.")
+        if self._comm_hook is not None:
+            raise RuntimeError("register_comm_hook or register_builtin_comm_hook can only be called once.")
+        from anygpu.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        runs = hook is not default_hooks.allreduce_hook
+        if runs and self.weight_by_samples:
+            raise ValueError("DistributedDataParallel.register_comm_hook: a communication hook decides how gradients "
+                             "are averaged; it cannot be combined with weight_by_samples or balance='throughput'")
+        self._comm_hook, self._runs_hook = (hook, state), runs
+
+    def _hook_round(self) -> None:
+        """Run the registered hook on every bucket, in order, and cut each Future's value
+        into the parameters' ``.grad`` (zeros stand for a gradient a parameter did not get)."""
+        from anygpu.distributed.grad_bucket import GradBucket
+        from anygpu.ops import gpu
+        from anygpu.runtime.capture import paused
+        from anygpu.tensor import no_grad
+
+        assert self._comm_hook is not None
+        hook, state = self._comm_hook
+        dev = gpu()
+        recording = dev._recording
+        if recording is not None and recording.unsupported is None:  # anygpu.compile: left eager, with this reason
+            recording.unsupported = ("a DistributedDataParallel communication hook other than allreduce_hook (Python "
+                                     "that runs on every step)")
+        count = len(self._buckets)
+        for index, bucket in enumerate(self._buckets):
+            size = self._sizes[index]
+            flat = dev.alloc(size)
+            for p, offset in bucket:
+                if p.grad is not None:
+                    dev.copy(p.grad._buf, flat, p.numel(), dst_offset=offset)
+            grad_bucket = GradBucket(index, count, Tensor(flat, (size,)), [p for p, _ in bucket],
+                                     [offset for _, offset in bucket])
+            with paused(dev), no_grad():  # the hook's reads do not hide the reason above
+                value = _hook_value(hook(state, grad_bucket), index, size)
+            for p, offset in bucket:
+                p.grad = Tensor(dev.copy(value._buf, None, p.numel(), src_offset=offset), p.shape)
+        self.stats["rounds"] += 1
 
     # ------------------------------------------------------------------ balancing
 
@@ -341,7 +416,7 @@ class DistributedDataParallel(Module):
     def _on_grad_ready(self, leaf) -> None:
         """grad_ready_hooks: `leaf`'s gradient is final; launch every bucket now complete, in order."""
         index = self._bucket_of.get(id(leaf))
-        if index is None or not self._overlaps():
+        if index is None or self._runs_hook or not self._overlaps():
             return
         state = self._round if self._round is not None else self._start_round(self._samples)
         state.remaining[index] -= 1
@@ -448,6 +523,12 @@ class DistributedDataParallel(Module):
         if self.weight_by_samples and count <= 0:
             raise ValueError("DistributedDataParallel: weight_by_samples needs this rank's batch size; "
                              "call the wrapper's forward or pass sync_gradients(samples=...)")
+        if self._runs_hook:  # the registered hook reduces each bucket (on one rank too, as torch)
+            self.last_compute_seconds = time.perf_counter() - started
+            self._hook_round()
+            self._synced = [p.grad for p in self._params]
+            self._last_sync_end = time.perf_counter()
+            return
         if self.world_size == 1:  # one replica: its gradients are already the average
             self.last_compute_seconds = time.perf_counter() - started
             self._measure(count)
