@@ -1,7 +1,8 @@
 """A data-parallel script written for torchrun runs unchanged on anygpu under mpiexec:
 real torch (CPU, gloo) under `python -m torch.distributed.run`, then the same file with
 `torch` resolved to anygpu (torch_shim.py) under `mpiexec -n 2`, from the same initial
-weights; rank 0's printed lines must agree (words exactly, numbers to 1e-4)."""
+weights; rank 0's printed lines must agree (words exactly, numbers to 1e-4; 2e-3 where
+gradients travel as float16)."""
 
 import os
 import subprocess
@@ -31,7 +32,14 @@ def _run(argv: list[str], env: dict, what: str) -> str:
     return done.stdout
 
 
-@pytest.mark.parametrize("program", ["ddp_torchrun.py", "ddp_comm_hooks_torchrun.py"])
+# fp16_compress_hook rounds each gradient to float16: where our float32 gradient differs from
+# torch's CPU one in the last bits (other kernels, other summation order), the rounding can
+# land one float16 unit apart (2^-11, 4.9e-4 relative), and momentum carries it on. The exact
+# float16 arithmetic is checked bit for bit in tests/distributed/test_comm_hooks.py.
+RTOL = {"ddp_torchrun.py": 1e-4, "ddp_comm_hooks_torchrun.py": 2e-3}
+
+
+@pytest.mark.parametrize("program", sorted(RTOL))
 def test_torchrun_script_runs_unchanged_under_mpiexec(program, tmp_path):
     pytest.importorskip("mpi4py", reason="pip install 'anygpu[dist]'")
     mpiexec = Path(sys.executable).parent / "mpiexec"
@@ -49,4 +57,4 @@ def test_torchrun_script_runs_unchanged_under_mpiexec(program, tmp_path):
                 _env(init, "load"), f"{program} under mpiexec with anygpu")
     theirs = "\n".join(line for line in theirs.splitlines() if not line.startswith(("*", "Setting OMP")))
     assert "epoch 2: mean loss" in ours
-    compare(ours, theirs)
+    compare(ours, theirs, rtol=RTOL[program])
