@@ -182,6 +182,21 @@ def test_distributed_sampler_shards(n, replicas, drop_last):
     assert ordered[0][:2] == [0, replicas]
 
 
+@pytest.mark.parametrize("n, replicas, drop_last, seed", [(23, 2, False, 7), (23, 3, True, 0), (4, 3, False, 11),
+                                                          (1000, 4, False, 3)])
+def test_distributed_sampler_shards_are_torchs(n, replicas, drop_last, seed):
+    """The same indices on the same ranks as torch's DistributedSampler, epoch after epoch."""
+    torch_data = pytest.importorskip("torch.utils.data")
+    for epoch in (0, 1, 5):
+        for rank in range(replicas):
+            ours = DistributedSampler(range(n), num_replicas=replicas, rank=rank, seed=seed, drop_last=drop_last)
+            theirs = torch_data.DistributedSampler(range(n), num_replicas=replicas, rank=rank, seed=seed,
+                                                   drop_last=drop_last)
+            ours.set_epoch(epoch)
+            theirs.set_epoch(epoch)
+            assert list(ours) == list(theirs), (epoch, rank)
+
+
 def test_distributed_sampler_bad_arguments():
     with pytest.raises(ValueError, match=r"rank must be in \[0, 2\), got 2"):
         DistributedSampler(range(5), num_replicas=2, rank=2)

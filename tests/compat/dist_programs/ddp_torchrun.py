@@ -33,7 +33,7 @@ def main():
     x = rng.normal(size=(100, 10)).astype(np.float32)
     y = (x @ rng.normal(size=(10, 3)).astype(np.float32)).argmax(1)
     dataset = TensorDataset(torch.tensor(x), torch.tensor(y))
-    sampler = DistributedSampler(dataset, shuffle=False)  # 100 samples: padded to 2 x 50
+    sampler = DistributedSampler(dataset, seed=3)  # shuffled as torch shuffles: 2 shards of 50
     loader = DataLoader(dataset, batch_size=8, sampler=sampler)
 
     model = nn.Sequential(nn.Linear(10, 16), nn.Tanh(), nn.Linear(16, 3))

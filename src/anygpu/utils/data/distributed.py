@@ -7,6 +7,7 @@ from typing import Iterator
 
 import numpy as np
 
+from ... import generator as streams
 from .sampler import Sampler
 
 __all__ = ["DistributedSampler"]
@@ -22,8 +23,9 @@ class DistributedSampler(Sampler):
     the same count; with drop_last the tail is cut instead.
 
     num_replicas and rank default to the process group's world size and rank.
-    The permutation is NumPy's (default_rng(seed + epoch)), not torch's: the same
-    guarantees, other orders.
+    The permutation is torch's for the same seed and epoch (a generator seeded with
+    seed + epoch, torch's CPU randperm order: anygpu.generator), so a shuffled data-parallel
+    run reads the same samples on the same ranks as under torch.
     """
 
     def __init__(self, dataset, num_replicas: int | None = None, rank: int | None = None,
@@ -58,7 +60,8 @@ class DistributedSampler(Sampler):
     def __iter__(self) -> Iterator[int]:
         n = len(self.dataset)
         if self.shuffle:
-            indices = np.random.default_rng(self.seed + self.epoch).permutation(n)
+            generator = streams.Generator().manual_seed(self.seed + self.epoch)
+            indices = np.asarray(streams.randperm(n, generator, "DistributedSampler"), dtype=np.int64)
         else:
             indices = np.arange(n)
         if self.drop_last:
