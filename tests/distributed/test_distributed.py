@@ -66,6 +66,17 @@ def test_collectives_on_tensors(tmp_path, shared):
             assert got["gather"] is None
         np.testing.assert_array_equal(got["scatter"], data(rank, 8, (3,)))
         assert got["backend"] == "mpi"
+        np.testing.assert_array_equal(got["all_gather_into_tensor"],
+                                      np.concatenate([data(r, 9, (2, 3)) for r in range(2)]))
+        np.testing.assert_allclose(got["reduce_scatter_tensor"],
+                                   (data(0, 10, (4, 2)) + data(1, 10, (4, 2)))[2 * rank:2 * rank + 2],
+                                   rtol=1e-6, atol=1e-6)
+        assert got["all_gather_object"] == [{"rank": r, "name": f"r{r}", "values": [r, 1.5]} for r in range(2)]
+        assert got["broadcast_object_list"] == ["from 1", {"epoch": 8}, None]
+        assert got["gather_object"] == ([["rank", 0], ["rank", 1]] if rank == 0 else None)  # JSON: tuples as lists
+        assert got["scatter_object_list"] == [{"for": rank}]
+        assert "world_size = 2 entries, got 1" in got["object_list_error"]
+        assert "world_size = 2 times the input's 2" in got["into_tensor_error"]
         assert "dst must be a rank in [0, 2)" in got["reduce_error"]
         assert "needs gather_list" in got["gather_error"]
         assert "only rank" in got["scatter_error"] or "needs scatter_list" in got["scatter_error"]

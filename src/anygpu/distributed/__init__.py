@@ -27,7 +27,8 @@ from .process_group import (
     all_reduce_array, barrier, broadcast, destroy_process_group, get_local_rank, get_local_world_size, get_rank,
     export_launcher_env, gather, get_backend, get_default_backend_for_device, get_world_size, init_process_group, is_available, is_gloo_available,
     is_initialized, is_mpi_available, is_nccl_available, is_torchelastic_launched, launched_by_mpi, reduce,
-    group, reduce_scatter, scatter,
+    group, reduce_scatter, scatter, all_gather_into_tensor, reduce_scatter_tensor, all_gather_object,
+    broadcast_object_list, gather_object, scatter_object_list,
 )
 
 __all__ = [
@@ -37,7 +38,8 @@ __all__ = [
     "is_initialized", "launched_by_mpi", "reduce_scatter", "split_batch", "export_launcher_env", "reduce",
     "gather", "scatter", "get_backend", "is_mpi_available", "is_nccl_available", "is_gloo_available",
     "is_torchelastic_launched", "get_default_backend_for_device", "GradBucket", "ProcessGroup", "group",
-    "GroupMember",
+    "GroupMember", "all_gather_into_tensor", "reduce_scatter_tensor", "all_gather_object", "broadcast_object_list",
+    "gather_object", "scatter_object_list",
 ]
 
 export_launcher_env()  # torchrun's RANK / LOCAL_RANK / WORLD_SIZE under mpiexec

@@ -887,6 +887,99 @@ def scatter(tensor, scatter_list: list | None = None, src: int = 0, group=None, 
     return _Work() if async_op else None
 
 
+def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op: bool = False):
+    """output_tensor <- every rank's input_tensor, concatenated along the first dimension in
+    rank order (or stacked: output of shape (world_size, *input.shape)), as torch's."""
+    _check_tensor("all_gather_into_tensor", input_tensor)
+    _check_tensor("all_gather_into_tensor", output_tensor)
+    state = _need_group("all_gather_into_tensor")
+    if output_tensor.numel() != state.size * input_tensor.numel() or output_tensor.dtype != input_tensor.dtype:
+        raise ValueError(f"all_gather_into_tensor: output_tensor must hold world_size = {state.size} times the "
+                         f"input's {input_tensor.numel()} {input_tensor.dtype} elements, got "
+                         f"{output_tensor.numel()} {output_tensor.dtype}")
+    host = _to_host(input_tensor)
+    gathered = np.empty((state.size, host.size), dtype=host.dtype)
+    _run(state, lambda: state.comm.Allgather(host, gathered), "all_gather_into_tensor")
+    _write_back(output_tensor, gathered)
+    return _Work([output_tensor]) if async_op else None
+
+
+def reduce_scatter_tensor(output, input, op: str = ReduceOp.SUM, group=None, async_op: bool = False):
+    """output <- rank r's block of the reduction over ranks of `input` (world_size blocks of
+    output's size along the first dimension), as torch's."""
+    _check_tensor("reduce_scatter_tensor", output)
+    _check_tensor("reduce_scatter_tensor", input)
+    state = _need_group("reduce_scatter_tensor")
+    mpi_op = _mpi_op(state, op, "reduce_scatter_tensor")
+    if input.numel() != state.size * output.numel() or input.dtype != output.dtype:
+        raise ValueError(f"reduce_scatter_tensor: input must hold world_size = {state.size} times the output's "
+                         f"{output.numel()} {output.dtype} elements, got {input.numel()} {input.dtype}")
+    send = _to_host(input)
+    if op == ReduceOp.AVG and send.dtype.kind != "f":
+        raise ValueError(f"reduce_scatter_tensor: ReduceOp.AVG needs float tensors, got {send.dtype}")
+    received = np.empty(send.size // state.size, dtype=send.dtype)
+    _run(state, lambda: state.comm.Reduce_scatter_block(send, received, op=mpi_op), "reduce_scatter_tensor")
+    if op == ReduceOp.AVG:
+        received /= state.size
+    _write_back(output, received)
+    return _Work([output]) if async_op else None
+
+
+# Object collectives, as torch's: any picklable Python object, pickled by mpi4py. Like torch's,
+# they unpickle what the other ranks of this job send (trusted peers, never a file or a stranger).
+
+def all_gather_object(object_list: list, obj, group=None) -> None:
+    """object_list[r] <- rank r's `obj`, on every rank (object_list: world_size entries)."""
+    state = _need_group("all_gather_object")
+    if not isinstance(object_list, list) or len(object_list) != state.size:
+        raise ValueError(f"all_gather_object: object_list must be a list of world_size = {state.size} entries, got "
+                         f"{len(object_list) if isinstance(object_list, list) else type(object_list).__name__}")
+    object_list[:] = _run(state, lambda: state.comm.allgather(obj), "all_gather_object")
+
+
+def broadcast_object_list(object_list: list, src: int = 0, group=None, device=None) -> None:
+    """object_list's entries <- rank src's, in place on every rank (the same length everywhere)."""
+    state = _need_group("broadcast_object_list")
+    src = _check_root("broadcast_object_list", "src", state, src)
+    if not isinstance(object_list, list):
+        raise ValueError(f"broadcast_object_list: object_list must be a list, got {type(object_list).__name__}")
+    got = _run(state, lambda: state.comm.bcast(object_list if state.rank == src else None, root=src),
+               "broadcast_object_list")
+    if len(got) != len(object_list):
+        raise ValueError(f"broadcast_object_list: rank {src} sent {len(got)} objects, this rank's list has "
+                         f"{len(object_list)}")
+    object_list[:] = got
+
+
+def gather_object(obj, object_gather_list: list | None = None, dst: int = 0, group=None) -> None:
+    """Rank dst's object_gather_list[r] <- rank r's `obj` (the other ranks pass None)."""
+    state = _need_group("gather_object")
+    dst = _check_root("gather_object", "dst", state, dst)
+    if state.rank == dst and (not isinstance(object_gather_list, list) or len(object_gather_list) != state.size):
+        raise ValueError(f"gather_object: rank {dst} needs object_gather_list, a list of world_size = {state.size} "
+                         f"entries")
+    got = _run(state, lambda: state.comm.gather(obj, root=dst), "gather_object")
+    if state.rank == dst:
+        assert object_gather_list is not None
+        object_gather_list[:] = got
+
+
+def scatter_object_list(scatter_object_output_list: list, scatter_object_input_list: list | None = None,
+                        src: int = 0, group=None) -> None:
+    """scatter_object_output_list[0] <- rank src's scatter_object_input_list[my rank]."""
+    state = _need_group("scatter_object_list")
+    src = _check_root("scatter_object_list", "src", state, src)
+    if not isinstance(scatter_object_output_list, list) or len(scatter_object_output_list) < 1:
+        raise ValueError("scatter_object_list: scatter_object_output_list must be a list of at least one entry")
+    if state.rank == src and (not isinstance(scatter_object_input_list, list)
+                              or len(scatter_object_input_list) != state.size):
+        raise ValueError(f"scatter_object_list: rank {src} needs scatter_object_input_list, a list of world_size = "
+                         f"{state.size} objects")
+    got = _run(state, lambda: state.comm.scatter(scatter_object_input_list if state.rank == src else None, root=src),
+               "scatter_object_list")
+    scatter_object_output_list[0] = got
+
+
 def get_default_backend_for_device(device) -> str:
     """torch's backend name for a device type: "nccl" for GPUs (anygpu's adapters are
     "cuda" devices), "gloo" for "cpu"; init_process_group takes both and uses MPI."""

@@ -64,6 +64,31 @@ t = ag.zeros(3)
 dist.scatter(t, [ag.tensor(data(r, 8, (3,))) for r in range(world)] if rank == 1 else None, src=1)
 out["scatter"] = t.numpy().tolist()
 out["backend"] = dist.get_backend()
+# torch's tensor forms of all_gather / reduce_scatter, and the object collectives
+whole = ag.zeros(world * 2, 3)
+dist.all_gather_into_tensor(whole, ag.tensor(data(rank, 9, (2, 3))))
+out["all_gather_into_tensor"] = whole.numpy().tolist()
+block = ag.zeros(2, 2)
+dist.reduce_scatter_tensor(block, ag.tensor(data(rank, 10, (world * 2, 2))))
+out["reduce_scatter_tensor"] = block.numpy().tolist()
+objects = [None] * world
+dist.all_gather_object(objects, {"rank": rank, "name": f"r{rank}", "values": [rank, 1.5]})
+out["all_gather_object"] = objects
+sent = [f"from {rank}", {"epoch": 7 + rank}, None]
+dist.broadcast_object_list(sent, src=1)
+out["broadcast_object_list"] = sent
+collected = [None] * world if rank == 0 else None
+dist.gather_object(("rank", rank), collected, dst=0)
+out["gather_object"] = collected
+received = [None]
+dist.scatter_object_list(received, [{"for": r} for r in range(world)] if rank == 1 else None, src=1)
+out["scatter_object_list"] = received
+for name, call in (("object_list_error", lambda: dist.all_gather_object([None], 1)),
+                   ("into_tensor_error", lambda: dist.all_gather_into_tensor(ag.zeros(3), ag.zeros(2)))):
+    try:
+        call()
+    except ValueError as error:
+        out[name] = str(error)
 for name, call in (("reduce_error", lambda: dist.reduce(t, dst=world)),
                    ("gather_error", lambda: dist.gather(t, None, dst=rank)),
                    ("scatter_error", lambda: dist.scatter(t, [t] * world, src=1 - rank))):
