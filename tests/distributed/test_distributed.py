@@ -76,6 +76,9 @@ def test_collectives_on_tensors(tmp_path, shared):
         assert got["gather_object"] == ([["rank", 0], ["rank", 1]] if rank == 0 else None)  # JSON: tuples as lists
         assert got["scatter_object_list"] == [{"for": rank}]
         assert "world_size = 2 entries, got 1" in got["object_list_error"]
+        assert got["new_group_is_world"] is True
+        assert "a group of ranks [0] is not supported" in got["subgroup_error"]
+        assert "ranks must be in [0, 2), got [0, 2]" in got["new_group_error"]
         assert "world_size = 2 times the input's 2" in got["into_tensor_error"]
         assert "dst must be a rank in [0, 2)" in got["reduce_error"]
         assert "needs gather_list" in got["gather_error"]

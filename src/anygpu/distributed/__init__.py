@@ -28,7 +28,7 @@ from .process_group import (
     export_launcher_env, gather, get_backend, get_default_backend_for_device, get_world_size, init_process_group, is_available, is_gloo_available,
     is_initialized, is_mpi_available, is_nccl_available, is_torchelastic_launched, launched_by_mpi, reduce,
     group, reduce_scatter, scatter, all_gather_into_tensor, reduce_scatter_tensor, all_gather_object,
-    broadcast_object_list, gather_object, scatter_object_list,
+    broadcast_object_list, gather_object, scatter_object_list, new_group,
 )
 
 __all__ = [
@@ -39,7 +39,7 @@ __all__ = [
     "gather", "scatter", "get_backend", "is_mpi_available", "is_nccl_available", "is_gloo_available",
     "is_torchelastic_launched", "get_default_backend_for_device", "GradBucket", "ProcessGroup", "group",
     "GroupMember", "all_gather_into_tensor", "reduce_scatter_tensor", "all_gather_object", "broadcast_object_list",
-    "gather_object", "scatter_object_list",
+    "gather_object", "scatter_object_list", "new_group",
 ]
 
 export_launcher_env()  # torchrun's RANK / LOCAL_RANK / WORLD_SIZE under mpiexec

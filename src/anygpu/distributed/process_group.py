@@ -563,6 +563,22 @@ class group:
 GroupMember = group
 
 
+def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local_synchronization: bool = False,
+              group_desc=None, device_id=None) -> ProcessGroup:
+    """torch's ``new_group``: a group of every rank is the default group (``group.WORLD``).
+    anygpu has that one group only, so a strict subset of the ranks is refused with
+    NotImplementedError (collectives would otherwise run over every rank)."""
+    state = _need_group("new_group")
+    if ranks is not None:
+        chosen = sorted({int(r) for r in ranks})
+        if any(not 0 <= r < state.size for r in chosen):
+            raise ValueError(f"new_group: ranks must be in [0, {state.size}), got {list(ranks)}")
+        if chosen != list(range(state.size)):
+            raise NotImplementedError(f"new_group: anygpu.distributed has one process group, all {state.size} ranks; "
+                                      f"a group of ranks {chosen} is not supported")
+    return group.WORLD
+
+
 def all_reduce(tensor, op: str = ReduceOp.SUM, group=None, async_op: bool = False):
     """Reduce `tensor` across ranks in place: every rank ends with the same values.
 

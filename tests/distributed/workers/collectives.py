@@ -83,7 +83,13 @@ out["gather_object"] = collected
 received = [None]
 dist.scatter_object_list(received, [{"for": r} for r in range(world)] if rank == 1 else None, src=1)
 out["scatter_object_list"] = received
+out["new_group_is_world"] = dist.new_group() is dist.group.WORLD and dist.new_group([1, 0]) is dist.group.WORLD
+try:
+    dist.new_group([0])
+except NotImplementedError as error:
+    out["subgroup_error"] = str(error)
 for name, call in (("object_list_error", lambda: dist.all_gather_object([None], 1)),
+                   ("new_group_error", lambda: dist.new_group([0, 2])),
                    ("into_tensor_error", lambda: dist.all_gather_into_tensor(ag.zeros(3), ag.zeros(2)))):
     try:
         call()
