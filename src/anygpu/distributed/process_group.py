@@ -819,15 +819,20 @@ def reduce_scatter(output, input_list: list, op: str = ReduceOp.SUM, group=None,
     state = _need_group("reduce_scatter")
     mpi_op = _mpi_op(state, op, "reduce_scatter")
     _check_per_rank("reduce_scatter", "input_list", state, input_list, output)
-    send = np.concatenate([_to_host(item) for item in input_list])
+    _reduce_scatter_block(state, np.concatenate([_to_host(item) for item in input_list]), output, op, mpi_op,
+                          "reduce_scatter")
+    return _Work() if async_op else None
+
+
+def _reduce_scatter_block(state: _Group, send: np.ndarray, output, op: str, mpi_op, what: str) -> None:
+    """output <- this rank's block of the reduction over ranks of `send` (world_size blocks)."""
     if op == ReduceOp.AVG and send.dtype.kind != "f":
-        raise ValueError(f"reduce_scatter: ReduceOp.AVG needs float tensors, got {send.dtype}")
+        raise ValueError(f"{what}: ReduceOp.AVG needs float tensors, got {send.dtype}")
     received = np.empty(send.size // state.size, dtype=send.dtype)
-    _run(state, lambda: state.comm.Reduce_scatter_block(send, received, op=mpi_op), "reduce_scatter")
+    _run(state, lambda: state.comm.Reduce_scatter_block(send, received, op=mpi_op), what)
     if op == ReduceOp.AVG:
         received /= state.size
     _write_back(output, received)
-    return _Work() if async_op else None
 
 
 def _check_root(what: str, name: str, state: _Group, root) -> int:
@@ -930,14 +935,7 @@ def reduce_scatter_tensor(output, input, op: str = ReduceOp.SUM, group=None, asy
     if input.numel() != state.size * output.numel() or input.dtype != output.dtype:
         raise ValueError(f"reduce_scatter_tensor: input must hold world_size = {state.size} times the output's "
                          f"{output.numel()} {output.dtype} elements, got {input.numel()} {input.dtype}")
-    send = _to_host(input)
-    if op == ReduceOp.AVG and send.dtype.kind != "f":
-        raise ValueError(f"reduce_scatter_tensor: ReduceOp.AVG needs float tensors, got {send.dtype}")
-    received = np.empty(send.size // state.size, dtype=send.dtype)
-    _run(state, lambda: state.comm.Reduce_scatter_block(send, received, op=mpi_op), "reduce_scatter_tensor")
-    if op == ReduceOp.AVG:
-        received /= state.size
-    _write_back(output, received)
+    _reduce_scatter_block(state, _to_host(input), output, op, mpi_op, "reduce_scatter_tensor")
     return _Work([output]) if async_op else None
 
 
