@@ -77,6 +77,7 @@ class _Group:
 
 
 _group: _Group | None = None
+_exit_hook = False  # _settle_at_exit is registered
 # ANYGPU_DIST_TRACE=1: (seconds, thread name, event) of the exchanges, for benchmarks/distributed.py
 TRACE: list | None = [] if os.environ.get("ANYGPU_DIST_TRACE") else None
 
@@ -84,7 +85,6 @@ TRACE: list | None = [] if os.environ.get("ANYGPU_DIST_TRACE") else None
 def trace(event: str) -> None:
     if TRACE is not None:
         TRACE.append((time.perf_counter(), threading.current_thread().name, event))
-_exit_hook = False  # _settle_at_exit is registered
 
 
 # --------------------------------------------------------------------------- set-up
@@ -647,12 +647,14 @@ class _SharedSlots:
         trace("barrier")
 
         def reduce(lo: int, hi: int) -> None:
-            out = upload[lo:hi] if len(slots) == 2 else scratch[lo:hi]
+            if len(slots) == 2:  # straight into the upload mapping
+                ufunc(slots[0][lo:hi], slots[1][lo:hi], out=upload[lo:hi])
+                return
+            out = scratch[lo:hi]  # several ranks: summed in rank order, then moved once
             ufunc(slots[0][lo:hi], slots[1][lo:hi], out=out)
             for slot in slots[2:]:
                 ufunc(out, slot[lo:hi], out=out)
-            if out is not upload:
-                np.copyto(upload[lo:hi], out)
+            np.copyto(upload[lo:hi], out)
 
         _in_pieces(group, n, reduce)
 

@@ -165,6 +165,23 @@ def _batch_size(args, kwargs) -> int:
     return 0
 
 
+def _flat_gradients(dev, bucket, size: int):
+    """A Buffer of `size` floats holding the bucket's gradients at their offsets (zeros where
+    a parameter got no gradient)."""
+    flat = dev.alloc(size)
+    for p, offset in bucket:
+        if p.grad is not None:
+            dev.copy(p.grad._buf, flat, p.numel(), dst_offset=offset)
+    return flat
+
+
+def _cut_into_grads(dev, bucket, buf) -> None:
+    """Each parameter's ``.grad`` <- its part of the flat Buffer `buf`, in a fresh buffer (a
+    gradient buffer may be shared with other tensors of the graph)."""
+    for p, offset in bucket:
+        p.grad = Tensor(dev.copy(buf, None, p.numel(), src_offset=offset), p.shape)
+
+
 class DistributedDataParallel(Module):
     """Data-parallel wrapper with torch's name and arguments.
 
@@ -327,16 +344,11 @@ class DistributedDataParallel(Module):
         count = len(self._buckets)
         for index, bucket in enumerate(self._buckets):
             size = self._sizes[index]
-            flat = dev.alloc(size)
-            for p, offset in bucket:
-                if p.grad is not None:
-                    dev.copy(p.grad._buf, flat, p.numel(), dst_offset=offset)
-            grad_bucket = GradBucket(index, count, Tensor(flat, (size,)), [p for p, _ in bucket],
-                                     [offset for _, offset in bucket])
+            grad_bucket = GradBucket(index, count, Tensor(_flat_gradients(dev, bucket, size), (size,)),
+                                     [p for p, _ in bucket], [offset for _, offset in bucket])
             with paused(dev), no_grad():  # the hook's reads do not hide the reason above
                 value = _hook_value(hook(state, grad_bucket), index, size)
-            for p, offset in bucket:
-                p.grad = Tensor(dev.copy(value._buf, None, p.numel(), src_offset=offset), p.shape)
+            _cut_into_grads(dev, bucket, value._buf)
         self.stats["rounds"] += 1
 
     # ------------------------------------------------------------------ balancing
@@ -455,10 +467,7 @@ class DistributedDataParallel(Module):
                                                size + 1, self.stats, f"bucket {index}")
         stage = self._stages[index]
         if state.weight != 1.0 or any(p.grad is None for p, _ in bucket):
-            flat = dev.alloc(size)  # zeros where a parameter got no gradient
-            for p, offset in bucket:
-                if p.grad is not None:
-                    dev.copy(p.grad._buf, flat, p.numel(), dst_offset=offset)
+            flat = _flat_gradients(dev, bucket, size)
             if state.weight != 1.0:
                 flat = (Tensor(flat, (size,)) * state.weight)._buf
             stage.record_download(flat, 0, size)
@@ -492,9 +501,7 @@ class DistributedDataParallel(Module):
             # The divisor is the summed weight, the bucket's last element: world_size when
             # every rank sends 1 (exact in float32), else known only on the GPU.
             averaged = summed / summed[size] if self.weight_by_samples else summed * (1.0 / self.world_size)
-            for p, offset in self._buckets[index]:
-                # A fresh buffer: a gradient buffer may be shared with other tensors of the graph.
-                p.grad = Tensor(dev.copy(averaged._buf, None, p.numel(), src_offset=offset), p.shape)
+            _cut_into_grads(dev, self._buckets[index], averaged._buf)
         if not defer:
             dev.flush()  # waits at the gates
         self.stats["rounds"] += 1
