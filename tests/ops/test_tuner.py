@@ -138,7 +138,8 @@ def test_conv_tune_picks_a_correct_candidate(dev, cache):
     found = op.candidates(dev, problem)
     result = tuner.tune(dev, op, problem, candidates=found[:2], rounds=1)
     assert result.choice in found[:2]
-    assert all(isinstance(v, float) for v in result.timings.values()), result.timings
+    # Both passed the checks: timed, or (on a loaded machine) dropped as slow -- never as wrong.
+    assert all(isinstance(v, float) or v.startswith("slow:") for v in result.timings.values()), result.timings
 
 
 @pytest.mark.parametrize("kind", sorted(softmax_tune.TUNABLES))
