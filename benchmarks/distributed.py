@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -119,7 +120,11 @@ def _worker_mpi(sizes_mib, repeats):
     return {"rank": comm.Get_rank(), "rows": rows}
 
 
-def _worker_step(model_name, batch, steps, bucket_mb, overlap=True, ddp=True, defer=True, compiled=False):
+WARM_SECONDS = 1.0  # seconds of steps run before timing, and the least timed (see _worker_step)
+
+
+def _worker_step(model_name, batch, steps, bucket_mb, overlap=True, ddp=True, defer=True, compiled=False,
+                 warm_seconds=WARM_SECONDS):
     import anygpu as ag
     import anygpu.distributed as dist
     from anygpu import nn, optim
@@ -174,6 +179,21 @@ def _worker_step(model_name, batch, steps, bucket_mb, overlap=True, ddp=True, de
         step()
     if compiled and captured.stats["replayed"] == 0:
         raise SystemExit(f"the step was not captured: {captured.reason(*inputs, target)}")
+    # Warm the GPU's clocks up (an idle H200 runs the first milliseconds of work several times
+    # slower: 30 MLP steps alone once read 1.02 ms a step against 0.36 in `anygpu bench`) and
+    # time at least WARM_SECONDS of steps; the ranks agree on the counts (collectives).
+    dev.synchronize()
+    started = time.perf_counter()
+    for _ in range(5):
+        step()
+    dev.synchronize()
+    estimate = max((time.perf_counter() - started) / 5, 1e-6)
+    counts = [math.ceil(warm_seconds / estimate), max(steps, math.ceil(warm_seconds / estimate))]
+    if world > 1:
+        counts = [int(c) for c in dist.process_group.all_gather_numbers(counts).max(axis=0)]
+    warm, steps = counts
+    for _ in range(warm):
+        step()
     dev.synchronize()
     if wrapped is not model:  # per-step reduction times of the timed steps only
         wrapped.stats.update(rounds=0, map_seconds=0.0, mpi_seconds=0.0, wait_seconds=0.0)
@@ -318,7 +338,8 @@ def main(argv=None) -> int:
             result = _worker_mpi(sizes, repeats=20 if not args.quick else 3)
         else:
             result = _worker_step(args.worker, args.batch, args.steps, args.bucket, overlap=not args.no_overlap,
-                                  ddp=not args.no_ddp, defer=not args.no_defer, compiled=args.compiled)
+                                  ddp=not args.no_ddp, defer=not args.no_defer, compiled=args.compiled,
+                                  warm_seconds=0.0 if args.quick else WARM_SECONDS)
         rank = int(os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
         Path(f"{args.out}.{rank}.json").write_text(json.dumps(result))
         return 0
@@ -356,7 +377,7 @@ def main(argv=None) -> int:
         plan = [row for row in plan if row[4] and row[1] != 1024]
     baselines: dict = {}
     for model_name, batch, bucket, overlap, defer, compiled in [row for row in plan if parts & {"steps", row[0]}]:
-        flags = ["--compiled"] if compiled else []
+        flags = (["--compiled"] if compiled else []) + (["--quick"] if quick else [])
         if (model_name, batch, compiled) not in baselines:
             one = _run_worker(1, model_name, ["--batch", str(batch), "--steps", steps, *flags], 300, log, env)
             baselines[(model_name, batch, compiled)] = one and one[0]
