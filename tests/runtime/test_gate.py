@@ -162,6 +162,111 @@ def test_a_replayed_step_defers_its_last_gate_to_the_next_flush(dev, rng):
     np.testing.assert_allclose(dev.read(later), data * 5, rtol=1e-6)
 
 
+class NotifyingLatch(Latch):
+    """A Latch opened from another thread, which then calls what `notify` registered there
+    (as a data-parallel exchange's done callbacks run on the MPI worker thread)."""
+
+    def __init__(self):
+        super().__init__()
+        self.callbacks = []
+        self.threads = []
+
+    def notify(self, callback) -> None:
+        if self.event.is_set():
+            callback()
+        else:
+            self.callbacks.append(callback)
+
+    def open_from_another_thread(self, succeeded: bool = True) -> None:
+        def run():
+            self.event.set()
+            self.threads.append(threading.current_thread().name)
+            callbacks, self.callbacks = self.callbacks, []
+            for callback in callbacks if succeeded else ():
+                callback()
+        thread = threading.Thread(target=run, name="exchange")
+        thread.start()
+        thread.join(10)
+
+
+def test_a_deferred_tail_is_submitted_by_the_thread_that_opens_its_gate(dev, rng):
+    """With a notifier, the replay's deferred tail goes to the GPU as soon as its gate may
+    open, from the thread that opened it, not at the caller's next flush; that flush still
+    waits at the gate (its errors and bookkeeping) and submits nothing twice."""
+    import anygpu as ag
+
+    latch = NotifyingLatch()
+    latch.event.set()
+
+    def start():
+        pass
+
+    def step(x):
+        y = x * 2.0
+        dev.host_call(start)
+        dev.gate(latch.ready, latch.wait, latch.notify)
+        return y + 1.0
+
+    compiled = ag.compile(step)
+    data = rng.standard_normal(41).astype(np.float32)
+    for _ in range(3):
+        compiled(ag.tensor(data))
+    assert compiled.stats["replayed"] >= 1
+    for scale in (3.0, 5.0):
+        dev.flush()  # the previous call's tail, before the gate closes
+        latch.event.clear()
+        waits, submits = latch.waits, dev.stats["submits"]
+        out = compiled(ag.tensor(data * scale))
+        tail = dev._deferred
+        assert tail is not None and not tail.submitted and latch.callbacks
+        latch.open_from_another_thread()
+        assert tail.submitted and dev._deferred is tail and latch.threads[-1] == "exchange"
+        assert dev.stats["submits"] == submits + 1  # the replay's own count; the tail adds none
+        np.testing.assert_allclose(out.numpy(), data * 2 * scale + 1, rtol=1e-6)
+        assert latch.waits == waits + 1 and dev._deferred is None
+
+
+def test_a_deferred_tail_whose_gate_fails_is_not_submitted_early(dev, rng):
+    """A gate that fails never notifies: the next flush raises its error, the tail is
+    dropped, and the device keeps working."""
+    import anygpu as ag
+
+    latch = NotifyingLatch()
+    latch.event.set()
+    failing = []
+
+    def wait():
+        latch.wait()
+        if failing:
+            raise RuntimeError("exchange: the other rank went away")
+
+    def start():
+        pass
+
+    def step(x):
+        dev.host_call(start)
+        dev.gate(latch.ready, wait, latch.notify)
+        return x * 4.0
+
+    compiled = ag.compile(step)
+    data = rng.standard_normal(9).astype(np.float32)
+    for _ in range(3):
+        compiled(ag.tensor(data))
+    assert compiled.stats["replayed"] >= 1
+    dev.flush()
+    latch.event.clear()
+    failing.append(1)
+    compiled(ag.tensor(data))
+    tail = dev._deferred
+    assert tail is not None and not tail.submitted
+    latch.open_from_another_thread(succeeded=False)
+    assert not tail.submitted
+    with pytest.raises(RuntimeError, match="went away"):
+        dev.flush()
+    assert not tail.submitted and dev._deferred is None
+    np.testing.assert_allclose(dev.read(dev.scale(dev.upload(data), 2.0)), data * 2.0, rtol=1e-6)
+
+
 def test_a_failing_deferred_tail_raises_from_the_next_flush_and_the_device_keeps_working(dev, rng):
     def fail():
         raise ValueError("tail: the other side went away")

@@ -118,6 +118,15 @@ class _Exchange:
     def ready(self) -> bool:
         return self.future is None or self.future.done()
 
+    def notify(self, callback) -> None:
+        """callback() once the exchange has ended without error, on the thread that ended it
+        (or here, now, if it has): a replay submits its deferred tail from there (Device.gate)."""
+        future = self.future
+        if future is None:
+            callback()
+            return
+        future.add_done_callback(lambda done: done.exception() is None and callback())
+
     def wait(self) -> None:
         from anygpu.distributed.process_group import _await
 
@@ -493,7 +502,7 @@ class DistributedDataParallel(Module):
         dev = gpu()
         for index in range(len(self._buckets)):
             exchange = self._exchanges[index]
-            dev.gate(exchange.ready, exchange.wait)
+            dev.gate(exchange.ready, exchange.wait, exchange.notify)
             size = self._sizes[index]
             stage, flat = self._stages[index], self._uploads[index]
             stage.record_upload(flat, 0, size + 1)

@@ -30,6 +30,8 @@ What makes replay correct:
 
 from __future__ import annotations
 
+import threading
+
 import wgpu
 
 from . import native
@@ -90,7 +92,7 @@ class Recording:
                 self.unsupported = f"{kind} commands"
 
     def host(self, kind: str, *fns) -> None:
-        """A host call ("call", fn) or gate ("gate", ready, wait) at this point of the step."""
+        """A host call ("call", fn) or gate ("gate", ready, wait, notify) at this point of the step."""
         self.commands.append((kind, *fns))
 
     def write(self, gpu_buffer, data: bytes) -> None:
@@ -381,8 +383,10 @@ class Replay:
                     cmd[1]()
                     continue
                 if point == len(self.host_points) - 1:  # the last gate: defer it with its tail
-                    tail = self._encoded(commands[start:]) if start < len(commands) else None
-                    dev.defer(_Tail(dev, cmd[2], tail))
+                    tail = _Tail(dev, cmd[2], self._encoded(commands[start:]) if start < len(commands) else None)
+                    dev.defer(tail)
+                    if cmd[3] is not None and tail.buffer is not None:
+                        cmd[3](tail.submit_early)  # the exchange's thread submits it when done
                     start = len(commands)
                     break
                 if ends[point + 1] > start and not cmd[1]():  # encode what the gate holds while it waits
@@ -400,20 +404,46 @@ class Replay:
 
 class _Tail:
     """A replay's last gate and the command buffer it holds (Device.defer): called by the
-    device's next flush, it waits at the gate and submits the buffer."""
+    device's next flush, it waits at the gate and submits the buffer, unless the gate's
+    notifier (Device.gate) had `submit_early` submit it first.
 
-    __slots__ = ("dev", "wait", "buffer")
+    Submitting early matters in a data-parallel step: the gate opens on the MPI worker
+    thread when the last bucket's exchange ends, while the caller is still busy with the
+    next step's host work (its inputs, encoding, the optimizer's dynamic parameters); the
+    GPU, done with backward, would otherwise idle until the caller's next flush. Queue
+    order holds: everything before the gate was submitted before the replay returned, and
+    everything after waits in that flush for `__call__`, which takes the same lock."""
+
+    __slots__ = ("dev", "wait", "buffer", "lock", "submitted", "error")
 
     def __init__(self, dev, wait, buffer):
         self.dev, self.wait, self.buffer = dev, wait, buffer
+        self.lock = threading.Lock()
+        self.submitted = False
+        self.error: BaseException | None = None
+
+    def _submit(self) -> None:
+        self.submitted = True
+        try:
+            self.dev._queue.submit([self.buffer])
+        except wgpu.GPUError as exc:
+            self.error = GpuError(f"GPU error on {self.dev.adapter_name}: {exc}")
+            self.error.__cause__ = exc
+
+    def submit_early(self) -> None:
+        """Any thread, once the gate may open: submit the held buffer now."""
+        with self.lock:
+            if not self.submitted and self.buffer is not None:
+                self._submit()
 
     def __call__(self) -> None:
         self.wait()
-        if self.buffer is not None:
-            try:
-                self.dev._queue.submit([self.buffer])
-            except wgpu.GPUError as exc:
-                raise GpuError(f"GPU error on {self.dev.adapter_name}: {exc}") from exc
+        with self.lock:
+            if not self.submitted and self.buffer is not None:
+                self._submit()
+            error, self.error = self.error, None
+        if error is not None:
+            raise error
 
 
 class _Patcher:

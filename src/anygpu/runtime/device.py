@@ -658,18 +658,23 @@ class Device:
                 return  # held behind a gate: keep recording (see the module doc)
             self.flush()
 
-    def gate(self, ready: Callable[[], bool], wait: Callable[[], None]) -> None:
+    def gate(self, ready: Callable[[], bool], wait: Callable[[], None],
+             notify: Callable[[Callable[[], None]], None] | None = None) -> None:
         """Hold back the work recorded after this call until `wait()` has returned.
 
         ready(): whether wait() would return at once. wait() runs on this thread inside a
         flush, after the commands recorded before the gate were submitted; what it raises
         comes out of that flush (the held commands are then dropped). While a step is being
-        captured there is no holding back: the gate waits now."""
+        captured there is no holding back: the gate waits now.
+
+        notify (optional): notify(callback) has callback() called, on any thread, once the
+        gate may open without error (once, right away if it already may). A replay uses it
+        to submit its deferred tail from that thread (runtime/capture.py `_Tail`)."""
         if self._lazy:
             self.realize_lazy()
         if self._recording is not None:  # captured: a replay waits at this point (runtime/capture.py)
             self.flush()
-            self._recording.host("gate", ready, wait)
+            self._recording.host("gate", ready, wait, notify)
             wait()
             return
         self._pending.append(("gate", ready, wait))
