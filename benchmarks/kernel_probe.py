@@ -5,8 +5,7 @@
 
 Times (GPU timestamps, median) each candidate the tuners offer for softmax 4096x4096
 (f32 and f16), layer norm 4096x4096 (f32 and f16; each register kernel also in its
-two-reduction form, "two-pass"; the lean forms of ops/row_gen.py, suffix d / h, among them;
-each paired form "w8p" also with its gamma/beta pairs made once, "pairs made once") and conv2d 3x3 64->64 56x56 batch 32,
+two-reduction form, "two-pass"; the lean forms of ops/row_gen.py, suffix d / h, among them) and conv2d 3x3 64->64 56x56 batch 32,
 checks each against the fallback's output, and compares trusted shader modules
 (runtime/shaders.py) with checked ones for the register kernels and the direct conv.
 torch CUDA eager (TF32 off) runs in the same process. Prints a table per group. --match
@@ -25,9 +24,9 @@ import numpy as np
 
 from anygpu.bench.suite import Peers
 from anygpu.bench.timing import time_anygpu
-from anygpu.ops import conv_tune, layernorm, norm_tune, softmax_tune
+from anygpu.ops import conv_tune, norm_tune, softmax_tune
 from anygpu.ops import Device
-from anygpu.ops.row_gen import PAIRED_FORMS, RowConfig
+from anygpu.ops.row_gen import RowConfig
 from anygpu.runtime import shaders
 
 
@@ -63,11 +62,7 @@ def probe_rows(dev, peers, kind: str, dtype: str, rows: int, cols: int, budget: 
     else:
         tunable = norm_tune.TUNABLES[dtype]
 
-        pairs = layernorm.affine_pairs(dev, gb, bb, cols) if affine and dtype == "f16" and cols % 8 == 0 else None
-
         def run(c):
-            if isinstance(c, tuple) and c[1] == "pairs made once":  # the paired form's kernel alone
-                return dev.layer_norm(xb, gb, bb, rows, cols, 1e-5, config=c[0], pairs=pairs)[0]
             if isinstance(c, tuple):  # (RowConfig, "two-pass"): the register kernel's older form
                 return dev.layer_norm(xb, gb, bb, rows, cols, 1e-5, config=c[0], one_pass=False)[0]
             return dev.layer_norm(xb, gb, bb, rows, cols, 1e-5, config=c)[0]
@@ -87,11 +82,8 @@ def probe_rows(dev, peers, kind: str, dtype: str, rows: int, cols: int, budget: 
     candidates = tunable.candidates(dev, (dtype, rows, cols))
     if kind == "layer_norm":  # beside each one-pass register kernel, its two-reduction form
         candidates += [(c, "two-pass") for c in candidates if isinstance(c, RowConfig)]
-        if pairs is not None:  # beside each paired form (which interleaves gamma/beta per call), its kernel alone
-            candidates += [(c, "pairs made once") for c in candidates
-                           if isinstance(c, RowConfig) and c.form in PAIRED_FORMS]
     for cand in candidates:
-        name = f"{cand[0].name} {cand[1]}" if isinstance(cand, tuple) else tunable.label(cand)
+        name = f"{cand[0].name} two-pass" if isinstance(cand, tuple) else tunable.label(cand)
         if match and not re.search(match, name) and cand != candidates[0]:
             continue  # the fallback (first) stays: the others' error is measured against it
         try:

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from anygpu.ops import layernorm, norm_tune, tuner
+from anygpu.ops import norm_tune, tuner
 from anygpu.ops.row_gen import PARAM_FORMAT, RowConfig, configs_for, generate, lean_configs, word_configs
 from anygpu.runtime import shaders
 
@@ -395,15 +395,7 @@ def test_lean_forms_pass_the_tuner(dev, problem, tmp_path, monkeypatch):
 WORD_CASES = ([(c, 1000) for sub in (True, False) for c in word_configs(1000, 256, sub, "f16")]
               + [(RowConfig(32, 3, True, True, "w8"), 72), (RowConfig(64, 1, True, False, "w8h"), 8),
                  (RowConfig(64, 2, True, False, "w4"), 300), (RowConfig(32, 3, True, True, "w4h"), 300),
-                 (RowConfig(64, 4, True, True, "w4"), 1004), (RowConfig(32, 8, True, False, "w4h"), 1004),
-                 # forms "w8l" / "w8p" (gamma/beta words loaded before the stores; from one buffer of pairs)
-                 (RowConfig(32, 3, True, True, "w8l"), 72), (RowConfig(64, 1, True, False, "w8p"), 8),
-                 (RowConfig(256, 2, True, True, "w8p"), 4096), (RowConfig(256, 2, True, False, "w8l"), 4096),
-                 (RowConfig(128, 5, True, True, "w8p"), 4104), (RowConfig(256, 3, True, False, "w8l"), 4104),
-                 # forms "w8m" / "w8q" (a unit's gamma and beta words requested together; from pairs)
-                 (RowConfig(32, 3, True, False, "w8m"), 72), (RowConfig(64, 1, True, True, "w8q"), 8),
-                 (RowConfig(256, 2, True, True, "w8q"), 4096), (RowConfig(256, 2, True, True, "w8m"), 4096),
-                 (RowConfig(128, 5, True, False, "w8q"), 4104), (RowConfig(256, 3, True, True, "w8m"), 4104)])
+                 (RowConfig(64, 4, True, True, "w4"), 1004), (RowConfig(32, 8, True, False, "w4h"), 1004)])
 
 
 def _word_id(case):
@@ -438,15 +430,12 @@ def _row_scale(x):
 
 def test_word_configs_are_offered_and_parse_back(dev):
     assert [c.name for c in word_configs(1000, 256, True, "f16")] == [
-        "r32x4vgw8", "r32x4vgw8h", "r32x4vgw8l", "r32x4vgw8p", "r32x4vgw8m", "r32x4vgw8q",
-        "r64x2vgw8", "r64x2vgw8h", "r64x2vgw8l", "r64x2vgw8p", "r64x2vgw8m", "r64x2vgw8q",
-        "r32x8vgw4", "r32x8vgw4h", "r64x4vgw4", "r64x4vgw4h"]
+        "r32x4vgw8", "r32x4vgw8h", "r64x2vgw8", "r64x2vgw8h", "r32x8vgw4", "r32x8vgw4h", "r64x4vgw4", "r64x4vgw4h"]
     assert [c.name for c in word_configs(1004, 256, False, "f16")] == ["r32x8vtw4", "r32x8vtw4h", "r64x4vtw4",
                                                                       "r64x4vtw4h"]
     assert word_configs(1001, 256, True, "f16") == [] and word_configs(4096, 1024, True, "f32") == []
     found = {getattr(c, "name", c) for c in norm_tune.TUNABLES["f16"].candidates(dev, ("f16", 64, 4096))}
-    assert {"r128x4vgw8", "r128x4vgw8h", "r256x2vgw8", "r256x2vgw8l", "r256x2vgw8p", "r128x8vgw4",
-            "r256x4vgw4h"} <= found
+    assert {"r128x4vgw8", "r128x4vgw8h", "r256x2vgw8", "r128x8vgw4", "r256x4vgw4h"} <= found
     assert not any("w" in getattr(c, "form", "") for c in norm_tune.TUNABLES["f32"].candidates(dev, ("f32", 64, 4096)))
     for config, cols in WORD_CASES:
         assert RowConfig.parse(config.name) == config and config.serves(cols)
@@ -562,112 +551,3 @@ def test_word_forms_pass_the_tuner_and_are_chosen(dev, problem, tmp_path, monkey
     want = F.layer_norm(torch.tensor(x, dtype=torch.float32).reshape(problem[1], -1), (problem[2],), eps=1e-5)
     assert _f16_close(dev.read(y).reshape(problem[1], -1), want.to(torch.float16).numpy(), 5e-5)
     tuner.forget_choices(dev)
-
-
-EARLY_CASES = [case for case in WORD_CASES if case[0].form in ("w8l", "w8p", "w8m", "w8q")]
-
-
-@pytest.mark.parametrize("case", EARLY_CASES, ids=_word_id)
-def test_early_word_forms_are_the_w8_kernel(dev, rng, read, case):
-    """Forms "w8l", "w8p", "w8m" and "w8q" only load gamma and beta in another order ("w8p"
-    and "w8q" from a buffer of pairs): bit for bit the results of form "w8" of the same shape, for every combination of
-    gamma and beta, both reductions, eps 0, and 1, 2 or 13 rows."""
-    config, cols = case
-    plain = RowConfig(config.wg, config.units, True, config.subgroup, "w8")
-    x = _word_rows(rng, cols)
-    gamma, beta = (dev.upload(rng.standard_normal(cols).astype(np.float16), "f16") for _ in range(2))
-    for rows, affine, eps, one_pass in ((13, (True, True), 1e-5, True), (13, (True, False), 1e-5, False),
-                                        (13, (False, True), 0.0, True), (2, (False, False), 1e-5, True),
-                                        (1, (True, True), 0.0, False), (1, (False, False), 1e-5, True)):
-        g, b = (buf if on else None for buf, on in zip((gamma, beta), affine))
-        xb = dev.upload(x[:rows], "f16")
-        y, stats = dev.layer_norm(xb, g, b, rows, cols, eps, config=config, one_pass=one_pass)
-        y1, stats1 = dev.layer_norm(xb, g, b, rows, cols, eps, config=plain, one_pass=one_pass)
-        np.testing.assert_array_equal(read(y), read(y1), err_msg=str((config.name, rows, affine)))
-        np.testing.assert_array_equal(read(stats), read(stats1))
-
-
-@pytest.mark.parametrize("form", ["w8p", "w8q"])
-def test_paired_form_follows_gamma_and_beta(dev, rng, read, form):
-    """The paired form ("w8p") interleaves gamma and beta on each call unless given the pairs:
-    after gamma and beta are overwritten in place it gives the new results; pairs made by
-    affine_pairs give the same numbers; wrong pairs or shapes are ValueErrors naming the op."""
-    cols, rows = 72, 5
-    config = RowConfig(32, 1, True, True, form)
-    plain = RowConfig(32, 1, True, True, "w8")
-    x = dev.upload(rng.standard_normal((rows, cols)).astype(np.float16), "f16")
-    gamma, beta = (dev.upload(rng.standard_normal(cols).astype(np.float16), "f16") for _ in range(2))
-    first = read(dev.layer_norm(x, gamma, beta, rows, cols, config=config)[0])
-    np.testing.assert_array_equal(first, read(dev.layer_norm(x, gamma, beta, rows, cols, config=plain)[0]))
-    pairs = layernorm.affine_pairs(dev, gamma, beta, cols)
-    halves = read(pairs).reshape(cols // 8, 2, 8)
-    np.testing.assert_array_equal(halves[:, 0].ravel(), read(gamma))
-    np.testing.assert_array_equal(halves[:, 1].ravel(), read(beta))
-    np.testing.assert_array_equal(read(dev.layer_norm(x, gamma, beta, rows, cols, config=config, pairs=pairs)[0]),
-                                  first)
-    for step in range(2):  # in place: a host write, then GPU-side copies recorded in the stream
-        if step == 0:
-            dev.write(gamma, rng.standard_normal(cols).astype(np.float16))
-        else:
-            dev.copy(dev.upload(rng.standard_normal(cols).astype(np.float16), "f16"), beta)
-            dev.copy(dev.upload(rng.standard_normal(cols).astype(np.float16), "f16"), gamma)
-        got = read(dev.layer_norm(x, gamma, beta, rows, cols, config=config)[0])
-        want = read(dev.layer_norm(x, gamma, beta, rows, cols, config=plain)[0])
-        np.testing.assert_array_equal(got, want)
-        assert not np.array_equal(got, first)
-        first = got
-    g_only = read(dev.layer_norm(x, gamma, None, rows, cols, config=config)[0])
-    np.testing.assert_array_equal(g_only, read(dev.layer_norm(x, gamma, None, rows, cols, config=plain)[0]))
-    b_only = read(dev.layer_norm(x, None, beta, rows, cols, config=config)[0])
-    np.testing.assert_array_equal(b_only, read(dev.layer_norm(x, None, beta, rows, cols, config=plain)[0]))
-    with pytest.raises(ValueError, match="layer_norm: pairs has 72 elements, expected 2\\*cols = 144"):
-        dev.layer_norm(x, gamma, beta, rows, cols, config=config, pairs=gamma)
-    with pytest.raises(ValueError, match="layer_norm: pairs is f32"):
-        dev.layer_norm(x, gamma, beta, rows, cols, config=config, pairs=dev.upload(np.zeros(2 * cols, np.float32)))
-    with pytest.raises(ValueError, match="layer_norm: paired gamma/beta need cols % 8 == 0"):
-        layernorm.affine_pairs(dev, gamma, beta, 36)
-    with pytest.raises(ValueError, match="layer_norm: gamma is f32 but x is f16"):
-        layernorm.affine_pairs(dev, dev.upload(np.ones(cols, np.float32)), beta, cols)
-    with pytest.raises(ValueError, match="layer_norm: paired gamma/beta need gamma or beta"):
-        layernorm.affine_pairs(dev, None, None, cols)
-
-
-@pytest.mark.parametrize("form", ["w8p", "w8q"])
-def test_paired_form_inside_a_compiled_step(rng, form):
-    """anygpu.compile replays of an f16 layer norm in the paired form ("w8p", called through
-    the Device: Tensor-level f16 layer norm runs the f32 kernels): the pairs are made inside the
-    recorded step, so a replay sees gamma and beta as they are then, after in-place updates
-    both inside the step (as an optimizer step's) and between calls."""
-    import anygpu as ag
-    from anygpu.tensor import Tensor
-    cols, rows = 72, 5
-    config = RowConfig(32, 3, True, True, form)
-    host_w, host_b = rng.standard_normal(cols), rng.standard_normal(cols)
-    delta = ag.tensor(np.full(cols, 0.125), dtype=ag.float16)
-    twins = []
-    for _ in range(2):  # one compiled, one eager
-        w, b = (ag.tensor(v, dtype=ag.float16) for v in (host_w, host_b))
-
-        def step(x, w=w, b=b):
-            y, _ = ag.gpu().layer_norm(x._buf, w._buf, b._buf, rows, cols, 1e-5, config=config)
-            w.add_(delta)   # in place inside the step
-            b.mul_(-1.0)
-            return Tensor(y, x.shape)
-        twins.append((step, w, b))
-    compiled, eager = ag.compile(twins[0][0]), twins[1][0]
-    for call in range(7):
-        x = rng.standard_normal((rows, cols)).astype(np.float16)
-        w_then = twins[1][1].numpy().astype(np.float32)
-        b_then = twins[1][2].numpy().astype(np.float32)
-        got = compiled(ag.tensor(x, dtype=ag.float16)).numpy()
-        want = eager(ag.tensor(x, dtype=ag.float16)).numpy()
-        np.testing.assert_array_equal(got, want, err_msg=f"call {call}")
-        torch_y = F.layer_norm(torch.tensor(x, dtype=torch.float32), (cols,), torch.tensor(w_then),
-                               torch.tensor(b_then), 1e-5)
-        assert _f16_close(got, torch_y.to(torch.float16).numpy(), 5e-5), call
-        if call == 4:  # between calls, outside the step
-            for t in (twins[0][1], twins[1][1]):
-                t.mul_(2.0)
-    assert compiled.stats["replayed"] >= 3, compiled.stats
-    for a, b in zip(twins[0][1:], twins[1][1:]):
-        np.testing.assert_array_equal(a.numpy(), b.numpy())

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..runtime import load_shader
-from ._common import check_buffer, check_positive, grid_1d
-from .row_gen import PAIRED_FORMS, PARAM_FORMAT, RowConfig, generate
+from ._common import check_buffer, check_positive
+from .row_gen import PARAM_FORMAT, RowConfig, generate
 
 __all__ = ["layer_norm", "layer_norm_backward"]
 
@@ -17,27 +17,7 @@ def _check_affine(op, gamma, beta, cols, dtype="f32"):
                 raise ValueError(f"{op}: {name} is {buf.dtype} but x is {dtype}; they must share one dtype")
 
 
-def affine_pairs(dev, gamma, beta, cols: int):
-    """gamma and beta ([cols] f16 Buffers, cols % 8 == 0; either may be None) interleaved for
-    the paired register form ("w8p"): a [2 * cols] f16 Buffer holding, per unit of 8 columns,
-    its 8 gammas then its 8 betas (a missing one's slots hold the other's values, unread).
-    A copy: it does not follow later writes to gamma or beta."""
-    op = "layer_norm"
-    if cols % 8:
-        raise ValueError(f"{op}: paired gamma/beta need cols % 8 == 0, got cols={cols}")
-    _check_affine(op, gamma, beta, cols, "f16")
-    if gamma is None and beta is None:
-        raise ValueError(f"{op}: paired gamma/beta need gamma or beta")
-    gamma = gamma if gamma is not None else beta
-    beta = beta if beta is not None else gamma
-    pairs = dev.empty(2 * cols, "f16")
-    kernel = dev.kernel("layer_norm_pairs", load_shader("layer_norm_pairs.wgsl"), 2, 1, "I")
-    dev.launch(kernel, [gamma, beta], [pairs], (cols // 8,), grid_1d(dev, cols // 8))
-    return pairs
-
-
-def layer_norm(dev, x, gamma, beta, rows: int, cols: int, eps: float = 1e-5, config=None, one_pass: bool = True,
-               pairs=None):
+def layer_norm(dev, x, gamma, beta, rows: int, cols: int, eps: float = 1e-5, config=None, one_pass: bool = True):
     """x [rows, cols] -> (y [rows, cols] of x's dtype, stats [rows, 2] f32 = (mean, 1/sqrt(var + eps))).
 
     x is f32 or f16 storage (computed in f32); gamma, beta: [cols] Buffers of x's dtype or
@@ -45,10 +25,7 @@ def layer_norm(dev, x, gamma, beta, rows: int, cols: int, eps: float = 1e-5, con
     lean forms too, row_gen.lean_configs: the same results, and f16's word forms,
     row_gen.word_configs), or "loop" for the looped kernel;
     default: the tuned choice (ops/norm_tune.py). one_pass=False makes a register config
-    use its two-reduction form only (comparisons and tests). pairs: for a paired config
-    (row_gen.PAIRED_FORMS), affine_pairs(dev, gamma, beta, cols) of these very values, made
-    once by a caller that knows they have not changed since; without it the call makes them
-    (one more dispatch); other configs ignore it."""
+    use its two-reduction form only (comparisons and tests)."""
     op = "layer_norm"
     check_positive(op, rows=rows, cols=cols)
     check_buffer(op, "x", x, rows * cols, "rows*cols")
@@ -67,16 +44,8 @@ def layer_norm(dev, x, gamma, beta, rows: int, cols: int, eps: float = 1e-5, con
         kernel = dev.kernel(name, generate(op, config, x.dtype, one_pass), 3, 2, PARAM_FORMAT)
     else:
         kernel = dev.kernel("layer_norm", load_shader("layer_norm.wgsl", dtype=x.dtype), 3, 2, "IIfI")
-    inputs = [x, gamma if gamma is not None else x, beta if beta is not None else x]
-    if isinstance(config, RowConfig) and config.form in PAIRED_FORMS and flags:
-        if pairs is None:
-            pairs = affine_pairs(dev, gamma, beta, cols)
-        else:
-            check_buffer(op, "pairs", pairs, 2 * cols, "2*cols")
-            if pairs.dtype != "f16":
-                raise ValueError(f"{op}: pairs is {pairs.dtype}; expected f16 (affine_pairs)")
-        inputs = [x, pairs, x]
-    dev.launch(kernel, inputs, [y, stats], (rows, cols, float(eps), flags), dev.grid(rows))
+    dev.launch(kernel, [x, gamma if gamma is not None else x, beta if beta is not None else x], [y, stats],
+               (rows, cols, float(eps), flags), dev.grid(rows))
     return y, stats
 
 

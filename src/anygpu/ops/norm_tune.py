@@ -21,9 +21,8 @@ _EPS = 1e-5
 class _LayerNorm(RowTunable):
     # 3: the register kernels reduce once ((sum, sum of squares) from a shift); 4, 5: forms
     # since removed; 6: the lean forms "d" and "h"; 7: the f16 word forms "w4", "w8" (+ "h");
-    # 8: forms since removed; 9: "w8l" (gamma/beta loaded before the stores) and "w8p" (from
-    # one buffer of pairs, made per call)
-    version = 9
+    # 8, 9: forms measured slower and removed (docs/BENCHMARKS.md), so back to v7's candidates
+    version = 7
 
     def candidates(self, dev, p) -> list:
         limit = min(dev.limits.get("max-compute-invocations-per-workgroup", 256), 1024)

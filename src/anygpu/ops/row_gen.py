@@ -47,10 +47,8 @@ KINDS = ("softmax", "softmax_backward", "layer_norm")
 PARAM_FORMAT = "IIfI"  # rows, cols, eps, flags (Params in kernels/row_registers.wgsl)
 _NAME = re.compile(r"^r(\d+)x(\d+)([vs])([gt])([a-z0-9]*)$")
 # layer norm's forms (module docstring); "" is the one every kind has
-FORMS = ("", "d", "h", "w4", "w4h", "w8", "w8h", "w8l", "w8p", "w8m", "w8q")
-F16_FORMS = ("h", "w4", "w4h", "w8", "w8h", "w8l", "w8p", "w8m", "w8q")  # forms that read f16 rows only
-EARLY_FORMS = ("w8l", "w8p")  # word forms that load gamma and beta for all units before storing
-PAIRED_FORMS = ("w8p", "w8q")  # forms that read gamma and beta from one buffer of pairs (layernorm.affine_pairs)
+FORMS = ("", "d", "h", "w4", "w4h", "w8", "w8h")
+F16_FORMS = ("h", "w4", "w4h", "w8", "w8h")  # forms that read f16 rows only
 _MAX_UNITS = 16  # registers per thread: 16 vec4 (64 floats) at most
 
 
@@ -143,8 +141,7 @@ def word_configs(cols: int, max_threads: int, subgroups: bool, dtype: str) -> li
         while wg <= max_threads:
             units = -(-units_per_row // wg)
             if 2 <= units <= _MAX_UNITS:
-                found += [RowConfig(wg, units, True, subgroups, form)
-                          for form in ("w8", "w8h", "w8l", "w8p", "w8m", "w8q")]
+                found += [RowConfig(wg, units, True, subgroups, form) for form in ("w8", "w8h")]
             wg *= 2
     if cols % 4 == 0:
         found += [RowConfig(c.wg, c.units, True, subgroups, form) for c in configs_for(cols, max_threads, subgroups)
@@ -176,8 +173,6 @@ def _bindings(kind: str, unit_t: str, c: RowConfig | None = None) -> str:
     names = {"softmax": (["x"], ["y"]), "softmax_backward": (["grad", "y"], ["dx"]),
              "layer_norm": (["x", "gamma", "beta"], ["y"])}[kind]
     form = c.form if c is not None else ""
-    if form in PAIRED_FORMS:  # gamma's binding holds the (gamma, beta) pairs; beta's is unused
-        names = (["x", "pairs", "unused"], ["y"])
     lines = []
     for i, name in enumerate(names[0] + names[1]):
         access = "read" if i < len(names[0]) else "read_write"
@@ -336,8 +331,6 @@ def _layer_norm_body(c: RowConfig, comp: str, store: str, one_pass: bool) -> lis
         lines += ["    " + line for line in _layer_norm_two_pass(c, comp, "    ")]
         lines += ["    pivot = mean;", "    moved = 0.0;", "}"]
     stats = ["if (tid == 0u) {", "    stats[2u * row] = mean;", "    stats[2u * row + 1u] = rstd;", "}"]
-    if c.form in EARLY_FORMS:  # every unit's gamma and beta words requested before any store
-        lines += _affine_word_loads(c)
     if c.form:  # one store, before the output: mean is not kept through it
         stats = ["if (tid == 0u) { stats[row] = vec2<f32>(mean, rstd); }"]
         lines += stats
@@ -355,60 +348,20 @@ def _layer_norm_body(c: RowConfig, comp: str, store: str, one_pass: bool) -> lis
     return lines if c.form else lines + stats
 
 
-def _affine_word_loads(c: RowConfig) -> list[str]:
-    """Forms "w8l" and "w8p", after the reductions: every unit's gamma and beta words
-    (g{u}, b{u}) loaded before the first store, so that their latencies overlap (the plain
-    word form loads them unit by unit, each inside its flag's branch, between stores).
-    "w8l" reads the gamma and beta buffers; "w8p" one buffer of pairs (layernorm.affine_pairs:
-    unit i's gamma words at 2i, its beta words at 2i + 1, one 32-byte block). A unit past
-    the row's end reads the row's last unit (never used)."""
-    lines = ["let last = n - 1u;"]
-    lines += [f"let j{u} = min(i{u}, last);" for u in range(c.units)]
-    lines += [f"var {name}{u} = vec4<u32>(0u);" for u in range(c.units) for name in ("g", "b")]
-    if c.form in PAIRED_FORMS:
-        lines.append("if ((P.flags & 3u) != 0u) {")
-        for u in range(c.units):
-            lines += [f"    g{u} = pairs[2u * j{u}];", f"    b{u} = pairs[2u * j{u} + 1u];"]
-        lines.append("}")
-        return lines
-    for flag, name in ((1, "gamma"), (2, "beta")):
-        lines.append(f"if ((P.flags & {flag}u) != 0u) {{")
-        lines += [f"    {name[0]}{u} = {name}[j{u}];" for u in range(c.units)]
-        lines.append("}")
-    return lines
-
-
 def _word_stores(c: RowConfig, comp: str) -> list[str]:
     """The word forms' output: per unit the other forms' arithmetic on each part, gamma and
-    beta read as words (here, or all at once before: _affine_word_loads), y written as
-    words (pack2x16float: f32 to f16 as the other forms' store converts)."""
+    beta read as words, y written as words (pack2x16float: f32 to f16 as the other forms'
+    store converts)."""
     X = _widen(c)
-    early = c.form in EARLY_FORMS
     lines = []
     for u in range(c.units):
         parts = [(p, tag) for unit, p, tag in _parts(c) if unit == u]
         lines.append(f"if (ok{u}) {{")
         lines += [f"    var o{p} = (({X(u, 3, p, tag)} - {comp}(pivot)) - {comp}(moved)) * rstd;" for p, tag in parts]
-        if c.form in ("w8m", "w8q"):  # this unit's gamma and beta words requested together
-            paired = c.form in PAIRED_FORMS
-            lines.append("    if ((P.flags & 3u) != 0u) {")
-            lines.append(f"        let g = {f'pairs[2u * i{u}]' if paired else f'gamma[i{u}]'};")
-            lines.append(f"        let b = {f'pairs[2u * i{u} + 1u]' if paired else f'beta[i{u}]'};")
-            for flag, word, op in ((1, "g", "*"), (2, "b", "+")):
-                lines.append(f"        if ((P.flags & {flag}u) != 0u) {{")
-                lines += [f"            o{p} = o{p} {op} {_unpack([f'{word}.{lane}' for lane in ('xy', 'zw')[p]])};"
-                          for p, _ in parts]
-                lines.append("        }")
-            lines.append("    }")
-            words = [f"pack2x16float(o{p}.{half})" for p, _ in parts for half in ("xy", "zw")]
-            lines += [f"    y[base + i{u}] = {_word_t(c)}({', '.join(words)});", "}"]
-            continue
         for flag, name, op in ((1, "gamma", "*"), (2, "beta", "+")):
-            word = f"{name[0]}{u}" if early else name[0]
             lines.append(f"    if ((P.flags & {flag}u) != 0u) {{")
-            if not early:
-                lines.append(f"        let {word} = {name}[i{u}];")
-            lines += [f"        o{p} = o{p} {op} {_unpack([f'{word}.{lane}' for lane in ('xy', 'zw')[p]])};"
+            lines.append(f"        let {name[0]} = {name}[i{u}];")
+            lines += [f"        o{p} = o{p} {op} {_unpack([f'{name[0]}.{lane}' for lane in ('xy', 'zw')[p]])};"
                       for p, _ in parts]
             lines.append("    }")
         words = [f"pack2x16float(o{p}.{half})" for p, _ in parts for half in ("xy", "zw")]
