@@ -112,11 +112,12 @@ def main(argv=None) -> int:
     parser.add_argument("--configs", default=",".join(SWEEP))
     parser.add_argument("--json", metavar="FILE")
     parser.add_argument("--budget", type=float, default=0.15, help="seconds per measurement")
-    parser.add_argument("--time-limit", type=float, default=170.0, help="stop starting new work after this")
+    parser.add_argument("--time-limit", type=float, default=170.0,
+                        help="stop starting new work this many seconds after the device and torch are open")
     args = parser.parse_args(argv)
-    start = time.perf_counter()
     dev = ag.gpu()
     torch, where = torch_peer()
+    start = time.perf_counter()   # after opening the device: a cold start is not the sweep's time
     configs = [None] + [MatmulConfig.parse(c) for c in args.configs.split(",") if c]
     report = {"adapter": dev.adapter_name, "driver": dev.driver, "backend": dev.backend,
               "date": time.strftime("%Y-%m-%dT%H:%M:%S"), "torch": getattr(torch, "__version__", None),

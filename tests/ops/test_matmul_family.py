@@ -132,6 +132,39 @@ def test_every_candidate_config_matches_numpy(dev, rng, dtype, name):
             assert_matches_f16(run_config(dev, config, problem, a, b), expected(problem, a, b))
 
 
+@pytest.mark.parametrize("dtype, name, trans", [("f32", "128x256x8_8x16_v4p", (False, False)),
+                                               ("f32", "64x64x16_8x8_v4d", (True, True)),
+                                               ("f32", "32x64x4_4x8_v1p", (True, False)),
+                                               ("f16", "128x64x16_8x8_v4pw", (False, True))])
+def test_whole_tile_members_are_trusted_and_write_nothing_past_their_output(dev, rng, dtype, name, trans):
+    """A variant without edge checks is made without naga's runtime checks (`//! trusted`):
+    right on whole tiles (batched, broadcast, transposed), its output's neighbour untouched;
+    variants with an edge or an epilogue stay checked, and short buffers are refused."""
+    if dtype == "f16":
+        needs_f16(dev)
+    config = MatmulConfig.parse(name)
+    if not matmul_tune.fits(dev, config):
+        pytest.skip("over this adapter's workgroup memory")
+    tm, tn, tk = config.tile_m, config.tile_n, config.tile_k
+    problem = Problem(3, 2 * tm, tn, 3 * tk, *trans, a_batch=False, alpha=0.5)
+    variant = Variant.of(config, problem.m, problem.n, problem.k, *trans, dtype)
+    assert "\n//! trusted\n" in matmul_gen.generate(config, variant)
+    for m, n, k in ((tm + 1, tn, tk), (tm, tn - 4, tk), (tm, tn, tk + 1)):
+        assert "//! trusted" not in matmul_gen.generate(config, Variant.of(config, m, n, k, *trans, dtype))
+    assert "//! trusted" not in matmul_gen.generate(config, variant, matmul_gen.Epilogue(bias=True))
+    a, b = (half_operands if dtype == "f16" else operands)(rng, problem)
+    size = problem.batch * problem.m * problem.n
+    out = dev.upload(np.full(size + 4096, 7.0, np.float16 if dtype == "f16" else np.float32))
+    matmul_gen.launch(dev, config, problem, dev.upload(a), dev.upload(b), out)
+    got = dev.read(out)
+    assert np.all(got[size:] == 7.0)
+    want = expected(problem, a, b)
+    got = got[:size].reshape(want.shape)
+    (assert_matches_f16 if dtype == "f16" else assert_matches)(got, want)
+    with pytest.raises(ValueError, match="matmul: buffers"):
+        matmul_gen.launch(dev, config, problem, dev.upload(a[..., :-1]), dev.upload(b), out)
+
+
 @pytest.mark.parametrize("name", ["simple", "64x64x8_8x8_v4p", "32x64x4_4x8_v1p", "64x64x16_8x8_v4dh",
                                   "128x128x32_8x8_v4ph", "128x128x16_8x8_v4d", "64x64x16_8x8_v4dw"])
 @pytest.mark.parametrize("trans_a, trans_b", [(False, False), (True, True)])

@@ -1,4 +1,5 @@
 {{ENABLE}}
+{{TRUSTED}}
 // C[z] = alpha * A[z] (m x k) @ B[z] (k x n): the register-blocked matmul family.
 // Filled in by anygpu/ops/matmul_gen.py from a config and a shape variant:
 // {{DESCRIPTION}}
