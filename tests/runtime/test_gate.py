@@ -226,6 +226,45 @@ def test_a_deferred_tail_is_submitted_by_the_thread_that_opens_its_gate(dev, rng
         assert latch.waits == waits + 1 and dev._deferred is None
 
 
+def test_trailing_gates_submit_their_parts_in_gate_order_whichever_opens_first(dev, rng):
+    """Several gates end the step (one per bucket): each part goes out as soon as its gate
+    and every gate before it are open, in order, even when a later gate opens first."""
+    import anygpu as ag
+
+    first, second = NotifyingLatch(), NotifyingLatch()
+    for latch in (first, second):
+        latch.event.set()
+
+    def start():
+        pass
+
+    def step(x):
+        y = x * 2.0
+        dev.host_call(start)
+        dev.gate(first.ready, first.wait, first.notify)
+        z = y + 1.0  # held by the first gate
+        dev.gate(second.ready, second.wait, second.notify)
+        return z * 3.0  # held by the second: reads what the first holds wrote
+
+    compiled = ag.compile(step)
+    data = rng.standard_normal(29).astype(np.float32)
+    for _ in range(3):
+        compiled(ag.tensor(data))
+    assert compiled.stats["replayed"] >= 1
+    dev.flush()
+    first.event.clear()
+    second.event.clear()
+    out = compiled(ag.tensor(data * 7))
+    chain = dev._deferred
+    assert chain.submitted == 0
+    second.open_from_another_thread()
+    assert chain.submitted == 0  # the first gate is still closed
+    first.open_from_another_thread()
+    assert chain.submitted == 2 and dev._deferred is chain
+    np.testing.assert_allclose(out.numpy(), (data * 14 + 1) * 3, rtol=1e-6)
+    assert dev._deferred is None and first.waits == second.waits
+
+
 def test_a_deferred_tail_whose_gate_fails_is_not_submitted_early(dev, rng):
     """A gate that fails never notifies: the next flush raises its error, the tail is
     dropped, and the device keeps working."""

@@ -30,6 +30,7 @@ What makes replay correct:
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import wgpu
@@ -346,12 +347,15 @@ class Replay:
         """Submit before + the recorded commands + after (`before`/`after`: extra copy
         commands, inputs in and outputs out), stopping at each host call / gate to run it.
 
-        A gate's segment is encoded while the gate waits. What the last gate holds (the end
-        of a data-parallel step: the last bucket's upload and the optimizer step) is encoded
-        now and left to the device as its deferred tail (Device.defer): the next flush waits
-        at the gate and submits it. The next replay encodes its first segment before that
-        flush, so the GPU gets the next step's work as soon as the last exchange is done,
-        instead of after the host has encoded it."""
+        The gates after the last host call (a data-parallel step: one per bucket, each
+        holding its bucket's upload, the last one the optimizer step too) do not stop the
+        caller: what each holds is encoded now and the chain of them is left to the device
+        (Device.defer, `_Chain`). Each part is submitted, in order, as soon as its gate may
+        open -- by the thread that opened it, when the gate has a notifier (the MPI worker,
+        as each exchange ends) -- and the device's next flush waits for the rest. So the
+        caller prepares and encodes the next step while this one's backward runs and its
+        exchanges travel, and the GPU gets each upload as soon as its sum has arrived. A
+        gate followed by a host call still waits here (the call needs what it holds)."""
         dev = self.dev
         commands = self.commands
         if before or after:
@@ -359,21 +363,24 @@ class Replay:
         shift = len(before)
         self.host_points = [index + shift for index in self._host_points]
         ends = [*self.host_points, len(commands)]
+        trailing = len(self.host_points)  # where the run of gates that ends the step begins
+        while trailing and commands[self.host_points[trailing - 1]][0] == "gate":
+            trailing -= 1
         try:
             first = self._encoded(commands[:ends[0]]) if ends[0] else None
             # The dynamic hooks (an optimizer's per-parameter updates: ~1-3 ms of Python for
             # an AdamW over 70 tensors) run before the flush: after it, in a data-parallel
             # step, the GPU would sit idle through them, its last work (the previous step's
-            # tail, waited for in the flush) being short.
+            # chain, waited for in the flush) being short.
             patched = self.patch_dynamic()
-            dev.flush()  # earlier work first, in queue order (and the previous step's deferred tail)
+            dev.flush()  # earlier work first, in queue order (and the previous step's deferred chain)
             if patched:
                 self.write_parameters()  # after everything that used the old parameters
             submit = dev._queue.submit
             if first is not None:
                 submit([first])
             start, ahead = ends[0], None  # ahead: the next segment, encoded while a gate waited
-            for point, index in enumerate(self.host_points):  # submit up to each host call / gate, then run it
+            for point, index in enumerate(self.host_points[:trailing]):  # up to each call / gate, then run it
                 if index > start:
                     submit([ahead if ahead is not None else self._encoded(commands[start:index])])
                 ahead = None
@@ -382,17 +389,24 @@ class Replay:
                 if cmd[0] == "call":
                     cmd[1]()
                     continue
-                if point == len(self.host_points) - 1:  # the last gate: defer it with its tail
-                    tail = _Tail(dev, cmd[2], self._encoded(commands[start:]) if start < len(commands) else None)
-                    dev.defer(tail)
-                    if cmd[3] is not None and tail.buffer is not None:
-                        cmd[3](tail.submit_early)  # the exchange's thread submits it when done
-                    start = len(commands)
-                    break
                 if ends[point + 1] > start and not cmd[1]():  # encode what the gate holds while it waits
                     ahead = self._encoded(commands[start:ends[point + 1]])
                 cmd[2]()
-            if start < len(commands):
+            if trailing < len(self.host_points):
+                index = self.host_points[trailing]
+                if index > start:
+                    submit([ahead if ahead is not None else self._encoded(commands[start:index])])
+                links = []
+                for point in range(trailing, len(self.host_points)):
+                    begin = self.host_points[point] + 1
+                    links.append((commands[begin - 1], self._encoded(commands[begin:ends[point + 1]])
+                                  if ends[point + 1] > begin else None))
+                chain = _Chain(dev, [(cmd[2], buffer) for cmd, buffer in links])
+                dev.defer(chain)
+                for link, (cmd, buffer) in enumerate(links):
+                    if cmd[3] is not None:  # the gate's own thread submits its part when it opens
+                        cmd[3](functools.partial(chain.open, link))
+            elif start < len(commands):
                 submit([ahead if ahead is not None else self._encoded(commands[start:])])
         except wgpu.GPUError as exc:
             raise GpuError(f"GPU error on {dev.adapter_name}: {exc}") from exc
@@ -402,45 +416,53 @@ class Replay:
         dev.stats["replays"] = dev.stats.get("replays", 0) + 1
 
 
-class _Tail:
-    """A replay's last gate and the command buffer it holds (Device.defer): called by the
-    device's next flush, it waits at the gate and submits the buffer, unless the gate's
-    notifier (Device.gate) had `submit_early` submit it first.
+class _Chain:
+    """A replay's trailing gates and the command buffer each holds (Device.defer).
 
-    Submitting early matters in a data-parallel step: the gate opens on the MPI worker
-    thread when the last bucket's exchange ends, while the caller is still busy with the
-    next step's host work (its inputs, encoding, the optimizer's dynamic parameters); the
-    GPU, done with backward, would otherwise idle until the caller's next flush. Queue
-    order holds: everything before the gate was submitted before the replay returned, and
-    everything after waits in that flush for `__call__`, which takes the same lock."""
+    `open(i)` (any thread: a gate's notifier, Device.gate) marks gate i open and submits,
+    in order, every held buffer whose gate and all gates before it are open; called by the
+    device's next flush, the chain waits at each gate in turn (its errors and bookkeeping)
+    and submits what is left. A lock keeps the submits in gate order whatever the threads.
+    A gate that fails never opens: what it and the gates after it hold is dropped, and its
+    error comes out of that flush (with what an early submit raised, if one failed).
 
-    __slots__ = ("dev", "wait", "buffer", "lock", "submitted", "error")
+    Why early: in a data-parallel step the gates open on the MPI worker thread as each
+    bucket's exchange ends, while the caller is busy with the next step's host work; the
+    GPU would otherwise idle between the end of backward and the caller's next flush."""
 
-    def __init__(self, dev, wait, buffer):
-        self.dev, self.wait, self.buffer = dev, wait, buffer
+    __slots__ = ("dev", "links", "lock", "opened", "next", "error")
+
+    def __init__(self, dev, links):
+        self.dev = dev
+        self.links = links  # (wait, command buffer or None) per gate, in order
         self.lock = threading.Lock()
-        self.submitted = False
+        self.opened = [False] * len(links)
+        self.next = 0  # the first link not submitted yet
         self.error: BaseException | None = None
 
-    def _submit(self) -> None:
-        self.submitted = True
-        try:
-            self.dev._queue.submit([self.buffer])
-        except wgpu.GPUError as exc:
-            self.error = GpuError(f"GPU error on {self.dev.adapter_name}: {exc}")
-            self.error.__cause__ = exc
+    @property
+    def submitted(self) -> int:
+        """How many of the gates' parts went to the queue."""
+        return self.next
 
-    def submit_early(self) -> None:
-        """Any thread, once the gate may open: submit the held buffer now."""
+    def open(self, link: int) -> None:
         with self.lock:
-            if not self.submitted and self.buffer is not None:
-                self._submit()
+            self.opened[link] = True
+            while self.error is None and self.next < len(self.links) and self.opened[self.next]:
+                buffer = self.links[self.next][1]
+                self.next += 1
+                if buffer is not None:
+                    try:
+                        self.dev._queue.submit([buffer])
+                    except wgpu.GPUError as exc:
+                        self.error = GpuError(f"GPU error on {self.dev.adapter_name}: {exc}")
+                        self.error.__cause__ = exc
 
     def __call__(self) -> None:
-        self.wait()
+        for link, (wait, _) in enumerate(self.links):
+            wait()
+            self.open(link)
         with self.lock:
-            if not self.submitted and self.buffer is not None:
-                self._submit()
             error, self.error = self.error, None
         if error is not None:
             raise error

@@ -669,7 +669,7 @@ class Device:
 
         notify (optional): notify(callback) has callback() called, on any thread, once the
         gate may open without error (once, right away if it already may). A replay uses it
-        to submit its deferred tail from that thread (runtime/capture.py `_Tail`)."""
+        to submit what its deferred gates hold from that thread (runtime/capture.py `_Chain`)."""
         if self._lazy:
             self.realize_lazy()
         if self._recording is not None:  # captured: a replay waits at this point (runtime/capture.py)
@@ -692,8 +692,8 @@ class Device:
     def defer(self, tail: Callable[[], None]) -> None:
         """Hand the device work to submit before anything else: the next flush (every read,
         host write, synchronize, replay or full batch flushes) calls tail() first. A captured
-        step's replay leaves its last gate and what that gate holds here (runtime/capture.py),
-        so the caller goes on while the last exchange runs. What tail() raises comes out of
+        step's replay leaves the gates that end it and what they hold here (runtime/capture.py),
+        so the caller goes on while the exchanges run. What tail() raises comes out of
         that flush. Host uploads need not wait for it: the buffers a replay reads are pinned
         (never handed out again while it lives), a Buffer freed while a tail is deferred (a
         replay's output the caller dropped, which the tail still writes) is retired until
