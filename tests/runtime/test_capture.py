@@ -178,6 +178,29 @@ def test_read_later_returns_the_value_after_more_work(dev, rng):
     np.testing.assert_array_equal(pending.result(), data)
 
 
+def test_read_later_maps_without_waiting_for_the_whole_queue(dev, rng, monkeypatch):
+    """A pending read maps its staging buffer with non-blocking polls (runtime/staging.py
+    read_when_done): wgpu-py's map_sync waits until every submitted command is done. The
+    values are those at the read's place in queue order, however much work follows."""
+    from anygpu.runtime import staging
+
+    if not staging.AVAILABLE:
+        pytest.skip("wgpu-native's C API is not reachable through wgpu-py here")
+    calls = []
+    real = staging.read_when_done
+    monkeypatch.setattr(staging, "read_when_done", lambda *a: calls.append(a[2]) or real(*a))
+    data = rng.standard_normal(257).astype(np.float32)
+    buf = dev.upload(data)
+    pendings = []
+    for step in range(4):
+        pendings.append(dev.read_later(buf))
+        buf = dev.scale(buf, 2.0)
+        dev.flush()
+    for step, pending in enumerate(pendings):
+        np.testing.assert_allclose(pending.result(), data * 2.0 ** step, rtol=1e-6)
+    assert calls == [-(-257 * 4 // 4) * 4] * 4
+
+
 def test_paused_work_stays_out_of_the_recording(dev, rng):
     from anygpu.runtime.capture import paused
     a = dev.upload(rng.standard_normal(40).astype(np.float32))

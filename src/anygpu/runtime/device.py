@@ -40,6 +40,7 @@ import wgpu
 
 from .dtypes import DTYPES, FROM_NUMPY, dtype_of, storage_numpy, to_host, to_storage
 from . import native, shaders
+from . import staging as host_staging
 from .errors import GpuError, LimitError
 
 # Commands recorded before a forced submit. Bounds host memory for the pending
@@ -885,9 +886,12 @@ class PendingRead:
             if self._dev.stats["submits"] == self._submits:  # the copy is still in the pending batch
                 self._dev.flush()
             try:
-                self._staging.map_sync(wgpu.MapMode.READ, 0, self._nbytes)
-                data = self._staging.read_mapped(0, self._nbytes, copy=True)
-                self._staging.unmap()
+                if host_staging.AVAILABLE:  # waits for this copy only, not for all submitted work
+                    data = host_staging.read_when_done(self._dev, self._staging, self._nbytes)
+                else:
+                    self._staging.map_sync(wgpu.MapMode.READ, 0, self._nbytes)
+                    data = self._staging.read_mapped(0, self._nbytes, copy=True)
+                    self._staging.unmap()
             except wgpu.GPUError as exc:
                 raise GpuError(f"read failed on {self._dev.adapter_name}: {exc}") from exc
             self._bucket.append(self._staging)

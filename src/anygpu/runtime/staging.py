@@ -38,7 +38,7 @@ import wgpu
 from . import native
 from .errors import GpuError
 
-__all__ = ["HostStage", "stage_for", "AVAILABLE"]
+__all__ = ["HostStage", "stage_for", "read_when_done", "AVAILABLE"]
 
 T = TypeVar("T")
 
@@ -209,39 +209,66 @@ class HostStage:
             return result
 
     def _wait_mapped(self, deadline: float) -> None:
-        """Poll until both map requests have completed (the submitted downloads are done).
-
-        Non-blocking polls with short sleeps, never ``wgpuDevicePoll(wait=true)``: in
-        wgpu-native 29 a waiting poll holds the device's fence lock for the whole wait, and
-        ``queue.submit`` needs that lock, so a worker thread waiting for a bucket's download
-        would stop the recording thread from submitting the rest of backward until the GPU
-        had run dry (gfx-rs/wgpu#9470, fixed after wgpu 29). The sleep grows from POLL_SLEEP
-        to POLL_SLEEP_MAX (POLL_SLEEP_MAX_CPU on a software adapter) the longer the GPU takes,
-        so short waits end within microseconds and long ones cost little CPU."""
-        lib = native.lib
-        device = self.dev._device._internal
-        _fine_timer_slack()
-        # Every wake-up takes the GIL from the recording thread (which drops it at each C call):
-        # sleep most of the last wait in one go, then poll finely.
-        longest = POLL_SLEEP_MAX_CPU if self.dev.adapter_type == "CPU" else POLL_SLEEP_MAX
-        if self.times["map"] > 4 * POLL_SLEEP:
-            time.sleep(min(0.7 * self.times["map"], 0.05))
-        pause = POLL_SLEEP
-        while self._download.status is None or self._upload.status is None:
-            lib.wgpuDevicePoll(device, False, native.ffi.NULL)
-            if self._download.status is not None and self._upload.status is not None:
-                return
-            if time.perf_counter() > deadline:
-                raise GpuError(f"host staging: the GPU did not finish within {MAP_TIMEOUT:g} s "
-                               f"on {self.dev.adapter_name}")
-            time.sleep(pause)
-            pause = min(pause * 1.25, longest)
+        _poll_until(self.dev, lambda: self._download.status is not None and self._upload.status is not None,
+                    deadline, self.times["map"])
 
     def close(self) -> None:
         """Destroy both buffers (the stage must not be in use)."""
         for mapping in (self._download, self._upload):
             self.dev.stage_buffers.discard(mapping.buffer)
             mapping.buffer.destroy()
+
+
+def _poll_until(dev, done: Callable[[], bool], deadline: float, last_wait: float = 0.0) -> None:
+    """Poll `dev` until done() (a map request has completed: the submitted work using its
+    buffer is done). last_wait: seconds the previous such wait took (slept first, mostly).
+
+    Non-blocking polls with short sleeps, never ``wgpuDevicePoll(wait=true)``: in
+    wgpu-native 29 a waiting poll holds the device's fence lock for the whole wait, and
+    ``queue.submit`` needs that lock, so a worker thread waiting for a bucket's download
+    would stop the recording thread from submitting the rest of backward until the GPU
+    had run dry (gfx-rs/wgpu#9470, fixed after wgpu 29). The sleep grows from POLL_SLEEP
+    to POLL_SLEEP_MAX (POLL_SLEEP_MAX_CPU on a software adapter) the longer the GPU takes,
+    so short waits end within microseconds and long ones cost little CPU."""
+    lib = native.lib
+    device = dev._device._internal
+    _fine_timer_slack()
+    # Every wake-up takes the GIL from the recording thread (which drops it at each C call):
+    # sleep most of the last wait in one go, then poll finely.
+    longest = POLL_SLEEP_MAX_CPU if dev.adapter_type == "CPU" else POLL_SLEEP_MAX
+    if last_wait > 4 * POLL_SLEEP:
+        time.sleep(min(0.7 * last_wait, 0.05))
+    pause = POLL_SLEEP
+    while not done():
+        lib.wgpuDevicePoll(device, False, native.ffi.NULL)
+        if done():
+            return
+        if time.perf_counter() > deadline:
+            raise GpuError(f"host staging: the GPU did not finish within {MAP_TIMEOUT:g} s "
+                           f"on {dev.adapter_name}")
+        time.sleep(pause)
+        pause = min(pause * 1.25, longest)
+
+
+def read_when_done(dev, buffer, nbytes: int) -> bytes:
+    """The first `nbytes` of the MAP_READ wgpu buffer `buffer`, once the submitted work that
+    writes it is done -- that work only: wgpu-py's ``map_sync`` waits through its poll thread
+    with ``wgpuDevicePoll(wait=true)``, which returns when the whole queue has drained (so
+    reading step k's loss after submitting step k+1 waited for step k+1 too, and the GPU
+    then idled while the host prepared step k+2) and holds the lock other threads' submits
+    need (see `_poll_until`). Polls without blocking instead, as HostStage does."""
+    mapping = _Mapping(buffer, native.lib.WGPUMapMode_Read)
+    mapping.request(nbytes)
+    _poll_until(dev, lambda: mapping.status is not None, time.perf_counter() + MAP_TIMEOUT)
+    if mapping.status != native.lib.WGPUMapAsyncStatus_Success:
+        raise GpuError(f"read failed on {dev.adapter_name}: mapping failed (status {mapping.status})")
+    try:
+        pointer = native.lib.wgpuBufferGetMappedRange(buffer._internal, 0, nbytes)
+        if pointer == native.ffi.NULL:
+            raise GpuError(f"read failed on {dev.adapter_name}: wgpu returned no mapped range")
+        return bytes(native.ffi.buffer(native.ffi.cast("char *", pointer), nbytes))
+    finally:
+        mapping.unmap()
 
 
 _stages: "weakref.WeakKeyDictionary[object, dict[int, HostStage]]" = weakref.WeakKeyDictionary()
