@@ -886,9 +886,9 @@ class PendingRead:
             if self._dev.stats["submits"] == self._submits:  # the copy is still in the pending batch
                 self._dev.flush()
             try:
-                if host_staging.AVAILABLE:  # waits for this copy only, not for all submitted work
-                    data = host_staging.read_when_done(self._dev, self._staging, self._nbytes)
-                else:
+                if host_staging.AVAILABLE and self._dev.adapter_type != "CPU":
+                    data = host_staging.read_when_done(self._dev, self._staging, self._nbytes)  # this copy only
+                else:  # a software adapter: polling would take cycles from the cores doing its GPU work
                     self._staging.map_sync(wgpu.MapMode.READ, 0, self._nbytes)
                     data = self._staging.read_mapped(0, self._nbytes, copy=True)
                     self._staging.unmap()
