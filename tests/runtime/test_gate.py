@@ -189,6 +189,21 @@ class NotifyingLatch(Latch):
         thread.join(10)
 
 
+def _no_op():  # a host call point (where DistributedDataParallel starts an exchange)
+    pass
+
+
+def _replaying(step, data):
+    """anygpu.compile(step), called until its calls replay (gates open)."""
+    import anygpu as ag
+
+    compiled = ag.compile(step)
+    for _ in range(3):
+        compiled(ag.tensor(data))
+    assert compiled.stats["replayed"] >= 1
+    return compiled
+
+
 def test_a_deferred_tail_is_submitted_by_the_thread_that_opens_its_gate(dev, rng):
     """With a notifier, the replay's deferred tail goes to the GPU as soon as its gate may
     open, from the thread that opened it, not at the caller's next flush; that flush still
@@ -198,20 +213,14 @@ def test_a_deferred_tail_is_submitted_by_the_thread_that_opens_its_gate(dev, rng
     latch = NotifyingLatch()
     latch.event.set()
 
-    def start():
-        pass
-
     def step(x):
         y = x * 2.0
-        dev.host_call(start)
+        dev.host_call(_no_op)
         dev.gate(latch.ready, latch.wait, latch.notify)
         return y + 1.0
 
-    compiled = ag.compile(step)
     data = rng.standard_normal(41).astype(np.float32)
-    for _ in range(3):
-        compiled(ag.tensor(data))
-    assert compiled.stats["replayed"] >= 1
+    compiled = _replaying(step, data)
     for scale in (3.0, 5.0):
         dev.flush()  # the previous call's tail, before the gate closes
         latch.event.clear()
@@ -235,22 +244,16 @@ def test_trailing_gates_submit_their_parts_in_gate_order_whichever_opens_first(d
     for latch in (first, second):
         latch.event.set()
 
-    def start():
-        pass
-
     def step(x):
         y = x * 2.0
-        dev.host_call(start)
+        dev.host_call(_no_op)
         dev.gate(first.ready, first.wait, first.notify)
         z = y + 1.0  # held by the first gate
         dev.gate(second.ready, second.wait, second.notify)
         return z * 3.0  # held by the second: reads what the first holds wrote
 
-    compiled = ag.compile(step)
     data = rng.standard_normal(29).astype(np.float32)
-    for _ in range(3):
-        compiled(ag.tensor(data))
-    assert compiled.stats["replayed"] >= 1
+    compiled = _replaying(step, data)
     dev.flush()
     first.event.clear()
     second.event.clear()
@@ -279,19 +282,13 @@ def test_a_deferred_tail_whose_gate_fails_is_not_submitted_early(dev, rng):
         if failing:
             raise RuntimeError("exchange: the other rank went away")
 
-    def start():
-        pass
-
     def step(x):
-        dev.host_call(start)
+        dev.host_call(_no_op)
         dev.gate(latch.ready, wait, latch.notify)
         return x * 4.0
 
-    compiled = ag.compile(step)
     data = rng.standard_normal(9).astype(np.float32)
-    for _ in range(3):
-        compiled(ag.tensor(data))
-    assert compiled.stats["replayed"] >= 1
+    compiled = _replaying(step, data)
     dev.flush()
     latch.event.clear()
     failing.append(1)
