@@ -303,6 +303,47 @@ def test_a_deferred_tail_whose_gate_fails_is_not_submitted_early(dev, rng):
     np.testing.assert_allclose(dev.read(dev.scale(dev.upload(data), 2.0)), data * 2.0, rtol=1e-6)
 
 
+def test_a_gpu_error_in_an_early_submit_comes_out_of_the_next_flush(dev, rng, monkeypatch):
+    """The worker's submit of a gate's part fails (a GPU error on that thread): nothing after
+    it is submitted, the caller's next flush raises it as GpuError, the device keeps working."""
+    import wgpu
+
+    import anygpu as ag
+    from anygpu.runtime.errors import GpuError
+
+    latch = NotifyingLatch()
+    latch.event.set()
+
+    def step(x):
+        dev.host_call(_no_op)
+        dev.gate(latch.ready, latch.wait, latch.notify)
+        return x + 2.0
+
+    data = rng.standard_normal(13).astype(np.float32)
+    compiled = _replaying(step, data)
+    dev.flush()
+    latch.event.clear()
+    compiled(ag.tensor(data))
+    chain = dev._deferred
+    real = dev._queue
+
+    class Failing:
+        def submit(self, buffers):
+            raise wgpu.GPUError("validation: the part could not be submitted")
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+    monkeypatch.setattr(dev, "_queue", Failing())
+    latch.open_from_another_thread()
+    monkeypatch.setattr(dev, "_queue", real)
+    assert chain.submitted == 1  # tried (and failed) on the worker thread
+    with pytest.raises(GpuError, match="could not be submitted"):
+        dev.flush()
+    assert dev._deferred is None
+    np.testing.assert_allclose(dev.read(dev.scale(dev.upload(data), 3.0)), data * 3.0, rtol=1e-6)
+
+
 def test_a_failing_deferred_tail_raises_from_the_next_flush_and_the_device_keeps_working(dev, rng):
     def fail():
         raise ValueError("tail: the other side went away")
