@@ -117,3 +117,35 @@ def test_ratios_are_peer_time_over_anygpu_time():
     row = Row("matmul 2x2x2", "GFLOP/s", work=2e9, anygpu=0.5, peers={"numpy": 1.0, "torch": None})
     assert row.rate(row.anygpu) == 4.0 and row.ratio("numpy") == 2.0 and row.ratio("torch") is None
     assert Row("overhead", "us/op", anygpu=30e-6).rate(30e-6) == pytest.approx(30.0)
+
+
+@pytest.mark.parametrize("adapter_type, slow_first, warmed", [
+    ("DiscreteGPU", True, True), ("DiscreteGPU", False, False), ("CPU", True, False)])
+def test_a_slow_first_call_keeps_a_gpu_busy_before_the_timed_rounds(monkeypatch, adapter_type, slow_first, warmed):
+    """time_anygpu: a first call that compiled or tuned (long on the host, GPU idle) is
+    followed by WARM_S of calls before timing, on GPU adapters only."""
+    import time
+
+    from anygpu.bench import timing
+
+    monkeypatch.setattr(timing, "WARM_S", 0.02)
+    monkeypatch.setattr(timing, "seconds_per_run", lambda dev, run, repeats, rounds: 1e-3)
+    calls = []
+
+    class Dev:
+        stats = {"dispatches": 0}
+
+        def synchronize(self):
+            pass
+
+    dev = Dev()
+    dev.adapter_type = adapter_type
+
+    def run():
+        if not calls and slow_first:
+            time.sleep(timing.WARM_AFTER_S * 1.5)
+        calls.append(1)
+        dev.stats["dispatches"] += 1
+
+    assert timing.time_anygpu(dev, run, budget_s=0.01) == 1e-3
+    assert (len(calls) > 2) == warmed  # the first call, the timed one, then the warm-up's
