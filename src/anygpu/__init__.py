@@ -1,5 +1,6 @@
 """anygpu: train and run neural networks on any GPU through WebGPU and WGSL."""
 
+import sys as _sys
 from .runtime import Buffer, GpuError, LimitError
 from .ops import Device, gpu
 from .autograd import Tape, TensorId
@@ -46,5 +47,9 @@ from .dtypes import bool, double, float, half, int, long  # noqa: E402,F401,A004
 # torch.autograd.grad / Variable: the autograd package sits below Tensor, so they are attached here.
 from .tensor import autograd_grad as _autograd_grad  # noqa: E402
 autograd.grad = _autograd_grad  # type: ignore[name-defined]  # noqa: F821 (the anygpu.autograd subpackage)
+from . import custom_function as _custom_function  # noqa: E402
+autograd.Function = _custom_function.Function  # type: ignore[name-defined]  # noqa: F821
+autograd.function = _custom_function  # type: ignore[name-defined]  # noqa: F821
+_sys.modules.setdefault(__name__ + ".autograd.function", _custom_function)  # from torch.autograd.function import ...
 autograd.Variable = lambda data, requires_grad=False, volatile=False: (  # type: ignore[name-defined]  # noqa: F821 (legacy wrapper: the tensor itself)
     data.requires_grad_(True) if requires_grad else data)

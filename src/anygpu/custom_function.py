@@ -1,0 +1,201 @@
+"""torch.autograd.Function: an op written in Tensor code with a hand-written backward.
+
+``MyOp.apply(*args)`` runs ``MyOp.forward(ctx, *args)`` without recording (the ops inside
+are not differentiated), then records one node whose backward calls
+``MyOp.backward(ctx, *grad_outputs)`` and routes what it returns to the Tensor arguments.
+The torch 2 form (``forward(*args)`` without ctx, plus ``setup_context(ctx, inputs,
+output)``) works as well.
+
+Several differentiable outputs: the graph of anygpu has one output per node, so the
+outputs are cut from one packed value that the node produces; each output's gradient lands
+in its part (zeros where an output got none), and backward receives one gradient per
+output, zeros for the unused ones, as torch gives with materialized gradients (the
+default). ``ctx.set_materialize_grads(False)`` is accepted, but unused outputs still get
+zeros (anygpu cannot tell an unused output from a zero gradient)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .tensor import Tensor, _attach, gpu, is_grad_enabled, no_grad, sum_to_shape
+
+__all__ = ["Function", "FunctionCtx", "once_differentiable"]
+
+
+class FunctionCtx:
+    """The `ctx` of a custom Function: what forward leaves for backward."""
+
+    def __init__(self):
+        self._saved: tuple = ()
+        self._non_differentiable: set = set()
+        self.needs_input_grad: tuple = ()
+        self.materialize_grads = True
+
+    def save_for_backward(self, *tensors) -> None:
+        for t in tensors:
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(f"save_for_backward can only save Tensors or None, got {type(t).__name__}")
+        self._saved = tuple(tensors)
+
+    @property
+    def saved_tensors(self) -> tuple:
+        return self._saved
+
+    def mark_non_differentiable(self, *tensors) -> None:
+        self._non_differentiable.update(id(t) for t in tensors)
+
+    def set_materialize_grads(self, value: bool) -> None:
+        self.materialize_grads = bool(value)
+
+    def mark_dirty(self, *tensors) -> None:
+        raise NotImplementedError("autograd.Function: ctx.mark_dirty (forward writing its inputs in place) is not "
+                                  "supported by anygpu; return a new tensor instead")
+
+
+def once_differentiable(fn):
+    """torch.autograd.function.once_differentiable: anygpu's backward never records a graph
+    (no higher-order gradients), so the function as it is."""
+    return fn
+
+
+class Function:
+    """Subclass with static `forward` and `backward`; call `apply` (torch's contract)."""
+
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError(f"{type(self).__name__}: custom Functions are not instantiated; call "
+                           f"{type(self).__name__}.apply(...)")
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError("autograd.Function: define a static forward(ctx, *args)")
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError("autograd.Function: define a static backward(ctx, *grad_outputs)")
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        ctx = FunctionCtx()
+        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        with no_grad():
+            if cls.setup_context is not Function.setup_context:  # torch 2's form: forward without ctx
+                output = cls.forward(*args, **kwargs)
+                cls.setup_context(ctx, args, output)
+            else:
+                output = cls.forward(ctx, *args, **kwargs)
+        single = not isinstance(output, tuple)
+        outputs = (output,) if single else output
+        parents = [(i, a) for i, a in enumerate(args) if isinstance(a, Tensor)]
+        if not is_grad_enabled() or not any(a.requires_grad for _, a in parents):
+            return output
+        inputs = {id(a) for _, a in parents}
+        # An input returned as it is gets a copy: the node must not rewrite the input's own graph.
+        outputs = tuple(Tensor(gpu().copy(o._buf), o.shape, o.dtype) if isinstance(o, Tensor) and id(o) in inputs
+                        else o for o in outputs)
+        slots = [k for k, o in enumerate(outputs) if isinstance(o, Tensor) and o.dtype.is_floating_point
+                 and id(o) not in ctx._non_differentiable]
+        if not slots:
+            return output
+        shapes = [outputs[k].shape for k in slots]
+        backward = _node_backward(cls, ctx, args, parents, outputs, slots)
+        if len(slots) == 1:
+            _attach(cls.__name__ + "Backward", outputs[slots[0]], [a for _, a in parents], backward)
+        else:
+            outputs = _packed(cls.__name__ + "Backward", outputs, slots, shapes, [a for _, a in parents], backward)
+        return outputs[0] if single else outputs
+
+
+def _node_backward(cls, ctx, args, parents, outputs, slots):
+    """The recorded node's rule: the gradient of the differentiable outputs (one Buffer: the
+    output's, or the packed parts) -> one gradient Buffer per Tensor argument."""
+    name = cls.__name__
+
+    def run(grad_buf):
+        dev = gpu()
+        grads: list[Any] = []
+        offset = 0
+        for k, o in enumerate(outputs):
+            if k not in slots:
+                grads.append(None)
+                continue
+            n = o.numel()
+            part = grad_buf if len(slots) == 1 else dev.copy(grad_buf, None, n, src_offset=offset)
+            offset += n
+            if part.dtype != o._buf.dtype:  # the packed parts are float32
+                part = dev.cast(part, o._buf.dtype)
+            grads.append(Tensor(part, o.shape, o.dtype))
+        with no_grad():
+            returned = cls.backward(ctx, *grads)
+        returned = returned if isinstance(returned, tuple) else (returned,)
+        if len(returned) < len(args) or any(g is not None for g in returned[len(args):]):
+            raise RuntimeError(f"function {name}Backward returned an incorrect number of gradients "
+                               f"(expected {len(args)}, got {len(returned)})")
+        result = []
+        for i, a in parents:
+            g = returned[i]
+            if g is None or not a.requires_grad:
+                result.append(None)
+                continue
+            if not isinstance(g, Tensor):
+                raise TypeError(f"function {name}Backward returned a {type(g).__name__} as the gradient of "
+                                f"argument {i}; expected a Tensor or None")
+            buf = g._buf
+            if g.shape != a.shape:
+                if g.numel() == a.numel():
+                    pass  # same elements in another shape: torch reshapes such a gradient too
+                elif _expandable(a.shape, g.shape):
+                    buf = sum_to_shape(buf if buf.dtype == "f32" else dev.cast(buf, "f32"), g.shape, a.shape)
+                else:
+                    raise RuntimeError(f"function {name}Backward returned an invalid gradient at index {i} - got "
+                                       f"{list(g.shape)} but expected shape compatible with {list(a.shape)}")
+            if buf.dtype != a._buf.dtype:
+                buf = dev.cast(buf, a._buf.dtype)
+            result.append(buf)
+        return tuple(result)
+    return run
+
+
+def _expandable(shape, to) -> bool:
+    """Whether `shape` broadcasts to `to` (so a gradient of shape `to` sums down to it)."""
+    if len(shape) > len(to):
+        return False
+    return all(s == t or s == 1 for s, t in zip(reversed(shape), reversed(to)))
+
+
+def _packed(name, outputs, slots, shapes, parents, backward) -> tuple:
+    """Several differentiable outputs: a packed value (every output's elements, in order) is
+    the node's output, and each output a recorded cut of it (see the module doc)."""
+    dev = gpu()
+    sizes = [int(np.prod(shape, dtype=np.int64)) for shape in shapes]
+    total = sum(sizes)
+    packed_buf = dev.empty(total)
+    offset = 0
+    for k, n in zip(slots, sizes):
+        o = outputs[k]
+        src = o._buf if o._buf.dtype == "f32" else dev.cast(o._buf, "f32")
+        dev.copy(src, packed_buf, n, dst_offset=offset)
+        offset += n
+    packed = _attach(name, Tensor(packed_buf, (total,)), parents, backward)
+    result = list(outputs)
+    offset = 0
+    for k, n in zip(slots, sizes):
+        o = outputs[k]
+        fresh = Tensor(dev.copy(o._buf), o.shape, o.dtype)
+        result[k] = _attach("unpack", fresh, (packed,), _unpack_rule(total, offset, n))
+        offset += n
+    return tuple(result)
+
+
+def _unpack_rule(total: int, offset: int, n: int):
+    def run(grad_buf):
+        dev = gpu()
+        full = dev.alloc(total)
+        dev.copy(grad_buf if grad_buf.dtype == "f32" else dev.cast(grad_buf, "f32"), full, n, dst_offset=offset)
+        return (full,)
+    return run
