@@ -191,11 +191,32 @@ def _dim(op: str, dim: int, ndim: int) -> int:
     return dim % size
 
 
+class RemovableHandle:
+    """What `Tensor.register_hook` returns (torch.utils.hooks.RemovableHandle's use):
+    `remove()` takes the hook away; also a context manager that removes it on exit."""
+
+    _next_id = 0
+
+    def __init__(self, hooks: dict):
+        self._hooks = hooks
+        self.id = RemovableHandle._next_id
+        RemovableHandle._next_id += 1
+
+    def remove(self) -> None:
+        self._hooks.pop(self.id, None)
+
+    def __enter__(self) -> "RemovableHandle":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+
 class Tensor:
     """A GPU array with autograd. Build with `anygpu.tensor`, `zeros`, `randn`, ..."""
 
     __slots__ = ("_buf", "shape", "dtype", "requires_grad", "grad", "_entry", "_parents",
-                 "_host", "_retain", "_key", "_torch_strides", "__weakref__")
+                 "_host", "_retain", "_key", "_torch_strides", "_hooks", "__weakref__")
     # _host: the host array an integer tensor was made from, kept only so index checks
     # (class indices, embedding ids) can run before GPU work. Never used for reads:
     # in-place updates of a shared buffer would leave it stale.
@@ -212,6 +233,7 @@ class Tensor:
         self._parents: tuple = ()
         self._host = None
         self._retain = False
+        self._hooks: dict | None = None  # register_hook: handle id -> hook, in order
         self._key = id(self)  # the autograd engine's name for this value (a new one after an in-place op)
         # None, or the strides torch's result would have where torch gives a non-contiguous
         # view (permute, transpose, expand): `view` refuses what torch refuses on those.
@@ -351,6 +373,21 @@ class Tensor:
     def retain_grad(self) -> None:
         self._retain = True
 
+    def register_hook(self, hook) -> "RemovableHandle":
+        """torch's Tensor.register_hook: hook(grad) is called with this tensor's gradient
+        during backward, once it is complete and before it is used (before it goes into
+        `.grad` for a leaf); a Tensor it returns replaces the gradient. Returns a handle
+        whose `remove()` takes the hook away."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if not callable(hook):
+            raise TypeError(f"register_hook: expected a callable, got {type(hook).__name__}")
+        if self._hooks is None:
+            self._hooks = {}
+        handle = RemovableHandle(self._hooks)
+        self._hooks[handle.id] = hook
+        return handle
+
     def clone(self) -> "Tensor":
         dev = self._dev
         return _record("clone", Tensor(dev.copy(self._buf), self.shape, self.dtype), (self,),
@@ -446,11 +483,32 @@ class Tensor:
         grads = {self._key: seed}
         entries = [t._entry for t in order]
         written: set = set()
+        hooked = {t._key: t for t in (*order, *leaves.values()) if t._hooks}
+        hooks_run: set = set()
+
+        def run_hooks(key, grad):
+            t = hooked.get(key)
+            if t is None or key in hooks_run:
+                return grad
+            hooks_run.add(key)
+            value = Tensor(grad, t.shape, t.dtype)
+            with no_grad():
+                for hook in tuple(t._hooks.values()):
+                    replaced = hook(value)
+                    if replaced is not None:
+                        if not isinstance(replaced, Tensor) or replaced.shape != t.shape:
+                            got = tuple(replaced.shape) if isinstance(replaced, Tensor) else type(replaced).__name__
+                            raise RuntimeError(f"hook: the gradient it returns must be a Tensor of shape {t.shape}, "
+                                               f"got {got}")
+                        value = replaced
+            return value._buf if value._buf.dtype == grad.dtype else dev.cast(value._buf, grad.dtype)
 
         def write_grad(key) -> None:
             grad = grads.get(key)
             if grad is None:
                 return
+            if hooked:
+                grad = grads[key] = run_hooks(key, grad)
             written.add(key)
             leaf = leaves[key]
             if grad.dtype != leaf._buf.dtype:  # gradients come in the tensor's dtype, as torch's
@@ -478,7 +536,7 @@ class Tensor:
                         for hook in tuple(grad_ready_hooks):
                             hook(leaves[key])
         reverse_walk(entries, grads, dev.add, wants_grad=wanted.__contains__, keep=lambda key: key in leaves,
-                     done=done)
+                     done=done, transform=run_hooks if hooked else None)
         for key in leaves:
             if key not in written:
                 write_grad(key)

@@ -35,7 +35,8 @@ class Entry:
 def reverse_walk(entries: Sequence[Entry], grads: dict, add: Callable[[Any, Any], Any],
                  wants_grad: Callable[[Any], bool] = lambda key: True,
                  keep: Callable[[Any], bool] = lambda key: True,
-                 done: Callable[[int], None] | None = None) -> dict:
+                 done: Callable[[int], None] | None = None,
+                 transform: Callable[[Any, Any], Any] | None = None) -> dict:
     """Walk `entries` last to first, routing gradients from outputs to inputs.
 
     grads:      key -> gradient Buffer; holds the seed (d loss / d loss) on entry and
@@ -46,11 +47,15 @@ def reverse_walk(entries: Sequence[Entry], grads: dict, add: Callable[[Any, Any]
                 keeps all; the Tensor frees intermediates as soon as they are spent)
     done:       called with each entry's position once the walk is past it (Tensor.backward
                 finds there the leaves whose gradients are complete)
+    transform:  transform(key, grad) -> grad, applied to an output's complete gradient before
+                its entry uses it (Tensor.register_hook)
     """
     for position in range(len(entries) - 1, -1, -1):
         entry = entries[position]
         grad_out = grads.get(entry.output)
         if grad_out is not None:
+            if transform is not None:
+                grad_out = grads[entry.output] = transform(entry.output, grad_out)
             if not keep(entry.output):
                 del grads[entry.output]
             input_grads = entry.backward(grad_out)
