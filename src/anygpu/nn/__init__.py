@@ -17,6 +17,11 @@ from .activation import (
 )
 from .containers import ModuleDict, ParameterDict, ParameterList
 from .layers1d import AvgPool1d, BatchNorm1d, Conv1d, MaxPool1d
+from .image_layers import (
+    CircularPad1d, CircularPad2d, ConstantPad1d, ConstantPad2d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,
+    PixelShuffle, PixelUnshuffle, ReflectionPad1d, ReflectionPad2d, ReplicationPad1d, ReplicationPad2d, ZeroPad1d,
+    ZeroPad2d,
+)
 from .loss import (
     BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, GaussianNLLLoss, HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss,
     MarginRankingLoss, MultiLabelSoftMarginLoss, NLLLoss, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss,
@@ -37,7 +42,9 @@ __all__ = [
     "BCEWithLogitsLoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "RNNBase", "RNN", "LSTM", "GRU",
     "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell", "Transformer", "TransformerEncoder", "TransformerDecoder",
     "TransformerEncoderLayer", "TransformerDecoderLayer", "AdaptiveAvgPool2d",
-    "Conv1d", "BatchNorm1d", "MaxPool1d", "AvgPool1d", "SELU", "CELU", "GLU", "Hardsigmoid", "Hardswish", "Softsign",
+    "Conv1d", "BatchNorm1d", "MaxPool1d", "AvgPool1d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
+    "PixelShuffle", "PixelUnshuffle", "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d",
+    "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d", "CircularPad1d", "CircularPad2d", "SELU", "CELU", "GLU", "Hardsigmoid", "Hardswish", "Softsign",
     "Tanhshrink", "Softmin", "Threshold", "PReLU", "CosineSimilarity", "PairwiseDistance", "MarginRankingLoss",
     "SoftMarginLoss", "HingeEmbeddingLoss", "CosineEmbeddingLoss", "TripletMarginLoss", "PoissonNLLLoss",
     "GaussianNLLLoss", "MultiLabelSoftMarginLoss",

@@ -934,12 +934,14 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
     top, bottom, ...) starting from the last dim, filled with `value` (constant mode)."""
     op = "pad"
     _tensor(op, "input", input, dtype=None)
-    if mode != "constant":
-        raise ValueError(f"pad: mode {mode!r} is not supported (only 'constant')")
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise ValueError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
     pad = tuple(int(p) for p in pad)
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
         raise ValueError(f"pad: pad {pad} must have an even length of at most 2 * {input.ndim} for input of shape "
                          f"{input.shape}")
+    if mode != "constant":
+        return _pad_by_index(input, pad, mode)
     before = [0] * input.ndim
     after = [0] * input.ndim
     for i in range(len(pad) // 2):
@@ -966,6 +968,113 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
     dev.strided_scatter(input._buf, buf, input.shape, strides, offset)
     out = Tensor(buf, shape, input.dtype)
     return _record(op, out, (input,), rule("pad", dev, input.shape, strides, offset))
+
+
+def _pad_by_index(input: Tensor, pad: tuple, mode: str) -> Tensor:
+    """reflect / replicate / circular padding of the last len(pad)//2 dims, each one gather
+    along its dim (index_select: its gradient scatters back, summing repeated elements).
+    As torch: only the dims after the first two (N, C) of a batched input, or after the
+    first of an unbatched one, and reflect needs each pad smaller than its dim."""
+    padded = len(pad) // 2
+    if input.ndim - padded < 1:
+        raise ValueError(f"pad: {mode} padding of {padded} dims needs an input with more dims than that, "
+                         f"got shape {input.shape}")
+    if input.numel() == 0:
+        raise ValueError(f"pad: {mode} padding needs a non-empty input, got shape {input.shape}")
+    out = input
+    for i in range(padded):
+        dim = input.ndim - 1 - i
+        size = input.shape[dim]
+        before, after = pad[2 * i], pad[2 * i + 1]
+        if before < 0 or after < 0:
+            raise ValueError(f"pad: {mode} padding takes no negative amounts, got pad {pad}")
+        if mode == "reflect" and (before >= size or after >= size):
+            raise ValueError(f"pad: reflect padding ({before}, {after}) of dim {dim} must be smaller than its size "
+                             f"{size} (input shape {input.shape})")
+        if mode == "circular" and (before > size or after > size):
+            raise ValueError(f"pad: circular padding ({before}, {after}) of dim {dim} must be at most its size "
+                             f"{size} (input shape {input.shape})")
+        if before == after == 0:
+            continue
+        positions = np.arange(-before, size + after)
+        if mode == "reflect":
+            positions = np.abs(positions)
+            positions = np.where(positions >= size, 2 * (size - 1) - positions, positions)
+        elif mode == "replicate":
+            positions = np.clip(positions, 0, size - 1)
+        else:
+            positions = positions % size
+        out = out.index_select(dim, Tensor(gpu().upload(positions.astype(np.int32)), (len(positions),), int32))
+    return out
+
+
+def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
+    """(*, C*r*r, H, W) -> (*, C, H*r, W*r), as torch: channel c*r*r + i*r + j goes to
+    output pixel (h*r + i, w*r + j) of channel c."""
+    op = "pixel_shuffle"
+    _tensor(op, "input", input, min_ndim=3, dtype=None)
+    r = int(upscale_factor)
+    *batch, channels, height, width = input.shape
+    if r < 1 or channels % (r * r):
+        raise ValueError(f"pixel_shuffle: the channels ({channels}, input shape {input.shape}) must be divisible "
+                         f"by upscale_factor squared ({r}**2)")
+    lead = len(batch)
+    x = input.reshape(*batch, channels // (r * r), r, r, height, width)
+    x = x.permute(*range(lead), lead, lead + 3, lead + 1, lead + 4, lead + 2)
+    return x.reshape(*batch, channels // (r * r), height * r, width * r)
+
+
+def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
+    """The inverse of pixel_shuffle: (*, C, H*r, W*r) -> (*, C*r*r, H, W)."""
+    op = "pixel_unshuffle"
+    _tensor(op, "input", input, min_ndim=3, dtype=None)
+    r = int(downscale_factor)
+    *batch, channels, height, width = input.shape
+    if r < 1 or height % r or width % r:
+        raise ValueError(f"pixel_unshuffle: height and width (input shape {input.shape}) must be divisible by "
+                         f"downscale_factor ({r})")
+    lead = len(batch)
+    x = input.reshape(*batch, channels, height // r, r, width // r, r)
+    x = x.permute(*range(lead), lead, lead + 2, lead + 4, lead + 1, lead + 3)
+    return x.reshape(*batch, channels * r * r, height // r, width // r)
+
+
+def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var: Tensor | None = None,
+                  weight: Tensor | None = None, bias: Tensor | None = None, use_input_stats: bool = True,
+                  momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalise each (sample, channel) plane of (N, C, *) by its own statistics (group norm
+    with one channel per group), or by running_mean / running_var when use_input_stats is
+    False. With running buffers and use_input_stats, they move towards the batch's average
+    of the planes' means and unbiased variances, as torch's."""
+    op = "instance_norm"
+    _tensor(op, "input", input, min_ndim=3)
+    channels = input.shape[1]
+    for name, value in (("running_mean", running_mean), ("running_var", running_var)):
+        _optional(op, name, value, (channels,))
+    if not use_input_stats:
+        if running_mean is None or running_var is None:
+            raise ValueError("instance_norm: use_input_stats=False needs running_mean and running_var")
+        _optional(op, "weight", weight, (channels,))
+        _optional(op, "bias", bias, (channels,))
+        view = (1, channels) + (1,) * (input.ndim - 2)
+        out = (input - running_mean.reshape(view)) / (running_var.reshape(view) + eps).sqrt()
+        if weight is not None:
+            out = out * weight.reshape(view)
+        if bias is not None:
+            out = out + bias.reshape(view)
+        return out
+    out = group_norm(input, channels, weight, bias, eps)
+    if running_mean is not None or running_var is not None:
+        spatial = numel(input.shape[2:])
+        with no_grad():
+            planes = input.detach().reshape(input.shape[0], channels, spatial)
+            mean = planes.mean(2)
+            if running_mean is not None:
+                running_mean.mul_(1 - momentum).add_(mean.mean(0) * momentum)
+            if running_var is not None:
+                var = ((planes - mean.reshape(input.shape[0], channels, 1)) ** 2).sum(2) / max(spatial - 1, 1)
+                running_var.mul_(1 - momentum).add_(var.mean(0) * momentum)
+    return out
 
 
 # ===================================================================== activations

@@ -1,0 +1,132 @@
+"""torch.nn's instance norms, padding layers and pixel shuffles, with torch's arguments,
+buffers and checks (the functional forms are in nn/functional.py)."""
+
+from __future__ import annotations
+
+from . import functional as F
+from .modules import BatchNorm2d, Module
+
+__all__ = [
+    "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "PixelShuffle", "PixelUnshuffle",
+    "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d",
+    "ReplicationPad1d", "ReplicationPad2d", "CircularPad1d", "CircularPad2d",
+]
+
+
+class _InstanceNorm(BatchNorm2d):
+    """Per (sample, channel) statistics; affine and track_running_stats off by default, as
+    torch's. With track_running_stats, eval uses the running statistics."""
+
+    _dims = 2  # spatial dims
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = False,
+                 track_running_stats: bool = False, device=None, dtype=None):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+
+    def _check_input_dim(self, input) -> None:
+        if input.ndim not in (self._dims + 1, self._dims + 2):
+            raise ValueError(f"{type(self).__name__}: expected {self._dims + 1}D (unbatched) or {self._dims + 2}D "
+                             f"input, got {input.ndim}D input of shape {tuple(input.shape)}")
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        unbatched = input.ndim == self._dims + 1
+        x = input.unsqueeze(0) if unbatched else input
+        if x.shape[1] != self.num_features and self.affine:
+            raise ValueError(f"{type(self).__name__}: expected input with {self.num_features} channels, got shape "
+                             f"{tuple(input.shape)}")
+        momentum = 0.0 if self.momentum is None else self.momentum  # as torch's
+        out = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                              self.training or not self.track_running_stats, momentum, self.eps)
+        return out.squeeze(0) if unbatched else out
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"track_running_stats={self.track_running_stats}")
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """(N, C, L) or (C, L)."""
+
+    _dims = 1
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """(N, C, H, W) or (C, H, W)."""
+
+    _dims = 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """(N, C, D, H, W) or (C, D, H, W)."""
+
+    _dims = 3
+
+
+class PixelShuffle(Module):
+    def __init__(self, upscale_factor: int):
+        super().__init__()
+        self.upscale_factor = int(upscale_factor)
+
+    def forward(self, input):
+        return F.pixel_shuffle(input, self.upscale_factor)
+
+    def extra_repr(self) -> str:
+        return f"upscale_factor={self.upscale_factor}"
+
+
+class PixelUnshuffle(Module):
+    def __init__(self, downscale_factor: int):
+        super().__init__()
+        self.downscale_factor = int(downscale_factor)
+
+    def forward(self, input):
+        return F.pixel_unshuffle(input, self.downscale_factor)
+
+    def extra_repr(self) -> str:
+        return f"downscale_factor={self.downscale_factor}"
+
+
+class _PadNd(Module):
+    """F.pad with a fixed padding: an int pads every side of the last `_dims` dims."""
+
+    _dims = 2
+    _mode = "constant"
+
+    def __init__(self, padding, value: float = 0.0):
+        super().__init__()
+        if isinstance(padding, int):
+            padding = (padding,) * (2 * self._dims)
+        padding = tuple(int(p) for p in padding)
+        if len(padding) != 2 * self._dims:
+            raise ValueError(f"{type(self).__name__}: padding must be an int or a {2 * self._dims}-tuple, "
+                             f"got {padding!r}")
+        self.padding = padding
+        self.value = float(value)
+
+    def forward(self, input):
+        if self._mode == "constant":
+            return F.pad(input, self.padding, "constant", self.value)
+        return F.pad(input, self.padding, self._mode)
+
+    def extra_repr(self) -> str:
+        return f"{self.padding}" + (f", value={self.value}" if type(self).__name__.startswith("Constant") else "")
+
+
+def _pad_class(name: str, dims: int, mode: str, doc: str, takes_value: bool):
+    namespace = {"_dims": dims, "_mode": mode, "__doc__": doc}
+    if not takes_value:  # ZeroPad / Reflection / Replication / Circular: the padding only
+        namespace["__init__"] = lambda self, padding: _PadNd.__init__(self, padding)
+    return type(name, (_PadNd,), namespace)
+
+
+ZeroPad1d = _pad_class("ZeroPad1d", 1, "constant", "Pads the last dim with zeros.", False)
+ZeroPad2d = _pad_class("ZeroPad2d", 2, "constant", "Pads the last two dims with zeros.", False)
+ConstantPad1d = _pad_class("ConstantPad1d", 1, "constant", "Pads the last dim with `value`.", True)
+ConstantPad2d = _pad_class("ConstantPad2d", 2, "constant", "Pads the last two dims with `value`.", True)
+ReflectionPad1d = _pad_class("ReflectionPad1d", 1, "reflect", "Pads the last dim by reflection.", False)
+ReflectionPad2d = _pad_class("ReflectionPad2d", 2, "reflect", "Pads the last two dims by reflection.", False)
+ReplicationPad1d = _pad_class("ReplicationPad1d", 1, "replicate", "Pads the last dim with its edges.", False)
+ReplicationPad2d = _pad_class("ReplicationPad2d", 2, "replicate", "Pads the last two dims with their edges.", False)
+CircularPad1d = _pad_class("CircularPad1d", 1, "circular", "Pads the last dim circularly.", False)
+CircularPad2d = _pad_class("CircularPad2d", 2, "circular", "Pads the last two dims circularly.", False)
