@@ -100,3 +100,25 @@ def test_padding_modules(rng, name, args):
     shape = (2, 3, 5) if name.endswith("1d") else (2, 3, 5, 6)
     tx, ax = both(rng, *shape)
     check(rng, getattr(torch.nn, name)(*args)(tx), getattr(ag.nn, name)(*args)(ax), [tx], [ax])
+
+
+@pytest.mark.parametrize("name, shape, size", [
+    ("AdaptiveAvgPool2d", (2, 3, 7, 10), (3, 4)), ("AdaptiveAvgPool2d", (3, 9, 5), (4, None)),
+    ("AdaptiveAvgPool2d", (2, 3, 6, 4), (3, 2)), ("AdaptiveAvgPool2d", (1, 2, 5, 5), 1),
+    ("AdaptiveAvgPool1d", (2, 3, 11), 4), ("AdaptiveAvgPool1d", (3, 7), 7),
+    ("AdaptiveMaxPool2d", (2, 3, 7, 10), (3, 4)), ("AdaptiveMaxPool2d", (3, 5, 6), 2),
+    ("AdaptiveMaxPool2d", (1, 2, 4, 9), (None, 5)), ("AdaptiveMaxPool1d", (2, 3, 11), 4),
+    ("AdaptiveMaxPool1d", (4, 6), 1)])
+def test_adaptive_pools_with_uneven_windows(rng, name, shape, size):
+    tx, ax = both(rng, *shape)
+    check(rng, getattr(torch.nn, name)(size)(tx), getattr(ag.nn, name)(size)(ax), [tx], [ax])
+
+
+def test_adaptive_pool_errors(rng):
+    x = ag.ones(2, 3, 4, 4)
+    with pytest.raises(ValueError, match="positive"):
+        ag.nn.functional.adaptive_max_pool2d(x, 0)
+    with pytest.raises(ValueError, match="return_indices"):
+        ag.nn.functional.adaptive_max_pool2d(x, 2, return_indices=True)
+    with pytest.raises(ValueError, match="2-tuple"):
+        ag.nn.functional.adaptive_avg_pool2d(x, (1, 2, 3))

@@ -909,24 +909,96 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
     return out.squeeze(0) if unbatched else out
 
 
-def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
-    """Average pooling to output_size (an int or pair; None keeps that dim). Sizes that
-    divide the input evenly (global pooling included) are supported."""
-    op = "adaptive_avg_pool2d"
-    x, unbatched = _pool_input(op, input)
-    in_h, in_w = x.shape[2:]
+def _adaptive_sizes(op: str, input: Tensor, output_size, dims: int) -> tuple:
+    """torch's output_size: an int (every dim), or a tuple whose None entries keep that dim."""
+    spatial = input.shape[-dims:]
     if isinstance(output_size, (int, np.integer)) or output_size is None:
-        output_size = (output_size, output_size)
-    out_h, out_w = (in_h if output_size[0] is None else int(output_size[0]),
-                    in_w if output_size[1] is None else int(output_size[1]))
-    if out_h < 1 or out_w < 1 or in_h % out_h or in_w % out_w:
-        raise ValueError(f"adaptive_avg_pool2d: output size {(out_h, out_w)} must divide the input's spatial size "
-                         f"{(in_h, in_w)} (input shape {input.shape})")
-    if (out_h, out_w) == (1, 1):
-        out = x.mean((2, 3), keepdim=True)
-    else:
-        out = avg_pool2d(x, (in_h // out_h, in_w // out_w))
-    return out.squeeze(0) if unbatched else out
+        output_size = (output_size,) * dims
+    output_size = tuple(output_size)
+    if len(output_size) != dims:
+        raise ValueError(f"{op}: output_size must be an int or a {dims}-tuple, got {output_size!r}")
+    sizes = tuple(s if o is None else int(o) for s, o in zip(spatial, output_size))
+    if any(o < 1 for o in sizes):
+        raise ValueError(f"{op}: output_size must be positive, got {output_size!r}")
+    return sizes
+
+
+def _adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
+    """torch's adaptive pooling windows: output i covers [floor(i*size/out), ceil((i+1)*size/out))."""
+    return [(i * size // out, -(-(i + 1) * size // out)) for i in range(out)]
+
+
+def _averaging(size: int, out: int) -> Tensor:
+    """The (out, size) matrix whose product averages each adaptive window."""
+    matrix = np.zeros((out, size), np.float32)
+    for i, (start, end) in enumerate(_adaptive_windows(size, out)):
+        matrix[i, start:end] = 1.0 / (end - start)
+    return tensor(matrix)
+
+
+def _adaptive_avg(op: str, input: Tensor, output_size, dims: int) -> Tensor:
+    _tensor(op, "input", input, ndims=(dims + 1, dims + 2))
+    sizes = _adaptive_sizes(op, input, output_size, dims)
+    spatial = input.shape[-dims:]
+    if sizes == spatial:
+        return input.clone()
+    if all(o == 1 for o in sizes):  # global pooling
+        return input.mean(tuple(range(input.ndim - dims, input.ndim)), keepdim=True)
+    if dims == 2 and all(s % o == 0 for s, o in zip(spatial, sizes)):  # even windows: one pooling kernel
+        x, unbatched = _pool_input(op, input)
+        out = avg_pool2d(x, (spatial[0] // sizes[0], spatial[1] // sizes[1]))
+        return out.squeeze(0) if unbatched else out
+    # Uneven windows: averaging matrices, one product per pooled dim (the last dim first).
+    lead = input.shape[:-dims]
+    x = input.reshape(-1, *spatial)
+    x = matmul(x, _averaging(spatial[-1], sizes[-1]).transpose(0, 1))
+    if dims == 2:
+        x = matmul(_averaging(spatial[0], sizes[0]), x)
+    return x.reshape(*lead, *sizes)
+
+
+def _adaptive_max(op: str, input: Tensor, output_size, dims: int, return_indices: bool) -> Tensor:
+    _tensor(op, "input", input, ndims=(dims + 1, dims + 2))
+    if return_indices:
+        raise ValueError(f"{op}: return_indices=True is not supported by anygpu")
+    sizes = _adaptive_sizes(op, input, output_size, dims)
+    if input.numel() == 0:
+        raise ValueError(f"{op}: expected a non-empty input, got shape {input.shape}")
+    out = input
+    for axis in range(dims):  # each pooled dim: gather every window padded to the widest, then max
+        dim = input.ndim - dims + axis
+        size, count = input.shape[dim], sizes[axis]
+        windows = _adaptive_windows(size, count)
+        width = max(end - start for start, end in windows)
+        # A narrower window repeats its last element: harmless under max (its gradient sums back).
+        positions = np.array([[min(start + j, end - 1) for j in range(width)] for start, end in windows], np.int32)
+        gathered = out.index_select(dim, Tensor(gpu().upload(positions.reshape(-1)), (positions.size,), int32))
+        shape = list(out.shape)
+        shape[dim:dim + 1] = [count, width]
+        out = gathered.reshape(*shape).amax(dim + 1)
+    return out
+
+
+def adaptive_avg_pool1d(input: Tensor, output_size) -> Tensor:
+    """Average (N, C, L) or (C, L) over torch's adaptive windows down to output_size."""
+    return _adaptive_avg("adaptive_avg_pool1d", input, output_size, 1)
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
+    """Average (N, C, H, W) or (C, H, W) over torch's adaptive windows down to output_size
+    (an int or pair; None keeps that dim): one pooling kernel when the windows are even,
+    else averaging matrices."""
+    return _adaptive_avg("adaptive_avg_pool2d", input, output_size, 2)
+
+
+def adaptive_max_pool1d(input: Tensor, output_size, return_indices: bool = False) -> Tensor:
+    """The largest element of each of torch's adaptive windows of (N, C, L) or (C, L)."""
+    return _adaptive_max("adaptive_max_pool1d", input, output_size, 1, return_indices)
+
+
+def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False) -> Tensor:
+    """The largest element of each of torch's adaptive windows of (N, C, H, W) or (C, H, W)."""
+    return _adaptive_max("adaptive_max_pool2d", input, output_size, 2, return_indices)
 
 
 def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float | None = None) -> Tensor:

@@ -7,7 +7,7 @@ from . import functional as F
 from .modules import BatchNorm2d, Module
 
 __all__ = [
-    "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "PixelShuffle", "PixelUnshuffle",
+    "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "PixelShuffle", "PixelUnshuffle",
     "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d",
     "ReplicationPad1d", "ReplicationPad2d", "CircularPad1d", "CircularPad2d",
 ]
@@ -61,6 +61,42 @@ class InstanceNorm3d(_InstanceNorm):
     """(N, C, D, H, W) or (C, D, H, W)."""
 
     _dims = 3
+
+
+class _AdaptivePool(Module):
+    _function = "adaptive_avg_pool1d"
+
+    def __init__(self, output_size, return_indices: bool = False):
+        super().__init__()
+        self.output_size = output_size
+        self.return_indices = return_indices
+
+    def forward(self, input):
+        if self._function.startswith("adaptive_max"):
+            return getattr(F, self._function)(input, self.output_size, self.return_indices)
+        return getattr(F, self._function)(input, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool1d(_AdaptivePool):
+    """Average (N, C, L) over torch's adaptive windows down to `output_size`."""
+
+    def __init__(self, output_size):
+        super().__init__(output_size)
+
+
+class AdaptiveMaxPool1d(_AdaptivePool):
+    """The largest element of each adaptive window of (N, C, L)."""
+
+    _function = "adaptive_max_pool1d"
+
+
+class AdaptiveMaxPool2d(_AdaptivePool):
+    """The largest element of each adaptive window of (N, C, H, W)."""
+
+    _function = "adaptive_max_pool2d"
 
 
 class PixelShuffle(Module):
