@@ -19,6 +19,7 @@ from .tensor import (
 )
 
 __all__ = [
+    "fmax", "fmin", "heaviside", "diag_embed",
     "abs", "absolute", "add", "all", "allclose", "amax", "amin", "any", "arange", "argmax", "argmin", "argsort",
     "as_tensor", "bmm", "cat", "ceil", "chunk", "clamp", "clip", "clone", "concat", "concatenate", "cos",
     "cumsum", "detach", "diag", "div", "divide", "dot", "einsum", "empty_like", "eq", "equal", "exp", "expm1",
@@ -273,3 +274,46 @@ def bitwise_xor(input: Tensor, other) -> Tensor:
 
 def bitwise_not(input: Tensor) -> Tensor:
     return ~input
+
+
+def fmax(input: Tensor, other) -> Tensor:
+    """The larger of each pair, a NaN only where both are NaN (torch.fmax; maximum propagates NaN)."""
+    other = _to_tensor(other, like=input)
+    return where(input.isnan(), other, where(other.isnan(), input, input.maximum(other)))
+
+
+def fmin(input: Tensor, other) -> Tensor:
+    """The smaller of each pair, a NaN only where both are NaN (torch.fmin)."""
+    other = _to_tensor(other, like=input)
+    return where(input.isnan(), other, where(other.isnan(), input, input.minimum(other)))
+
+
+def heaviside(input: Tensor, values) -> Tensor:
+    """`values` where input == 0, else 1 where input > 0 and 0 elsewhere (NaN too), as torch."""
+    values = _to_tensor(values, like=input)
+    return where(input == 0, values, where(input > 0, ones_like(input), zeros_like(input)))
+
+
+def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+    """Each last-dim vector of input as the diagonal (at `offset`) of a square matrix; the
+    matrices' dims are dim1 and dim2 of the result (torch.diag_embed)."""
+    n = input.shape[-1] + builtins.abs(int(offset))
+    size = input.shape[-1]
+    rows = np.arange(size) + builtins.max(-int(offset), 0)
+    cols = np.arange(size) + builtins.max(int(offset), 0)
+    positions = tensor((rows * n + cols).astype(np.int32))
+    flat = zeros(*input.shape[:-1], n * n, dtype=input.dtype)
+    out = flat.index_add(-1, positions, input).reshape(*input.shape[:-1], n, n)
+    ndim = out.ndim
+    d1, d2 = dim1 % ndim, dim2 % ndim
+    if d1 == d2:
+        raise ValueError(f"diag_embed: dim1 and dim2 must differ, got {dim1} and {dim2}")
+    if (d1, d2) == (ndim - 2, ndim - 1):
+        return out
+    # place the matrix dims at d1 and d2, the batch dims in order elsewhere
+    batch = [d for d in range(ndim) if d not in (d1, d2)]
+    order = [0] * ndim
+    for source, target in enumerate(batch):
+        order[target] = source
+    order[d1], order[d2] = ndim - 2, ndim - 1
+    return out.permute(*order)

@@ -836,6 +836,40 @@ def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
     return out.squeeze(-2)
 
 
+def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
+                     output_padding=0, groups: int = 1, dilation=1) -> Tensor:
+    """Transposed 1-D convolution: input (N, C_in, L) or (C_in, L), weight (C_in,
+    C_out/groups, k), bias (C_out) -> (N, C_out, L_out). Runs as conv_transpose2d over a
+    height of 1."""
+    op = "conv_transpose1d"
+    _tensor(op, "weight", weight, ndims=(3,))
+    out = conv_transpose2d(_as_planes(op, input), weight.unsqueeze(-2), bias, (1, _one(op, "stride", stride, 1)),
+                           (0, _one(op, "padding", padding, 0)), (0, _one(op, "output_padding", output_padding, 0)),
+                           groups, (1, _one(op, "dilation", dilation, 1)))
+    return out.squeeze(-2)
+
+
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """y[..., o] = input1[..., i] * weight[o, i, j] * input2[..., j] + bias[o]: inputs (*, in1)
+    and (*, in2) with the same leading dims, weight (out, in1, in2), bias (out)."""
+    op = "bilinear"
+    _tensor(op, "input1", input1, min_ndim=1)
+    _tensor(op, "input2", input2, min_ndim=1)
+    _tensor(op, "weight", weight, ndims=(3,))
+    out_f, in1, in2 = weight.shape
+    if input1.shape[-1] != in1 or input2.shape[-1] != in2 or input1.shape[:-1] != input2.shape[:-1]:
+        raise ValueError(f"bilinear: inputs of shapes {input1.shape} and {input2.shape} do not fit weight of shape "
+                         f"{weight.shape} (want (*, {in1}) and (*, {in2}) with the same leading dims)")
+    _optional(op, "bias", bias, (out_f,))
+    lead = input1.shape[:-1]
+    x1 = input1.reshape(-1, in1)
+    mixed = matmul(x1, weight.permute(1, 0, 2).reshape(in1, out_f * in2)).reshape(-1, out_f, in2)
+    out = (mixed * input2.reshape(-1, 1, in2)).sum(-1)
+    if bias is not None:
+        out = out + bias
+    return out.reshape(*lead, out_f)
+
+
 def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
                return_indices: bool = False):
     """Max over kernel_size windows of input (N, C, L) or (C, L); indices are positions in L."""

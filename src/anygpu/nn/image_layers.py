@@ -3,11 +3,15 @@ buffers and checks (the functional forms are in nn/functional.py)."""
 
 from __future__ import annotations
 
+import math
+
+from ..tensor import empty
 from . import functional as F
-from .modules import BatchNorm2d, Module
+from . import init
+from .modules import BatchNorm2d, Module, Parameter
 
 __all__ = [
-    "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "PixelShuffle", "PixelUnshuffle",
+    "Bilinear", "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "PixelShuffle", "PixelUnshuffle",
     "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d",
     "ReplicationPad1d", "ReplicationPad2d", "CircularPad1d", "CircularPad2d",
 ]
@@ -61,6 +65,32 @@ class InstanceNorm3d(_InstanceNorm):
     """(N, C, D, H, W) or (C, D, H, W)."""
 
     _dims = 3
+
+
+class Bilinear(Module):
+    """y = x1^T A x2 + b: weight (out, in1, in2) and bias (out) ~ U(-1/sqrt(in1), 1/sqrt(in1)), as torch."""
+
+    def __init__(self, in1_features: int, in2_features: int, out_features: int, bias: bool = True, device=None,
+                 dtype=None):
+        super().__init__()
+        self.in1_features, self.in2_features, self.out_features = int(in1_features), int(in2_features), int(
+            out_features)
+        self.weight = Parameter(empty(self.out_features, self.in1_features, self.in2_features))
+        self.register_parameter("bias", Parameter(empty(self.out_features)) if bias else None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1 / math.sqrt(self.weight.shape[1])
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1, input2):
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
 
 
 class _AdaptivePool(Module):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from . import functional as F
 from .modules import BatchNorm2d, Module, _ConvNd, _MaxPoolNd
 
-__all__ = ["Conv1d", "BatchNorm1d", "MaxPool1d", "AvgPool1d"]
+__all__ = ["Conv1d", "ConvTranspose1d", "BatchNorm1d", "MaxPool1d", "AvgPool1d"]
 
 
 def _single(value, name: str) -> int:
@@ -35,6 +35,25 @@ class Conv1d(_ConvNd):
     def forward(self, input):
         padding = self.padding if isinstance(self.padding, str) else self.padding[0]
         return F.conv1d(input, self.weight, self.bias, self.stride[0], padding, self.dilation[0], self.groups)
+
+
+class ConvTranspose1d(_ConvNd):
+    """Transposed 1-D convolution. Input (N, C_in, L) -> (N, C_out, L_out),
+    L_out = (L-1)*stride - 2*padding + dilation*(k-1) + output_padding + 1.
+
+    weight (C_in, C_out/groups, k) (torch's layout), initialised as torch's."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0,
+                 groups: int = 1, bias: bool = True, dilation=1, padding_mode: str = "zeros", device=None,
+                 dtype=None):
+        super().__init__()
+        self._init_conv(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                        padding_mode, transposed=True, output_padding=output_padding,
+                        tuple_of=lambda value, name: (_single(value, name),))
+
+    def forward(self, input):
+        return F.conv_transpose1d(input, self.weight, self.bias, self.stride[0], self.padding[0],
+                                  self.output_padding[0], self.groups, self.dilation[0])
 
 
 class BatchNorm1d(BatchNorm2d):

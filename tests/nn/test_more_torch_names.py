@@ -1,0 +1,75 @@
+"""torch.fmax / fmin / heaviside / diag_embed, F.bilinear + nn.Bilinear and
+F.conv_transpose1d + nn.ConvTranspose1d against torch on the CPU (values, gradients, NaN)."""
+
+import numpy as np
+import pytest
+import torch
+
+import anygpu as ag
+
+
+def both(rng, *shape, scale=1.0):
+    data = (rng.standard_normal(shape) * scale).astype(np.float32)
+    return torch.tensor(data, requires_grad=True), ag.tensor(data, requires_grad=True)
+
+
+def check(rng, t_out, a_out, t_inputs, a_inputs, rtol=1e-5):
+    np.testing.assert_allclose(a_out.numpy(), t_out.detach().numpy(), rtol=rtol, atol=1e-5)
+    w = rng.standard_normal(tuple(t_out.shape)).astype(np.float32)
+    (t_out * torch.tensor(w)).sum().backward()
+    (a_out * ag.tensor(w)).sum().backward()
+    for t, a in zip(t_inputs, a_inputs):
+        np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=rtol, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["fmax", "fmin", "heaviside"])
+def test_nan_aware_binary_functions(rng, name):
+    a = rng.standard_normal((4, 6)).astype(np.float32)
+    b = rng.standard_normal((4, 6)).astype(np.float32)
+    a[0, :3] = np.nan
+    b[0, 1:4] = np.nan
+    a[1, :2] = 0.0
+    b[2, 5] = np.inf
+    ours = getattr(ag, name)(ag.tensor(a), ag.tensor(b)).numpy()
+    theirs = getattr(torch, name)(torch.tensor(a), torch.tensor(b)).numpy()
+    np.testing.assert_array_equal(ours, theirs)
+
+
+def test_fmax_gradient(rng):
+    ta, aa = both(rng, 3, 7)
+    tb, ab = both(rng, 3, 7)
+    check(rng, torch.fmax(ta, tb), ag.fmax(aa, ab), [ta, tb], [aa, ab])
+
+
+@pytest.mark.parametrize("shape, offset, dim1, dim2", [((2, 3, 4), 0, -2, -1), ((5,), 2, 0, 1), ((2, 3), -1, 0, 2),
+                                                      ((2, 3, 4), 1, 1, 0)])
+def test_diag_embed(rng, shape, offset, dim1, dim2):
+    tx, ax = both(rng, *shape)
+    check(rng, torch.diag_embed(tx, offset, dim1, dim2), ag.diag_embed(ax, offset, dim1, dim2), [tx], [ax])
+
+
+@pytest.mark.parametrize("lead", [(7,), (2, 5), ()])
+def test_bilinear(rng, lead):
+    t_layer = torch.nn.Bilinear(4, 3, 5)
+    a_layer = ag.nn.Bilinear(4, 3, 5)
+    a_layer.weight = ag.nn.Parameter(ag.tensor(t_layer.weight.detach().numpy()))
+    a_layer.bias = ag.nn.Parameter(ag.tensor(t_layer.bias.detach().numpy()))
+    t1, a1 = both(rng, *lead, 4)
+    t2, a2 = both(rng, *lead, 3)
+    check(rng, t_layer(t1, t2), a_layer(a1, a2), [t1, t2, t_layer.weight, t_layer.bias],
+          [a1, a2, a_layer.weight, a_layer.bias], rtol=1e-4)
+    with pytest.raises(ValueError, match="bilinear"):
+        a_layer(a1, ag.ones(*lead, 4))
+
+
+@pytest.mark.parametrize("kwargs", [dict(stride=1), dict(stride=2, padding=1, output_padding=1),
+                                    dict(stride=3, padding=2, groups=2, dilation=2)])
+def test_conv_transpose1d(rng, kwargs):
+    t_layer = torch.nn.ConvTranspose1d(4, 6, 3, **kwargs)
+    a_layer = ag.nn.ConvTranspose1d(4, 6, 3, **kwargs)
+    assert tuple(a_layer.weight.shape) == tuple(t_layer.weight.shape)
+    a_layer.weight = ag.nn.Parameter(ag.tensor(t_layer.weight.detach().numpy()))
+    a_layer.bias = ag.nn.Parameter(ag.tensor(t_layer.bias.detach().numpy()))
+    tx, ax = both(rng, 2, 4, 9)
+    check(rng, t_layer(tx), a_layer(ax), [tx, t_layer.weight, t_layer.bias], [ax, a_layer.weight, a_layer.bias],
+          rtol=1e-4)
