@@ -1,5 +1,6 @@
-"""torch.utils for anygpu: `anygpu.utils.data` (Dataset, DataLoader, samplers)."""
+"""torch.utils for anygpu: `anygpu.utils.data` (Dataset, DataLoader, samplers) and
+`anygpu.utils.checkpoint` (recompute in backward instead of keeping activations)."""
 
-from . import data
+from . import checkpoint, data
 
-__all__ = ["data"]
+__all__ = ["checkpoint", "data"]
