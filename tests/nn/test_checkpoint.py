@@ -98,3 +98,23 @@ def test_under_no_grad_it_just_runs(rng):
     assert not out.requires_grad
     with pytest.raises(TypeError, match="callable"):
         checkpoint(3, x)
+
+
+def test_whole_backward_hooks_fire_once_for_the_outer_backward(rng):
+    """DistributedDataParallel watches every backward (post_backward_hooks, grad_ready_hooks):
+    the recomputation's inner backward must not look like one, and the outer one still fires."""
+    import importlib
+
+    module = importlib.import_module("anygpu.tensor")  # (anygpu.tensor the attribute is the factory)
+    ends, ready = [], []
+    module.post_backward_hooks.append(lambda leaves: ends.append(len(leaves)))
+    module.grad_ready_hooks.append(lambda leaf: ready.append(leaf))
+    try:
+        lin = ag.nn.Linear(4, 4)
+        x = ag.tensor(rng.standard_normal((3, 4)).astype(np.float32), requires_grad=True)
+        checkpoint(lambda h: lin(h).tanh(), x).sum().backward()
+    finally:
+        module.post_backward_hooks.pop()
+        module.grad_ready_hooks.pop()
+    assert len(ends) == 1  # the outer backward only
+    assert lin.weight.grad is not None and x.grad is not None

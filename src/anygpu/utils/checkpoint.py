@@ -12,7 +12,9 @@ from __future__ import annotations
 import copy
 
 from ..custom_function import Function
-from ..tensor import Tensor, default_generator, enable_grad, is_grad_enabled, zeros
+from ..tensor import (
+    Tensor, default_generator, enable_grad, grad_ready_hooks, is_grad_enabled, post_backward_hooks, zeros,
+)
 
 __all__ = ["checkpoint", "checkpoint_sequential"]
 
@@ -45,10 +47,23 @@ class _Checkpoint(Function):
                 if isinstance(out, Tensor) and out.requires_grad and grad is not None:
                     term = (out * grad).sum()
                     total = term if total is None else total + term
-            if total is not None:
-                total.backward()  # parameters used inside fn get their .grad here, as in torch
+            if total is not None:  # parameters used inside fn get their .grad here, as in torch
+                _quietly_backward(total)
         return (None, None, None, None, *(x.grad if isinstance(x, Tensor) and x.requires_grad else None
                                           for x in inputs))
+
+
+def _quietly_backward(total: Tensor) -> None:
+    """total.backward() without the hooks that watch a whole backward (DistributedDataParallel's
+    bucket launches): this one runs inside the outer backward, whose own hooks fire when it ends,
+    and a parameter used outside the block too is not final here."""
+    saved = (list(grad_ready_hooks), list(post_backward_hooks))
+    grad_ready_hooks.clear()
+    post_backward_hooks.clear()
+    try:
+        total.backward()
+    finally:
+        grad_ready_hooks[:], post_backward_hooks[:] = saved
 
 
 def checkpoint(function, *args, use_reentrant: bool | None = None, context_fn=None, determinism_check: str = "default",
