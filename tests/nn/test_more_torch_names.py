@@ -6,20 +6,7 @@ import pytest
 import torch
 
 import anygpu as ag
-
-
-def both(rng, *shape, scale=1.0):
-    data = (rng.standard_normal(shape) * scale).astype(np.float32)
-    return torch.tensor(data, requires_grad=True), ag.tensor(data, requires_grad=True)
-
-
-def check(rng, t_out, a_out, t_inputs, a_inputs, rtol=1e-5):
-    np.testing.assert_allclose(a_out.numpy(), t_out.detach().numpy(), rtol=rtol, atol=1e-5)
-    w = rng.standard_normal(tuple(t_out.shape)).astype(np.float32)
-    (t_out * torch.tensor(w)).sum().backward()
-    (a_out * ag.tensor(w)).sum().backward()
-    for t, a in zip(t_inputs, a_inputs):
-        np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=rtol, atol=1e-5)
+from test_image_layers import both, check  # tests/nn is on the path (no package): the shared torch pairs
 
 
 @pytest.mark.parametrize("name", ["fmax", "fmin", "heaviside"])
