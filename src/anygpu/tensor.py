@@ -38,7 +38,8 @@ _NP_DTYPE = {float32: np.float32, float16: np.float16, int32: np.int32, int64: n
              bool_: np.float32}  # as stored
 
 _state = threading.local()
-_rng = [np.random.default_rng()]
+_seed = [int(np.random.SeedSequence().generate_state(1, np.uint64)[0])]  # initial_seed(): unseeded runs differ
+_rng = [np.random.default_rng(_seed[0])]
 # Called as hook(leaves) after every backward has written the leaves' .grad (DistributedDataParallel
 # averages the gradients across processes there).
 post_backward_hooks: list = []
@@ -146,7 +147,52 @@ class set_grad_enabled:
 
 def manual_seed(seed: int) -> None:
     """Seed the generator behind rand/randn/dropout/initialisation."""
-    _rng[0] = np.random.default_rng(int(seed))
+    seed = int(seed)
+    _seed[0] = seed
+    _rng[0] = np.random.default_rng(seed)
+
+
+def initial_seed() -> int:
+    """The seed of the random stream: the last manual_seed / seed, or the one drawn at start."""
+    return _seed[0]
+
+
+def seed() -> int:
+    """Seed the random stream from a non-deterministic source; return that seed (torch.seed)."""
+    fresh = int(np.random.SeedSequence().generate_state(1, np.uint64)[0]) >> 1  # a non-negative int64
+    manual_seed(fresh)
+    return fresh
+
+
+_STATE_WORDS = 10  # PCG64's 128-bit state and increment, its buffered half-word and flag: 32-bit words
+
+
+def get_rng_state() -> "Tensor":
+    """The random stream's state as an int32 Tensor (torch gives a ByteTensor; both are opaque:
+    save it, hand it back to set_rng_state)."""
+    state = _rng[0].bit_generator.state
+    if state.get("bit_generator") != "PCG64":
+        raise RuntimeError(f"get_rng_state: the random stream is a {state.get('bit_generator')}, expected PCG64")
+    words = []
+    for value, count in ((state["state"]["state"], 4), (state["state"]["inc"], 4),
+                         (state["has_uint32"], 1), (state["uinteger"], 1)):
+        words += [(int(value) >> (32 * k)) & 0xFFFFFFFF for k in range(count)]
+    return tensor(np.array(words, np.uint32).view(np.int32), dtype=int32)
+
+
+def set_rng_state(new_state) -> None:
+    """Put back a state from get_rng_state."""
+    if not isinstance(new_state, Tensor) or new_state.numel() != _STATE_WORDS or new_state.dtype is not int32:
+        raise ValueError(f"set_rng_state: expected the int32 Tensor of {_STATE_WORDS} words that get_rng_state "
+                         f"gives, got {new_state!r:.80}")
+    words = [int(w) for w in new_state.numpy().astype(np.int32).view(np.uint32)]
+
+    def join(part):
+        return sum(w << (32 * k) for k, w in enumerate(part))
+    generator = np.random.PCG64()
+    generator.state = {"bit_generator": "PCG64", "state": {"state": join(words[0:4]), "inc": join(words[4:8])},
+                       "has_uint32": words[8], "uinteger": words[9]}
+    _rng[0] = np.random.Generator(generator)
 
 
 def default_generator() -> np.random.Generator:
