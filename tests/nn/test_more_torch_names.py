@@ -60,3 +60,36 @@ def test_conv_transpose1d(rng, kwargs):
     tx, ax = both(rng, 2, 4, 9)
     check(rng, t_layer(tx), a_layer(ax), [tx, t_layer.weight, t_layer.bias], [ax, a_layer.weight, a_layer.bias],
           rtol=1e-4)
+
+
+def _gumbel_noise(seed, shape):
+    """The noise gumbel_softmax draws after manual_seed(seed), computed here in NumPy."""
+    uniform = np.random.default_rng(seed).random(shape)
+    return -np.log(-np.log(np.clip(uniform, np.finfo(np.float64).tiny, 1.0 - 2.0 ** -53))).astype(np.float32)
+
+
+@pytest.mark.parametrize("hard", [False, True])
+def test_gumbel_softmax_against_torch_with_the_same_noise(rng, hard):
+    logits = rng.standard_normal((6, 5)).astype(np.float32)
+    tau = 0.7
+    ag.manual_seed(9)
+    a_logits = ag.tensor(logits, requires_grad=True)
+    a_out = ag.nn.functional.gumbel_softmax(a_logits, tau=tau, hard=hard)
+    t_logits = torch.tensor(logits, requires_grad=True)
+    y_soft = torch.softmax((t_logits + torch.tensor(_gumbel_noise(9, logits.shape))) / tau, -1)
+    if hard:
+        y_hard = torch.zeros_like(y_soft).scatter_(-1, y_soft.argmax(-1, keepdim=True), 1.0)
+        t_out = y_hard - y_soft.detach() + y_soft
+        assert set(np.unique(a_out.numpy())) <= {0.0, 1.0} and (a_out.numpy().sum(1) == 1).all()
+    else:
+        t_out = y_soft
+    check(rng, t_out, a_out, [t_logits], [a_logits])
+
+
+def test_gumbel_softmax_samples_follow_the_softmax(rng):
+    probs = np.array([0.1, 0.2, 0.3, 0.4], np.float32)
+    ag.manual_seed(4)
+    samples = ag.nn.functional.gumbel_softmax(ag.tensor(np.log(np.tile(probs, (8000, 1)))), hard=True).numpy()
+    np.testing.assert_allclose(samples.mean(0), probs, atol=0.02)
+    with pytest.raises(ValueError, match="tau"):
+        ag.nn.functional.gumbel_softmax(ag.ones(2, 3), tau=0)

@@ -1259,6 +1259,25 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -
 
 # ===================================================================== dropout and embeddings
 
+def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10, dim: int = -1) -> Tensor:
+    """softmax((logits + g) / tau) with g ~ Gumbel(0, 1) drawn from the random stream; hard:
+    the one-hot of each sample's largest entry in the forward, the soft sample's gradient in
+    the backward (straight through), as torch."""
+    op = "gumbel_softmax"
+    _tensor(op, "logits", logits, min_ndim=1)
+    if not tau > 0:
+        raise ValueError(f"gumbel_softmax: tau must be positive, got {tau!r}")
+    uniform = default_generator().random(logits.shape)
+    # -log(E) with E ~ Exponential(1) = -log(-log(U)); U in [0, 1): its tiny ends are kept off 0.
+    noise = -np.log(-np.log(np.clip(uniform, np.finfo(np.float64).tiny, 1.0 - 2.0 ** -53)))
+    y_soft = softmax((logits + tensor(noise.astype(np.float32))) / float(tau), dim)
+    if not hard:
+        return y_soft
+    index = y_soft.argmax(dim, keepdim=True)
+    y_hard = zeros(*y_soft.shape).scatter(dim, index, 1.0)
+    return y_hard - y_soft.detach() + y_soft
+
+
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero each element with probability p and scale the rest by 1/(1-p) (training only).
     The mask comes from a seed drawn from anygpu's generator (ag.manual_seed), hashed
