@@ -93,3 +93,41 @@ def test_gumbel_softmax_samples_follow_the_softmax(rng):
     np.testing.assert_allclose(samples.mean(0), probs, atol=0.02)
     with pytest.raises(ValueError, match="tau"):
         ag.nn.functional.gumbel_softmax(ag.ones(2, 3), tau=0)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("form", ["offsets", "2d", "last offset", "padding"])
+def test_embedding_bag_against_torch(rng, mode, form):
+    weight = rng.standard_normal((11, 5)).astype(np.float32)
+    if form == "2d":
+        indices, offsets = rng.integers(0, 11, (4, 3)), None
+    else:
+        indices = np.array([1, 2, 4, 5, 4, 3, 2, 9, 0, 7, 7], np.int64)
+        offsets = np.array([0, 4, 4, 7, 11] if form == "last offset" else [0, 4, 4, 7], np.int64)
+    kwargs = dict(mode=mode, include_last_offset=form == "last offset", padding_idx=4 if form == "padding" else None)
+    t_bag = torch.nn.EmbeddingBag(11, 5, _weight=torch.tensor(weight), **kwargs)
+    a_bag = ag.nn.EmbeddingBag(11, 5, _weight=ag.tensor(weight), **kwargs)
+
+    def args(lib):
+        return [lib.tensor(indices.astype(np.int32) if lib is ag else indices)] + (
+            [] if offsets is None else [lib.tensor(offsets.astype(np.int32) if lib is ag else offsets)])
+    check(rng, t_bag(*args(torch)), a_bag(*args(ag)), [t_bag.weight], [a_bag.weight])
+
+
+def test_embedding_bag_per_sample_weights(rng):
+    weight = rng.standard_normal((6, 3)).astype(np.float32)
+    indices = np.array([0, 5, 5, 2, 3], np.int64)
+    offsets = np.array([0, 2], np.int64)
+    psw = rng.standard_normal(5).astype(np.float32)
+    tw, aw = torch.tensor(weight, requires_grad=True), ag.tensor(weight, requires_grad=True)
+    tp, ap = torch.tensor(psw, requires_grad=True), ag.tensor(psw, requires_grad=True)
+    t_out = torch.nn.functional.embedding_bag(torch.tensor(indices), tw, torch.tensor(offsets), mode="sum",
+                                              per_sample_weights=tp)
+    a_out = ag.nn.functional.embedding_bag(ag.tensor(indices.astype(np.int32)), aw,
+                                           ag.tensor(offsets.astype(np.int32)), mode="sum", per_sample_weights=ap)
+    check(rng, t_out, a_out, [tw, tp], [aw, ap])
+    with pytest.raises(ValueError, match="per_sample_weights needs mode='sum'"):
+        ag.nn.functional.embedding_bag(ag.tensor(indices.astype(np.int32)), aw, ag.tensor(offsets.astype(np.int32)),
+                                       mode="mean", per_sample_weights=ap)
+    with pytest.raises(ValueError, match="offsets"):
+        ag.nn.functional.embedding_bag(ag.tensor(indices.astype(np.int32)), aw)

@@ -1349,6 +1349,75 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
     return _record(op, out, (weight,), rule("embedding", dev, input._buf, 1, rows, n, dim, skip=skip))
 
 
+def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, max_norm=None,
+                  norm_type: float = 2.0, scale_grad_by_freq: bool = False, mode: str = "mean",
+                  sparse: bool = False, per_sample_weights: Tensor | None = None,
+                  include_last_offset: bool = False, padding_idx: int | None = None) -> Tensor:
+    """Sums, means or maxima of bags of embedding rows, as torch: input (B, N) is B bags of N
+    indices; input (n,) with offsets (B,) (or B+1 with include_last_offset) cuts it into bags
+    starting at each offset. per_sample_weights (sum mode) scale each row; padding_idx's rows
+    are left out (and not counted by mean); an empty bag gives zeros."""
+    op = "embedding_bag"
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"embedding_bag: mode must be 'sum', 'mean' or 'max', got {mode!r}")
+    _tensor(op, "input", input, ndims=(1, 2), dtype=int32)
+    _tensor(op, "weight", weight, ndims=(2,))
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise ValueError("embedding_bag: max_norm, scale_grad_by_freq and sparse are not supported")
+    rows, dim = weight.shape
+    indices = (input._host if input._host is not None else input.numpy()).astype(np.int64).reshape(-1)
+    if input.ndim == 2:
+        if offsets is not None:
+            raise ValueError("embedding_bag: offsets must be None for a 2-D input (each row is a bag)")
+        starts = np.arange(input.shape[0], dtype=np.int64) * input.shape[1]
+    else:
+        if offsets is None:
+            raise ValueError("embedding_bag: a 1-D input needs offsets (where each bag starts)")
+        _tensor(op, "offsets", offsets, ndims=(1,), dtype=int32)
+        starts = (offsets._host if offsets._host is not None else offsets.numpy()).astype(np.int64)
+        if include_last_offset:
+            starts = starts[:-1]
+        if starts.size and (starts[0] != 0 or (np.diff(starts) < 0).any() or starts[-1] > indices.size):
+            raise ValueError(f"embedding_bag: offsets must start at 0 and rise to at most {indices.size}, "
+                             f"got {starts.tolist()[:8]}")
+    bags = starts.size
+    ends = np.append(starts[1:], indices.size) if bags else starts
+    keep = np.ones(indices.size, bool)
+    if padding_idx is not None:
+        if not -rows <= padding_idx < rows:
+            raise ValueError(f"embedding_bag: padding_idx {padding_idx} is out of range for {rows} embeddings")
+        keep = indices != padding_idx % rows
+    if per_sample_weights is not None:
+        if mode != "sum":
+            raise ValueError(f"embedding_bag: per_sample_weights needs mode='sum', got {mode!r}")
+        if per_sample_weights.shape != input.shape:
+            raise ValueError(f"embedding_bag: per_sample_weights of shape {per_sample_weights.shape} must match "
+                             f"input of shape {input.shape}")
+    bag_of = np.repeat(np.arange(bags), ends - starts)
+    picked = np.flatnonzero(keep)
+    counts = np.bincount(bag_of[picked], minlength=bags)
+    if mode == "max":
+        width = int(counts.max()) if bags else 0
+        if width == 0:
+            return zeros(bags, dim)
+        # each bag's kept positions, padded with its last one (harmless under max); empty bags
+        # read row 0 and are zeroed after
+        lists = [picked[bag_of[picked] == b] for b in range(bags)]
+        positions = np.array([[lst[min(j, len(lst) - 1)] if len(lst) else 0 for j in range(width)] for lst in lists])
+        flat = Tensor(gpu().upload(indices[positions.reshape(-1)].astype(np.int32)), (positions.size,), int32)
+        out = embedding(flat, weight).reshape(bags, width, dim).amax(1)
+        if (counts == 0).any():
+            out = out * tensor((counts > 0).astype(np.float32)).reshape(bags, 1)
+        return out
+    kept = Tensor(gpu().upload(indices[picked].astype(np.int32)), (picked.size,), int32)
+    values = embedding(kept, weight)
+    if per_sample_weights is not None:
+        values = values * per_sample_weights.reshape(-1)[tensor(picked.astype(np.int32))].reshape(-1, 1)
+    if mode == "mean":
+        values = values * tensor((1.0 / np.maximum(counts, 1))[bag_of[picked]].astype(np.float32)).reshape(-1, 1)
+    return zeros(bags, dim).index_add(0, tensor(bag_of[picked].astype(np.int32)), values)
+
+
 def one_hot(tensor_: Tensor, num_classes: int = -1) -> Tensor:
     """int tensor (*) -> int tensor (*, num_classes) with a 1 at each index."""
     _tensor("one_hot", "tensor", tensor_, dtype=int32)

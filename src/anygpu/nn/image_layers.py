@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import math
 
-from ..tensor import empty
+from ..tensor import empty, no_grad
 from . import functional as F
 from . import init
 from .modules import BatchNorm2d, Module, Parameter
 
 __all__ = [
-    "Bilinear", "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "PixelShuffle", "PixelUnshuffle",
+    "EmbeddingBag", "Bilinear", "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "PixelShuffle", "PixelUnshuffle",
     "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d",
     "ReplicationPad1d", "ReplicationPad2d", "CircularPad1d", "CircularPad2d",
 ]
@@ -65,6 +65,47 @@ class InstanceNorm3d(_InstanceNorm):
     """(N, C, D, H, W) or (C, D, H, W)."""
 
     _dims = 3
+
+
+class EmbeddingBag(Module):
+    """Sums, means or maxima of bags of embedding rows (F.embedding_bag); weight ~ N(0, 1),
+    padding_idx's row zeroed, as torch."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, max_norm=None, norm_type: float = 2.0,
+                 scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False, _weight=None,
+                 include_last_offset: bool = False, padding_idx: int | None = None, device=None, dtype=None):
+        super().__init__()
+        if mode not in ("sum", "mean", "max"):
+            raise ValueError(f"EmbeddingBag: mode must be 'sum', 'mean' or 'max', got {mode!r}")
+        self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
+        if padding_idx is not None:
+            if not -self.num_embeddings <= padding_idx < self.num_embeddings:
+                raise ValueError(f"EmbeddingBag: padding_idx {padding_idx} is out of range for "
+                                 f"{self.num_embeddings} embeddings")
+            padding_idx %= self.num_embeddings
+        self.max_norm, self.norm_type, self.scale_grad_by_freq = max_norm, norm_type, scale_grad_by_freq
+        self.mode, self.sparse, self.include_last_offset, self.padding_idx = mode, sparse, include_last_offset, \
+            padding_idx
+        if _weight is not None:
+            self.weight = Parameter(_weight)
+        else:
+            self.weight = Parameter(empty(self.num_embeddings, self.embedding_dim))
+            self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            with no_grad():
+                self.weight[self.padding_idx] = 0.0
+
+    def forward(self, input, offsets=None, per_sample_weights=None):
+        return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, self.scale_grad_by_freq,
+                               self.mode, self.sparse, per_sample_weights, self.include_last_offset,
+                               self.padding_idx)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}, mode='{self.mode}'" + (
+            f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
 
 
 class Bilinear(Module):
