@@ -18,7 +18,7 @@ from .activation import (
 from .containers import ModuleDict, ParameterDict, ParameterList
 from .layers1d import AvgPool1d, BatchNorm1d, Conv1d, ConvTranspose1d, MaxPool1d
 from .image_layers import (
-    EmbeddingBag, Bilinear, AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, CircularPad1d, CircularPad2d, ConstantPad1d, ConstantPad2d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,
+    Fold, Unfold, EmbeddingBag, Bilinear, AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, CircularPad1d, CircularPad2d, ConstantPad1d, ConstantPad2d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,
     PixelShuffle, PixelUnshuffle, ReflectionPad1d, ReflectionPad2d, ReplicationPad1d, ReplicationPad2d, ZeroPad1d,
     ZeroPad2d,
 )
@@ -42,7 +42,7 @@ __all__ = [
     "BCEWithLogitsLoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "RNNBase", "RNN", "LSTM", "GRU",
     "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell", "Transformer", "TransformerEncoder", "TransformerDecoder",
     "TransformerEncoderLayer", "TransformerDecoderLayer", "AdaptiveAvgPool2d",
-    "Conv1d", "BatchNorm1d", "MaxPool1d", "AvgPool1d", "ConvTranspose1d", "Bilinear", "EmbeddingBag", "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
+    "Conv1d", "BatchNorm1d", "MaxPool1d", "AvgPool1d", "ConvTranspose1d", "Bilinear", "EmbeddingBag", "Fold", "Unfold", "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
     "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
     "PixelShuffle", "PixelUnshuffle", "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d",
     "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d", "CircularPad1d", "CircularPad2d", "SELU", "CELU", "GLU", "Hardsigmoid", "Hardswish", "Softsign",

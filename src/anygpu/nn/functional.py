@@ -1418,6 +1418,60 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
     return zeros(bags, dim).index_add(0, tensor(bag_of[picked].astype(np.int32)), values)
 
 
+def _patch_positions(op: str, height: int, width: int, kernel_size, dilation, padding, stride) -> tuple:
+    """Where each (kernel offset, block) reads in the padded plane, row-major over the padded
+    (height, width): an int array (kh*kw, L), with the padded sizes and the block counts."""
+    kh, kw = _pair(op, "kernel_size", kernel_size, 1)
+    dh, dw = _pair(op, "dilation", dilation, 1)
+    ph, pw = _pair(op, "padding", padding, 0)
+    sh, sw = _pair(op, "stride", stride, 1)
+    hp, wp = height + 2 * ph, width + 2 * pw
+    bh, bw = (hp - dh * (kh - 1) - 1) // sh + 1, (wp - dw * (kw - 1) - 1) // sw + 1
+    if bh < 1 or bw < 1:
+        raise ValueError(f"{op}: a {kh}x{kw} kernel (dilation {(dh, dw)}) finds no block in a {height}x{width} plane "
+                         f"padded by {(ph, pw)}")
+    rows = (np.arange(kh) * dh)[:, None, None, None] + (np.arange(bh) * sh)[None, None, :, None]
+    cols = (np.arange(kw) * dw)[None, :, None, None] + (np.arange(bw) * sw)[None, None, None, :]
+    positions = (rows * wp + cols).reshape(kh * kw, bh * bw)
+    return positions, (hp, wp), (ph, pw), kh * kw
+
+
+def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
+    """Sliding blocks of (N, C, H, W) as columns (im2col): (N, C*kh*kw, L), L the number of
+    blocks, ordered as torch's; differentiable (a gather of the zero-padded planes)."""
+    op = "unfold"
+    _tensor(op, "input", input, ndims=(3, 4))
+    unbatched = input.ndim == 3
+    x = input.unsqueeze(0) if unbatched else input
+    batch, channels, height, width = x.shape
+    positions, (hp, wp), (ph, pw), taps = _patch_positions(op, height, width, kernel_size, dilation, padding, stride)
+    if ph or pw:
+        x = pad(x, (pw, pw, ph, ph))
+    flat = Tensor(gpu().upload(positions.reshape(-1).astype(np.int32)), (positions.size,), int32)
+    out = x.reshape(batch, channels, hp * wp).index_select(2, flat).reshape(batch, channels * taps, -1)
+    return out.squeeze(0) if unbatched else out
+
+
+def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
+    """The adjoint of unfold (col2im): columns (N, C*kh*kw, L) summed back into (N, C, H, W),
+    overlapping blocks adding up, as torch."""
+    op = "fold"
+    _tensor(op, "input", input, ndims=(2, 3))
+    height, width = _pair(op, "output_size", output_size, 1)
+    unbatched = input.ndim == 2
+    x = input.unsqueeze(0) if unbatched else input
+    positions, (hp, wp), (ph, pw), taps = _patch_positions(op, height, width, kernel_size, dilation, padding, stride)
+    batch, rows, blocks = x.shape
+    if rows % taps or blocks != positions.shape[1]:
+        raise ValueError(f"fold: input of shape {input.shape} does not hold {taps} kernel taps per channel and "
+                         f"{positions.shape[1]} blocks (output_size {(height, width)})")
+    channels = rows // taps
+    flat = Tensor(gpu().upload(positions.reshape(-1).astype(np.int32)), (positions.size,), int32)
+    planes = zeros(batch, channels, hp * wp).index_add(2, flat, x.reshape(batch, channels, taps * blocks))
+    out = planes.reshape(batch, channels, hp, wp)[:, :, ph:ph + height, pw:pw + width]
+    return out.squeeze(0) if unbatched else out
+
+
 def one_hot(tensor_: Tensor, num_classes: int = -1) -> Tensor:
     """int tensor (*) -> int tensor (*, num_classes) with a 1 at each index."""
     _tensor("one_hot", "tensor", tensor_, dtype=int32)
