@@ -1,26 +1,18 @@
 """Padding modes, pixel shuffles and instance norms against torch on the CPU: values and
 gradients on random odd-sized inputs, torch's running statistics, clear errors."""
 
+import pathlib
+import sys
+
 import numpy as np
 import pytest
 import torch
 
 import anygpu as ag
 
-
-def both(rng, *shape):
-    data = rng.standard_normal(shape).astype(np.float32)
-    return torch.tensor(data, requires_grad=True), ag.tensor(data, requires_grad=True)
-
-
-def check(rng, t_out, a_out, t_inputs, a_inputs, rtol=1e-5):
-    """Values, then the gradients of sum(out * w) for a random w, against torch."""
-    np.testing.assert_allclose(a_out.numpy(), t_out.detach().numpy(), rtol=rtol, atol=1e-5)
-    w = rng.standard_normal(tuple(t_out.shape)).astype(np.float32)
-    (t_out * torch.tensor(w)).sum().backward()
-    (a_out * ag.tensor(w)).sum().backward()
-    for t, a in zip(t_inputs, a_inputs):
-        np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=rtol, atol=1e-5)
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from tensor.helper import check_pair as check  # noqa: E402  (the one torch-oracle helper)
+from tensor.helper import torch_pair as both  # noqa: E402
 
 
 @pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])

@@ -1,12 +1,18 @@
 """torch.fmax / fmin / heaviside / diag_embed, F.bilinear + nn.Bilinear and
 F.conv_transpose1d + nn.ConvTranspose1d against torch on the CPU (values, gradients, NaN)."""
 
+import pathlib
+import sys
+
 import numpy as np
 import pytest
 import torch
 
 import anygpu as ag
-from test_image_layers import both, check  # tests/nn is on the path (no package): the shared torch pairs
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from tensor.helper import check_pair as check  # noqa: E402  (the one torch-oracle helper)
+from tensor.helper import torch_pair as both  # noqa: E402
 
 
 @pytest.mark.parametrize("name", ["fmax", "fmin", "heaviside"])

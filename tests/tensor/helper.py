@@ -103,3 +103,20 @@ class Inputs:
     def distinct(self, *shape):
         """A permutation of well-separated values: no ties for max/min/argmax."""
         return (self.rng.permutation(int(np.prod(shape))).reshape(shape) * 0.37 - 3.0).astype(np.float32)
+
+
+def torch_pair(rng, *shape):
+    """The same random float32 data as a torch tensor and an anygpu tensor, both requiring grad."""
+    data = rng.standard_normal(shape).astype(np.float32)
+    return torch.tensor(data, requires_grad=True), ag.tensor(data, requires_grad=True)
+
+
+def check_pair(rng, t_out, a_out, t_inputs, a_inputs, rtol: float = 1e-5) -> None:
+    """a_out against t_out, then the gradients of sum(out * w) for a random w: each of a_inputs
+    against its torch twin in t_inputs (for ops and layers written over two libraries)."""
+    np.testing.assert_allclose(a_out.numpy(), t_out.detach().numpy(), rtol=rtol, atol=1e-5)
+    w = rng.standard_normal(tuple(t_out.shape)).astype(np.float32)
+    (t_out * torch.tensor(w)).sum().backward()
+    (a_out * ag.tensor(w)).sum().backward()
+    for t, a in zip(t_inputs, a_inputs):
+        np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=max(rtol, 1e-4), atol=1e-5)

@@ -9,25 +9,16 @@ import torch
 
 import anygpu as ag
 
+from .helper import check_pair
+from .helper import torch_pair as both
 
-def both(rng, *shape):
-    data = rng.standard_normal(shape).astype(np.float32)
-    return torch.tensor(data, requires_grad=True), ag.tensor(data, requires_grad=True)
-
-
-def check(rng, t_out, a_out, t_in, a_in, rtol=1e-5):
-    np.testing.assert_allclose(a_out.numpy(), t_out.detach().numpy(), rtol=rtol, atol=1e-5)
-    w = rng.standard_normal(tuple(t_out.shape)).astype(np.float32)
-    (t_out * torch.tensor(w)).sum().backward()
-    (a_out * ag.tensor(w)).sum().backward()
-    np.testing.assert_allclose(a_in.grad.numpy(), t_in.grad.numpy(), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("kwargs", [dict(), dict(ord=3, dim=1), dict(ord=1, dim=(0, 2), keepdim=True),
                                     dict(ord=math.inf, dim=-1), dict(ord=2.5, dim=(1, 2)), dict(ord=2, dim=0)])
 def test_vector_norm(rng, kwargs):
     tx, ax = both(rng, 3, 4, 5)
-    check(rng, torch.linalg.vector_norm(tx, **kwargs), ag.linalg.vector_norm(ax, **kwargs), tx, ax)
+    check_pair(rng, torch.linalg.vector_norm(tx, **kwargs), ag.linalg.vector_norm(ax, **kwargs), [tx], [ax])
 
 
 @pytest.mark.parametrize("ord", [2, 3, 1])
@@ -42,14 +33,14 @@ def test_a_zero_vector_has_a_zero_gradient(ord):
 @pytest.mark.parametrize("ord", ["fro", 1, -1, math.inf, -math.inf])
 def test_matrix_norm(rng, ord):
     tx, ax = both(rng, 2, 4, 5)
-    check(rng, torch.linalg.matrix_norm(tx, ord), ag.linalg.matrix_norm(ax, ord), tx, ax)
+    check_pair(rng, torch.linalg.matrix_norm(tx, ord), ag.linalg.matrix_norm(ax, ord), [tx], [ax])
 
 
 @pytest.mark.parametrize("shape, kwargs", [((7,), dict()), ((4, 5), dict(ord="fro")), ((4, 5), dict(ord=1)),
                                            ((3, 4, 5), dict(dim=(0, 2))), ((3, 4), dict(ord=3, dim=1))])
 def test_norm_dispatch(rng, shape, kwargs):
     tx, ax = both(rng, *shape)
-    check(rng, torch.linalg.norm(tx, **kwargs), ag.linalg.norm(ax, **kwargs), tx, ax)
+    check_pair(rng, torch.linalg.norm(tx, **kwargs), ag.linalg.norm(ax, **kwargs), [tx], [ax])
 
 
 def test_norm_errors():
@@ -64,8 +55,8 @@ def test_norm_errors():
 def test_unfold_and_fold(rng, kwargs):
     tx, ax = both(rng, 2, 3, 7, 8)
     t_cols = torch.nn.functional.unfold(tx, **kwargs)
-    check(rng, t_cols, ag.nn.Unfold(**kwargs)(ax), tx, ax)
+    check_pair(rng, t_cols, ag.nn.Unfold(**kwargs)(ax), [tx], [ax])
     tc, ac = both(rng, *t_cols.shape)
-    check(rng, torch.nn.functional.fold(tc, (7, 8), **kwargs), ag.nn.Fold((7, 8), **kwargs)(ac), tc, ac)
+    check_pair(rng, torch.nn.functional.fold(tc, (7, 8), **kwargs), ag.nn.Fold((7, 8), **kwargs)(ac), [tc], [ac])
     with pytest.raises(ValueError, match="fold"):
         ag.nn.functional.fold(ag.ones(2, 5, 4), (7, 8), 3)
