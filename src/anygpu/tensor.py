@@ -1277,13 +1277,13 @@ class Tensor:
         return nonzero(self, as_tuple)
 
     def norm(self, p=2, dim=None, keepdim: bool = False):
-        if p == 2 or p == "fro":
-            return (self * self).sum(dim, keepdim).sqrt()
-        if p == 1:
-            return self.abs().sum(dim, keepdim)
-        if p == math.inf:
-            return self.abs().amax(dim, keepdim)
-        return (self.abs() ** p).sum(dim, keepdim) ** (1.0 / p)
+        """torch's Tensor.norm: the p-norm of the elements (over dim), 'fro' the 2-norm; its
+        gradient at a zero vector is zero, as torch's (linalg.vector_norm)."""
+        from .linalg import vector_norm  # (linalg sits on this module)
+
+        if isinstance(p, str) and p != "fro":
+            raise ValueError(f"norm: p must be a number or 'fro', got {p!r} (see anygpu.linalg.matrix_norm)")
+        return vector_norm(self, 2 if p == "fro" else p, dim, keepdim)
 
     def amax(self, dim=None, keepdim: bool = False):
         if dim is None or isinstance(dim, (tuple, list)):

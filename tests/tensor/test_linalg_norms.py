@@ -60,3 +60,16 @@ def test_unfold_and_fold(rng, kwargs):
     check_pair(rng, torch.nn.functional.fold(tc, (7, 8), **kwargs), ag.nn.Fold((7, 8), **kwargs)(ac), [tc], [ac])
     with pytest.raises(ValueError, match="fold"):
         ag.nn.functional.fold(ag.ones(2, 5, 4), (7, 8), 3)
+
+
+@pytest.mark.parametrize("p, dim", [(2, None), ("fro", 1), (1, 0), (3, (0, 1)), (math.inf, 1)])
+def test_tensor_norm_goes_through_vector_norm(rng, p, dim):
+    tx, ax = both(rng, 4, 5)
+    check_pair(rng, tx.norm(p, dim), ax.norm(p, dim), [tx], [ax])
+    zero_t, zero_a = torch.zeros(4, requires_grad=True), ag.zeros(4, requires_grad=True)
+    if p != math.inf:  # the largest magnitude of zeros: torch and anygpu spread the gradient differently
+        zero_t.norm(p).backward()
+        zero_a.norm(p).backward()
+        np.testing.assert_array_equal(zero_a.grad.numpy(), zero_t.grad.numpy())
+    with pytest.raises(ValueError, match="nuc"):
+        ax.norm("nuc")
