@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .ops.nd import broadcast_shapes
 from .tensor import Tensor, _attach, gpu, is_grad_enabled, no_grad, sum_to_shape
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable"]
@@ -149,7 +150,7 @@ def _node_backward(cls, ctx, args, parents, outputs, slots):
             if g.shape != a.shape:
                 if g.numel() == a.numel():
                     pass  # same elements in another shape: torch reshapes such a gradient too
-                elif _expandable(a.shape, g.shape):
+                elif _broadcasts_to(a.shape, g.shape):
                     buf = sum_to_shape(buf if buf.dtype == "f32" else dev.cast(buf, "f32"), g.shape, a.shape)
                 else:
                     raise RuntimeError(f"function {name}Backward returned an invalid gradient at index {i} - got "
@@ -161,33 +162,28 @@ def _node_backward(cls, ctx, args, parents, outputs, slots):
     return run
 
 
-def _expandable(shape, to) -> bool:
+def _broadcasts_to(shape, to) -> bool:
     """Whether `shape` broadcasts to `to` (so a gradient of shape `to` sums down to it)."""
-    if len(shape) > len(to):
+    try:
+        return broadcast_shapes("autograd.Function", shape, to) == tuple(to)
+    except ValueError:
         return False
-    return all(s == t or s == 1 for s, t in zip(reversed(shape), reversed(to)))
 
 
 def _packed(name, outputs, slots, shapes, parents, backward) -> tuple:
-    """Several differentiable outputs: a packed value (every output's elements, in order) is
-    the node's output, and each output a recorded cut of it (see the module doc)."""
-    dev = gpu()
+    """Several differentiable outputs: the node's output is a packed value standing for all of
+    them (its values are never read: only its gradient, each output's part in order), and
+    each output a recorded cut of it (see the module doc)."""
     sizes = [int(np.prod(shape, dtype=np.int64)) for shape in shapes]
     total = sum(sizes)
-    packed_buf = dev.empty(total)
-    offset = 0
-    for k, n in zip(slots, sizes):
-        o = outputs[k]
-        src = o._buf if o._buf.dtype == "f32" else dev.cast(o._buf, "f32")
-        dev.copy(src, packed_buf, n, dst_offset=offset)
-        offset += n
-    packed = _attach(name, Tensor(packed_buf, (total,)), parents, backward)
+    packed = _attach(name, Tensor(gpu().empty(total), (total,)), parents, backward)
     result = list(outputs)
     offset = 0
     for k, n in zip(slots, sizes):
         o = outputs[k]
-        fresh = Tensor(dev.copy(o._buf), o.shape, o.dtype)
-        result[k] = _attach("unpack", fresh, (packed,), _unpack_rule(total, offset, n))
+        if any(outputs[j] is o for j in slots if j < k):  # the same tensor twice: each slot its own node
+            o = Tensor(gpu().copy(o._buf), o.shape, o.dtype)
+        result[k] = _attach("unpack", o, (packed,), _unpack_rule(total, offset, n))
         offset += n
     return tuple(result)
 

@@ -249,3 +249,25 @@ def test_the_names_torch_code_imports():
     from anygpu.autograd.function import FunctionCtx, once_differentiable
 
     assert Function is ag.autograd.Function and callable(once_differentiable) and FunctionCtx
+
+
+def test_the_same_output_returned_twice(rng):
+    """Each slot of a Function's outputs is its own node, also when forward returns one tensor twice."""
+    def twice(lib):
+        class Twice(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                y = x * 2
+                return y, y
+
+            @staticmethod
+            def backward(ctx, ga, gb):
+                return ga * 2 + gb * 5
+        return Twice
+
+    tx, ax = pair(rng, 6)
+    ta, tb = twice(torch).apply(tx)
+    aa, ab = twice(ag).apply(ax)
+    (ta * 3 + tb * tb).sum().backward()
+    (aa * 3 + ab * ab).sum().backward()
+    close(ax.grad, tx.grad)

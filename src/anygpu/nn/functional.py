@@ -1006,7 +1006,7 @@ def _adaptive_max(op: str, input: Tensor, output_size, dims: int, return_indices
         width = max(end - start for start, end in windows)
         # A narrower window repeats its last element: harmless under max (its gradient sums back).
         positions = np.array([[min(start + j, end - 1) for j in range(width)] for start, end in windows], np.int32)
-        gathered = out.index_select(dim, Tensor(gpu().upload(positions.reshape(-1)), (positions.size,), int32))
+        gathered = out.index_select(dim, tensor(positions.reshape(-1)))
         shape = list(out.shape)
         shape[dim:dim + 1] = [count, width]
         out = gathered.reshape(*shape).amax(dim + 1)
@@ -1110,7 +1110,7 @@ def _pad_by_index(input: Tensor, pad: tuple, mode: str) -> Tensor:
             positions = np.clip(positions, 0, size - 1)
         else:
             positions = positions % size
-        out = out.index_select(dim, Tensor(gpu().upload(positions.astype(np.int32)), (len(positions),), int32))
+        out = out.index_select(dim, tensor(positions.astype(np.int32)))
     return out
 
 
@@ -1404,12 +1404,12 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
         # read row 0 and are zeroed after
         lists = [picked[bag_of[picked] == b] for b in range(bags)]
         positions = np.array([[lst[min(j, len(lst) - 1)] if len(lst) else 0 for j in range(width)] for lst in lists])
-        flat = Tensor(gpu().upload(indices[positions.reshape(-1)].astype(np.int32)), (positions.size,), int32)
+        flat = tensor(indices[positions.reshape(-1)].astype(np.int32))
         out = embedding(flat, weight).reshape(bags, width, dim).amax(1)
         if (counts == 0).any():
             out = out * tensor((counts > 0).astype(np.float32)).reshape(bags, 1)
         return out
-    kept = Tensor(gpu().upload(indices[picked].astype(np.int32)), (picked.size,), int32)
+    kept = tensor(indices[picked].astype(np.int32))
     values = embedding(kept, weight)
     if per_sample_weights is not None:
         values = values * per_sample_weights.reshape(-1)[tensor(picked.astype(np.int32))].reshape(-1, 1)
@@ -1447,7 +1447,7 @@ def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tenso
     positions, (hp, wp), (ph, pw), taps = _patch_positions(op, height, width, kernel_size, dilation, padding, stride)
     if ph or pw:
         x = pad(x, (pw, pw, ph, ph))
-    flat = Tensor(gpu().upload(positions.reshape(-1).astype(np.int32)), (positions.size,), int32)
+    flat = tensor(positions.reshape(-1).astype(np.int32))
     out = x.reshape(batch, channels, hp * wp).index_select(2, flat).reshape(batch, channels * taps, -1)
     return out.squeeze(0) if unbatched else out
 
@@ -1466,7 +1466,7 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
         raise ValueError(f"fold: input of shape {input.shape} does not hold {taps} kernel taps per channel and "
                          f"{positions.shape[1]} blocks (output_size {(height, width)})")
     channels = rows // taps
-    flat = Tensor(gpu().upload(positions.reshape(-1).astype(np.int32)), (positions.size,), int32)
+    flat = tensor(positions.reshape(-1).astype(np.int32))
     planes = zeros(batch, channels, hp * wp).index_add(2, flat, x.reshape(batch, channels, taps * blocks))
     out = planes.reshape(batch, channels, hp, wp)[:, :, ph:ph + height, pw:pw + width]
     return out.squeeze(0) if unbatched else out

@@ -263,10 +263,7 @@ def read_when_done(dev, buffer, nbytes: int) -> bytes:
     if mapping.status != native.lib.WGPUMapAsyncStatus_Success:
         raise GpuError(f"read failed on {dev.adapter_name}: mapping failed (status {mapping.status})")
     try:
-        pointer = native.lib.wgpuBufferGetMappedRange(buffer._internal, 0, nbytes)
-        if pointer == native.ffi.NULL:
-            raise GpuError(f"read failed on {dev.adapter_name}: wgpu returned no mapped range")
-        return bytes(native.ffi.buffer(native.ffi.cast("char *", pointer), nbytes))
+        return mapping.view(nbytes, np.uint8).tobytes()
     finally:
         mapping.unmap()
 

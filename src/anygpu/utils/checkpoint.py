@@ -25,7 +25,6 @@ class _Checkpoint(Function):
         ctx.run, ctx.kwargs = run, kwargs
         ctx.rng_state = copy.deepcopy(default_generator().bit_generator.state) if preserve_rng_state else None
         ctx.inputs = args
-        ctx.save_for_backward(*(a for a in args if isinstance(a, Tensor)))
         return run(*args, **kwargs)
 
     @staticmethod
