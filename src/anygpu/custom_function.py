@@ -173,19 +173,18 @@ def _broadcasts_to(shape, to) -> bool:
 def _packed(name, outputs, slots, shapes, parents, backward) -> tuple:
     """Several differentiable outputs: the node's output is a packed value standing for all of
     them (its values are never read: only its gradient, each output's part in order), and
-    each output a recorded cut of it (see the module doc)."""
+    each output a recorded cut of it (see the module doc). The outputs are attached as they
+    are (forward made them without a graph)."""
     sizes = [int(np.prod(shape, dtype=np.int64)) for shape in shapes]
     total = sum(sizes)
     packed = _attach(name, Tensor(gpu().empty(total), (total,)), parents, backward)
-    result = list(outputs)
-    offset = 0
+    last = {id(outputs[k]): k for k in slots}  # a tensor returned twice is one tensor, as in torch:
+    offset = 0                                   # its gradient goes to its last slot, zeros to the others
     for k, n in zip(slots, sizes):
-        o = outputs[k]
-        if any(outputs[j] is o for j in slots if j < k):  # the same tensor twice: each slot its own node
-            o = Tensor(gpu().copy(o._buf), o.shape, o.dtype)
-        result[k] = _attach("unpack", o, (packed,), _unpack_rule(total, offset, n))
+        if last[id(outputs[k])] == k:
+            _attach("unpack", outputs[k], (packed,), _unpack_rule(total, offset, n))
         offset += n
-    return tuple(result)
+    return outputs
 
 
 def _unpack_rule(total: int, offset: int, n: int):

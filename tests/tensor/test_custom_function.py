@@ -252,7 +252,8 @@ def test_the_names_torch_code_imports():
 
 
 def test_the_same_output_returned_twice(rng):
-    """Each slot of a Function's outputs is its own node, also when forward returns one tensor twice."""
+    """forward returning one tensor twice: as torch, the same tensor comes back twice and its
+    gradient reaches backward in the last slot (zeros in the first)."""
     def twice(lib):
         class Twice(lib.autograd.Function):
             @staticmethod
@@ -268,6 +269,7 @@ def test_the_same_output_returned_twice(rng):
     tx, ax = pair(rng, 6)
     ta, tb = twice(torch).apply(tx)
     aa, ab = twice(ag).apply(ax)
+    assert (aa is ab) == (ta is tb)
     (ta * 3 + tb * tb).sum().backward()
     (aa * 3 + ab * ab).sum().backward()
     close(ax.grad, tx.grad)
