@@ -354,3 +354,58 @@ def test_a_failing_deferred_tail_raises_from_the_next_flush_and_the_device_keeps
     assert dev._deferred is None
     data = rng.standard_normal(5).astype(np.float32)
     np.testing.assert_allclose(dev.read(dev.scale(dev.upload(data), 4.0)), data * 4.0, rtol=1e-6)
+
+
+def test_work_after_the_trailing_gates_moves_up_to_the_part_it_depends_on():
+    """capture._hoisted: each command after the last trailing gate joins the latest gate's
+    part that shares a buffer with it (an optimizer update right after its bucket's cut);
+    commands that touch one buffer keep their order, whatever the gates; the last gate's
+    own upload (a host-filled buffer) and what depends on it stay behind it."""
+    from anygpu.runtime.capture import _hoisted
+
+    up_a, up_b, grad_a, grad_b, p_a, p_b, w, free = (object() for _ in range(8))
+    commands = [("dispatch", "forward"), ("call",), ("gate", "A"), ("copy", "cut A"), ("gate", "B"),
+                ("copy", "cut B"), ("dispatch", "update A"), ("dispatch", "update B"), ("dispatch", "again A"),
+                ("dispatch", "reads w"), ("dispatch", "independent")]
+    touched = [(p_a, p_b), (), (), (up_a, grad_a), (), (up_b, grad_b, w), (p_a, grad_a), (p_b, grad_b),
+               (p_a,), (w,), (free,)]
+    # up_a / up_b: filled by the host while gate A / B waits (the buckets' upload buffers).
+    order = [cmd[-1] for cmd in _hoisted(commands, touched, {up_a, up_b})]
+    assert order == ["forward", "call", "A", "cut A", "update A", "again A", "independent",
+                     "B", "cut B", "update B", "reads w"]
+    # One trailing gate (or none): nothing to move.
+    assert _hoisted(commands[:5], touched[:5], {up_a, up_b}) == commands[:5]
+
+
+def test_hoisted_updates_give_the_same_values_as_in_order(dev, rng):
+    """A replayed step whose trailing gates hold two uploads, followed by work on each: the
+    moved work reads what its gate's part wrote, the rest waits for the last gate."""
+    import anygpu as ag
+
+    first, second = NotifyingLatch(), NotifyingLatch()
+    for latch in (first, second):
+        latch.event.set()
+
+    def step(x):
+        y = x * 2.0
+        dev.host_call(_no_op)
+        dev.gate(first.ready, first.wait, first.notify)
+        a = y + 1.0  # held by the first gate
+        dev.gate(second.ready, second.wait, second.notify)
+        b = y - 1.0  # held by the second
+        return a * 3.0, b * 5.0, (a + b) * 0.5  # the first moves up to the first part
+
+    data = rng.standard_normal(37).astype(np.float32)
+    compiled = _replaying(step, data)
+    dev.flush()
+    first.event.clear()
+    second.event.clear()
+    outs = compiled(ag.tensor(data * 7))
+    chain = dev._deferred
+    first.open_from_another_thread()
+    assert chain.submitted == 1
+    second.open_from_another_thread()
+    assert chain.submitted == 2
+    y = data * 14
+    for got, want in zip(outs, ((y + 1) * 3, (y - 1) * 5, ((y + 1) + (y - 1)) * 0.5)):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)

@@ -194,6 +194,47 @@ def same_step(a: Recording, b: Recording) -> str | None:
     return None
 
 
+def _hoisted(commands: list, touched: list, host_filled) -> list:
+    """`commands` with the work after the last of the trailing gates moved up, each command
+    to just after the latest gate-held part that shares a buffer with it (touched[i]: the
+    buffers command i reads or writes). A command that touches a buffer the host fills
+    while a gate waits (`host_filled`: the HostStages' mapped buffers, the only way a gate's
+    host work reaches the GPU) stays behind the last gate, and so does all that depends on it.
+
+    In a data-parallel step the trailing gates hold, per bucket, the upload of its sum and the
+    cut into the parameters' ``.grad``, and the optimizer step follows the last one. An
+    update reads one parameter's gradient only, so it can run as soon as that bucket's sum is
+    in, while the last bucket still travels through the host: what follows the last gate (the
+    GPU's critical path into the next forward) shrinks to the last bucket's own updates. Any
+    shared buffer counts as a dependency (read or write alike, pool reuse included), so the
+    order of every pair of commands that touch one buffer is kept."""
+    points = [i for i, cmd in enumerate(commands) if cmd[0] in ("call", "gate")]
+    gates: list[int] = []
+    while points and commands[points[-1]][0] == "gate":
+        gates.insert(0, points.pop())
+    if len(gates) < 2:
+        return commands
+    ends = [*gates[1:], len(commands)]
+    parts = [list(range(g + 1, end)) for g, end in zip(gates, ends)]
+    uses = [{id(b) for i in part for b in touched[i]} for part in parts]
+    last = parts.pop()
+    uses.pop()
+    parts.append([])
+    uses.append(set())
+    pinned = {id(b) for b in host_filled}
+    for i in last:
+        mine = {id(b) for b in touched[i]}
+        home = len(parts) - 1 if mine & pinned else next(
+            (m for m in range(len(parts) - 1, -1, -1) if mine & uses[m]), 0)
+        parts[home].append(i)
+        uses[home] |= mine
+    order = list(range(gates[0]))
+    for g, part in zip(gates, parts):
+        order.append(g)
+        order += part
+    return [commands[i] for i in order]
+
+
 class Replay:
     """A recording turned into a re-runnable command list over pinned buffers."""
 
@@ -237,8 +278,8 @@ class Replay:
             else:
                 commands.append(cmd)
         self._groups = groups
-        self.commands = commands
-        self._host_points = [i for i, cmd in enumerate(commands) if cmd[0] in ("call", "gate")]
+        self.commands = _hoisted(commands, [_buffers_of(cmd) for cmd in rec.commands], dev.stage_buffers)
+        self._host_points = [i for i, cmd in enumerate(self.commands) if cmd[0] in ("call", "gate")]
         self.host_points: list[int] = []
         self.hooks = rec.hooks
         self.n_dispatches = rec.n_dispatches
