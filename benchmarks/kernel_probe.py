@@ -1,7 +1,7 @@
 """Issue-11 kernel probe: every softmax / layer-norm / conv2d candidate beside torch, in one run.
 
     python3 benchmarks/kernel_probe.py [--quick] [--json probe.json] [--only softmax,layer_norm,conv,trusted]
-                                       [--match REGEX] [--no-affine]
+                                       [--match REGEX] [--no-affine] [--configs LABELS]
 
 Times (GPU timestamps, median) each candidate the tuners offer for softmax 4096x4096
 (f32 and f16), layer norm 4096x4096 (f32 and f16; each register kernel also in its
@@ -10,7 +10,8 @@ checks each against the fallback's output, and compares trusted shader modules
 (runtime/shaders.py) with checked ones for the register kernels and the direct conv.
 torch CUDA eager (TF32 off) runs in the same process. Prints a table per group. --match
 times only the row candidates whose label matches REGEX (re.search); --no-affine runs layer
-norm without gamma and beta (what the affine terms cost).
+norm without gamma and beta (what the affine terms cost); --configs adds register configs
+(comma-separated labels, e.g. r256x2vgw8-g1024s) to the layer-norm candidates.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def _table(title: str, rows: list[tuple]) -> None:
 
 
 def probe_rows(dev, peers, kind: str, dtype: str, rows: int, cols: int, budget: float, results: dict,
-               match: str = "", affine: bool = True) -> None:
+               match: str = "", affine: bool = True, extra: tuple = ()) -> None:
     rng = np.random.default_rng(0)
     host_t = np.float16 if dtype == "f16" else np.float32
     x = (rng.standard_normal((rows, cols)) * 3).astype(host_t)
@@ -80,7 +81,9 @@ def probe_rows(dev, peers, kind: str, dtype: str, rows: int, cols: int, budget: 
     out = []
     reference = None
     candidates = tunable.candidates(dev, (dtype, rows, cols))
-    if kind == "layer_norm":  # beside each one-pass register kernel, its two-reduction form
+    if kind == "layer_norm":
+        candidates += [c for c in map(RowConfig.parse, extra) if c not in candidates and c.serves(cols)
+                       and (dtype == "f16" or not c.words)]  # beside each one-pass register kernel, its two-reduction form
         candidates += [(c, "two-pass") for c in candidates if isinstance(c, RowConfig)]
     for cand in candidates:
         name = f"{cand[0].name} two-pass" if isinstance(cand, tuple) else tunable.label(cand)
@@ -202,6 +205,7 @@ def main(argv=None) -> int:
     parser.add_argument("--budget", type=float, default=0.1, help="seconds per measurement")
     parser.add_argument("--match", default="", help="only the row candidates whose label matches this regex")
     parser.add_argument("--no-affine", action="store_true", help="layer norm without gamma and beta")
+    parser.add_argument("--configs", default="", help="more layer-norm register configs to time (labels)")
     args = parser.parse_args(argv)
     only = set(args.only.split(","))
     dev = Device()
@@ -215,7 +219,7 @@ def main(argv=None) -> int:
         if kind in only:
             for dtype in dtypes:
                 probe_rows(dev, peers, kind, dtype, rows, cols, args.budget, results, args.match,
-                           not args.no_affine)
+                           not args.no_affine, tuple(filter(None, args.configs.split(","))))
     if "conv" in only:
         probe_conv(dev, peers, args.budget, results, args.quick)
     if "trusted" in only:

@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from anygpu.ops import norm_tune, tuner
-from anygpu.ops.row_gen import PARAM_FORMAT, RowConfig, configs_for, generate, lean_configs, word_configs
+from anygpu.ops.row_gen import (PARAM_FORMAT, RowConfig, configs_for, generate, grid_configs, lean_configs,
+                                word_configs)
 from anygpu.runtime import shaders
 
 # Rows of 300 (vec4 units) and 301 (scalars): 32 threads x 3 units, 64 x 2 / 32 x 10, 64 x 5.
@@ -550,4 +551,149 @@ def test_word_forms_pass_the_tuner_and_are_chosen(dev, problem, tmp_path, monkey
     y, _ = dev.layer_norm(dev.upload(x, "f16"), None, None, problem[1], problem[2])  # the cached word form
     want = F.layer_norm(torch.tensor(x, dtype=torch.float32).reshape(problem[1], -1), (problem[2],), eps=1e-5)
     assert _f16_close(dev.read(y).reshape(problem[1], -1), want.to(torch.float16).numpy(), 5e-5)
+    tuner.forget_choices(dev)
+
+
+# Layer norm's grid-stride forms (row_gen.grid_configs, name suffix "-g<N>"): N workgroups loop
+# over the rows; the word forms also with gamma / beta held in registers ("a") or workgroup
+# memory ("s") and with the next row prefetched ("p"). Forced with grids that do not divide
+# the 13 rows (2, 3, 5), larger than them (20) and of one workgroup, on both reductions, f16
+# word rows (72: masked units; 1000) and f32 / f16 vec4 and scalar rows (300, 301, 1000).
+GRID_CASES = ([(RowConfig(64, 2, True, sub, "w8", grid, extra), 1000, "f16")
+               for sub, grid, extra in ((True, 3, ""), (False, 5, "a"), (True, 2, "s"), (False, 3, "p"),
+                                        (True, 5, "ap"), (False, 2, "sp"), (True, 20, "ap"), (True, 1, "p"))]
+              + [(RowConfig(32, 3, True, True, "w8", 3, "sp"), 72, "f16"),
+                 (RowConfig(32, 3, True, False, "w4", 5, "ap"), 300, "f16")]
+              + [(RowConfig(64, 4, True, sub, form, grid), 1000, dtype)
+                 for sub, form, grid in ((True, "d", 3), (False, "d", 5), (True, "", 2), (False, "h", 20))
+                 for dtype in ("f32", "f16") if form != "h" or dtype == "f16"]
+              + [(RowConfig(64, 5, False, True, "d", 3), 301, "f32"), (RowConfig(64, 5, False, False, "", 2), 301, "f32")])
+
+
+def _grid_id(case):
+    return f"{case[0].name}-{case[1]}-{case[2]}"
+
+
+def _one_row_twin(config):
+    return RowConfig(config.wg, config.units, config.vec, config.subgroup, config.form)
+
+
+def test_grid_configs_are_offered_and_parse_back(dev):
+    assert [c.name for c in grid_configs(4096, 4096, 1024, True, "f16")] == [
+        f"r{wg}vgw8-g{grid}{extra}" for grid in (1024, 2048) for wg in ("128x4", "256x2") for extra in ("", "a", "p")]
+    assert [c.name for c in grid_configs(2048, 4096, 1024, False, "f32")] == ["r128x8vtd-g1024", "r256x4vtd-g1024"]
+    assert grid_configs(1024, 4096, 1024, True, "f16") == []  # no fewer workgroups than rows
+    assert [c.name for c in grid_configs(1500, 1004, 256, True, "f16")] == ["r32x8vgd-g1024", "r64x4vgd-g1024"]
+    found = {getattr(c, "name", c) for c in norm_tune.TUNABLES["f16"].candidates(dev, ("f16", 4096, 4096))}
+    assert {"r256x2vgw8", "r256x2vgw8-g1024", "r128x4vgw8-g2048a", "r256x2vgw8-g2048p"} <= found
+    for config, cols, _ in GRID_CASES:
+        assert RowConfig.parse(config.name) == config and config.serves(cols)
+        assert norm_tune.TUNABLES["f16"].parse(config.name) == config
+    assert RowConfig(64, 2, True, True, "w8", 7, "a").workgroups(5) == 5
+    assert RowConfig(64, 2, True, True, "w8", 7, "a").workgroups(4096) == 7
+    assert RowConfig(64, 2, True, True, "w8").workgroups(4096) == 4096
+    with pytest.raises(ValueError, match="grid options 'a' need form 'w4' or 'w8'"):
+        RowConfig(64, 4, True, True, "d", 3, "a")
+    with pytest.raises(ValueError, match="grid must be positive"):
+        RowConfig(64, 2, True, True, "w8", 0, "p")
+    with pytest.raises(ValueError, match="grid options must be one of"):
+        RowConfig.parse("r64x2vgw8-g3q")
+    with pytest.raises(ValueError, match="softmax: register config r64x4vg-g3 is a layer-norm form"):
+        dev.softmax(dev.upload(np.zeros(2000, np.float32)), 2, 1000, size=RowConfig(64, 4, True, True, "", 3))
+
+
+@pytest.mark.parametrize("case", GRID_CASES, ids=_grid_id)
+def test_grid_layer_norm_matches_torch(dev, rng, read, case):
+    """Against torch in float64 (f32 rows; f16 rows as the lean forms' test allows) on the lean
+    forms' 13 edge rows (NaN, inf, constant and fallback rows; rows 11, 12 of the word rows:
+    mean 2000, values near 6e4), and float64 statistics."""
+    config, cols, dtype = case
+    x = _word_rows(rng, cols) if dtype == "f16" else _lean_rows(rng, cols, dtype)
+    gamma = rng.standard_normal(cols).astype(x.dtype)
+    beta = rng.standard_normal(cols).astype(x.dtype)
+    y, stats = dev.layer_norm(dev.upload(x, dtype), dev.upload(gamma, dtype), dev.upload(beta, dtype), 13, cols,
+                              1e-5, config=config)
+    t = torch.tensor(x, dtype=torch.float64)
+    want = F.layer_norm(t, (cols,), torch.tensor(gamma, dtype=torch.float64),
+                        torch.tensor(beta, dtype=torch.float64), 1e-5).numpy()
+    got = read(y, x.shape).astype(np.float64)
+    tol = dict(rtol=4e-3, atol=4e-3) if dtype == "f16" else dict(rtol=1e-4, atol=2e-5)
+    finite = [0, 1, 3, 4, 6, 8, 9, 10, 11, 12]
+    np.testing.assert_allclose(got[finite], want[finite], **tol)
+    assert np.all(np.isnan(got[[2, 5, 7]]))  # a NaN or inf in the row: NaN everywhere, as torch
+    assert np.all(got[3] == beta.astype(np.float64))
+    with np.errstate(invalid="ignore"):
+        mean = t.mean(dim=1).numpy()
+        rstd = (1 / torch.sqrt(t.var(dim=1, unbiased=False) + 1e-5)).numpy()
+    got_stats = read(stats, (13, 2))
+    assert np.all(np.abs(got_stats[finite, 0] - mean[finite]) <= 1e-6 * _row_scale(x)[finite])
+    np.testing.assert_allclose(got_stats[finite, 1], rstd[finite], rtol=1e-4)
+    assert np.isnan(got_stats[2, 0])
+
+
+@pytest.mark.parametrize("case", GRID_CASES, ids=_grid_id)
+def test_grid_layer_norm_is_the_one_row_kernel(dev, rng, read, case):
+    """Bit for bit the one-row kernel of the same shape and form (the same arithmetic per row),
+    y and stats, for both of its forms, with and without gamma / beta, at eps 0 and row counts
+    of 1, 2, 7 and 13 (fewer rows than workgroups, or not a multiple of them)."""
+    config, cols, dtype = case
+    single = _one_row_twin(config)
+    x = _word_rows(rng, cols) if dtype == "f16" else _lean_rows(rng, cols, dtype)
+    gamma, beta = (dev.upload(rng.standard_normal(cols).astype(x.dtype), dtype) for _ in range(2))
+    for rows, affine, eps, one_pass in ((13, (True, True), 1e-5, True), (13, (True, True), 1e-5, False),
+                                        (13, (False, False), 0.0, True), (7, (True, False), 1e-5, True),
+                                        (2, (False, True), 1e-5, True), (1, (True, True), 0.0, False)):
+        g, b = (buf if on else None for buf, on in zip((gamma, beta), affine))
+        xb = dev.upload(x[:rows], dtype)
+        y, stats = dev.layer_norm(xb, g, b, rows, cols, eps, config=config, one_pass=one_pass)
+        y1, stats1 = dev.layer_norm(xb, g, b, rows, cols, eps, config=single, one_pass=one_pass)
+        assert np.array_equal(read(y), read(y1), equal_nan=True), (rows, affine, eps, one_pass)
+        assert np.array_equal(read(stats), read(stats1), equal_nan=True), (rows, affine, eps, one_pass)
+
+
+def test_grid_kernels_write_nothing_past_their_rows(dev, rng):
+    """Trusted modules: two workgroups looping over the first 3 rows of 5-row buffers leave rows
+    3-4 of y and of the stats untouched (1e4: no output comes near it)."""
+    for config, cols, dtype in GRID_CASES:
+        source = generate("layer_norm", config, dtype)
+        assert shaders.trusted(source)
+        kernel = dev.kernel(f"layer_norm[{config.name}]", source, 3, 2, PARAM_FORMAT)
+        host = np.float16 if dtype == "f16" else np.float32
+        x_host = rng.standard_normal(5 * cols).astype(host)
+        x_host[cols:2 * cols] = 0.5  # a constant row: the two-reduction path
+        outs = [dev.upload(np.full(5 * cols, 1e4, host), dtype), dev.upload(np.full(10, 1e4, np.float32))]
+        dev.launch(kernel, [dev.upload(x_host, dtype)] * 3, outs, (3, cols, 1e-5, 3), (2, 1, 1))
+        y = dev.read(outs[0])
+        assert np.all(y[3 * cols:] == 1e4) and np.all(y[:3 * cols] != 1e4), config.name
+        stats = dev.read(outs[1])
+        assert np.all(stats[6:] == 1e4) and np.all(stats[:6] != 1e4), config.name
+
+
+@pytest.mark.parametrize("dtype", ["f16", "f32"])
+def test_grid_forms_pass_the_tuner_and_are_chosen(dev, dtype, tmp_path, monkeypatch):
+    """On 1100 rows the tuner offers grid-stride forms (1024 workgroups) and its float64 check
+    passes for them; a cached choice naming one then runs as the default layer norm, on a row
+    count the grid does not divide."""
+    monkeypatch.setenv("ANYGPU_CACHE_DIR", str(tmp_path))
+    op = norm_tune.TUNABLES[dtype]
+    problem = (dtype, 1100, 1000)
+    found = op.candidates(dev, problem)
+    grids = [c for c in found if getattr(c, "grid", 0)]
+    assert found[0] == "loop" and grids and all(c.grid == 1024 for c in grids)
+    result = tuner.tune(dev, op, problem, candidates=["loop"] + grids, rounds=1, budget_s=0.01)
+    assert all(isinstance(v, float) or v.startswith("slow:") for v in result.timings.values()), result.timings
+    picked = grids[-1]  # f16: r64x2vgw8-g1024p; f32: r64x4vgd-g1024
+    tuner.store(dev, op, problem, tuner.TuneResult(picked, 1e-3))
+    tuner.forget_choices(dev)
+    assert norm_tune.choose(dev, problem) == picked
+    rng = np.random.default_rng(5)
+    host = np.float16 if dtype == "f16" else np.float32
+    x = rng.standard_normal((1100, 1000)).astype(host)
+    y, stats = dev.layer_norm(dev.upload(x, dtype), None, None, 1100, 1000)  # the cached grid form
+    want = F.layer_norm(torch.tensor(x, dtype=torch.float32), (1000,), eps=1e-5)
+    if dtype == "f16":
+        assert _f16_close(dev.read(y).reshape(1100, -1), want.to(torch.float16).numpy(), 5e-5)
+    else:
+        np.testing.assert_allclose(dev.read(y).reshape(1100, -1), want.numpy(), rtol=1e-4, atol=2e-5)
+    np.testing.assert_allclose(dev.read(stats).reshape(1100, 2)[:, 0], x.astype(np.float64).mean(axis=1), atol=1e-6)
     tuner.forget_choices(dev)
