@@ -11,7 +11,8 @@ checks each against the fallback's output, and compares trusted shader modules
 torch CUDA eager (TF32 off) runs in the same process. Prints a table per group. --match
 times only the row candidates whose label matches REGEX (re.search); --no-affine runs layer
 norm without gamma and beta (what the affine terms cost); --configs adds register configs
-(comma-separated labels, e.g. r256x2vgw8-g1024s) to the layer-norm candidates.
+(comma-separated labels of shapes the tuner does not offer, e.g. r512x1vgw8) to the
+layer-norm candidates.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from anygpu.bench.suite import Peers
 from anygpu.bench.timing import time_anygpu
 from anygpu.ops import conv_tune, norm_tune, softmax_tune
 from anygpu.ops import Device
-from anygpu.ops.row_gen import RowConfig
+from anygpu.ops.row_gen import F16_FORMS, RowConfig
 from anygpu.runtime import shaders
 
 
@@ -83,7 +84,8 @@ def probe_rows(dev, peers, kind: str, dtype: str, rows: int, cols: int, budget: 
     candidates = tunable.candidates(dev, (dtype, rows, cols))
     if kind == "layer_norm":
         candidates += [c for c in map(RowConfig.parse, extra) if c not in candidates and c.serves(cols)
-                       and (dtype == "f16" or not c.words)]  # beside each one-pass register kernel, its two-reduction form
+                       and (dtype == "f16" or c.form not in F16_FORMS)]
+        # beside each one-pass register kernel, its two-reduction form
         candidates += [(c, "two-pass") for c in candidates if isinstance(c, RowConfig)]
     for cand in candidates:
         name = f"{cand[0].name} two-pass" if isinstance(cand, tuple) else tunable.label(cand)

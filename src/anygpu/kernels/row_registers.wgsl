@@ -5,8 +5,6 @@
 // scalars), so the row is read from memory once and written once, with one or two
 // workgroup reductions between. Every access is bounds-checked here (a unit past the
 // row's end is neither read nor written), hence the module may skip wgpu's own checks.
-// Grid-stride layer norms (RowConfig.grid) launch fewer workgroups, each looping over rows
-// wid, wid + workgroups, ... with a barrier between rows (the loop ends: row grows by >= 1).
 //! trusted
 //! include lib/norm_rstd.wgsl
 // {{KIND}}: {{WHAT}}
@@ -23,6 +21,10 @@ const LOWEST: f32 = -3.40282347e+38;
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) nwg: vec3<u32>{{SUBGROUP_ARGS}}) {
-{{ROWS}}
+    let row = wid.x + wid.y * nwg.x;
+    if (row >= P.rows) { return; }  // uniform per workgroup: safe before the reductions
+    let me = {{ME}};
+    let n = {{UNITS}};  // units per row
+    let base = row * n;
 {{BODY}}
-{{END}}}
+}

@@ -32,15 +32,6 @@ x widened to f32 at the load, or with an "h" suffix ("w4h", "w8h") held as its b
 widened at each use as in form "h". A w4 form partitions the row as the vec4 configs do
 (the same results as "d"); a w8 form gives each thread other elements, so its sums
 round differently (results within an ulp of f16 of the other forms).
-
-Layer norm also has grid-stride forms (`RowConfig.grid`, a name suffix "-g<N>"): N
-workgroups (or one per row, if fewer rows) loop over the rows, row = workgroup, workgroup
-+ N, ..., with the one-row kernel's arithmetic per row and a barrier between rows (the
-reductions reuse their workgroup arrays). The word forms "w4"/"w8" may add (letters after
-N): "a" gamma and beta loaded once per workgroup into registers (as words), "s" the same
-into workgroup memory (each thread its own units' slots: no barrier), "p" the next row's
-x words loaded before this row's reduction. Each is the one-row kernel's arithmetic, so
-the same results.
 """
 
 from __future__ import annotations
@@ -54,11 +45,10 @@ from ..runtime.dtypes import dtype_of
 
 KINDS = ("softmax", "softmax_backward", "layer_norm")
 PARAM_FORMAT = "IIfI"  # rows, cols, eps, flags (Params in kernels/row_registers.wgsl)
-_NAME = re.compile(r"^r(\d+)x(\d+)([vs])([gt])([a-z0-9]*?)(?:-g(\d+)([a-z]*))?$")
+_NAME = re.compile(r"^r(\d+)x(\d+)([vs])([gt])([a-z0-9]*)$")
 # layer norm's forms (module docstring); "" is the one every kind has
 FORMS = ("", "d", "h", "w4", "w4h", "w8", "w8h")
 F16_FORMS = ("h", "w4", "w4h", "w8", "w8h")  # forms that read f16 rows only
-GRID_OPTIONS = ("", "a", "s", "p", "ap", "sp")  # grid-stride forms' extras (module docstring)
 _MAX_UNITS = 16  # registers per thread: 16 vec4 (64 floats) at most
 
 
@@ -69,37 +59,24 @@ class RowConfig:
     vec: bool        # vec4 units (rows of a multiple of 4 elements) or scalars
     subgroup: bool   # subgroup reductions (adapter feature 'subgroup') or a workgroup tree
     form: str = ""   # layer norm only: "" or a leaner form of the same arithmetic (FORMS)
-    grid: int = 0    # layer norm only: workgroups looping over the rows; 0: one workgroup per row
-    extra: str = ""  # grid-stride word forms only: GRID_OPTIONS (module docstring)
 
     def __post_init__(self):
         if self.form not in FORMS:
             raise ValueError(f"row kernel config: form must be one of {FORMS}, got {self.form!r}")
         if self.form in F16_FORMS and not self.vec:
             raise ValueError(f"row kernel config: form {self.form!r} (f16 bits) needs vec4 units")
-        if self.grid < 0 or (self.extra and not self.grid):
-            raise ValueError(f"row kernel config: grid must be positive for options, got {self.grid}")
-        if self.extra not in GRID_OPTIONS:
-            raise ValueError(f"row kernel config: grid options must be one of {GRID_OPTIONS}, got {self.extra!r}")
-        if self.extra and not (self.words and not self.held):
-            raise ValueError(f"row kernel config: grid options {self.extra!r} need form 'w4' or 'w8'")
 
     @property
     def name(self) -> str:
-        loop = f"-g{self.grid}{self.extra}" if self.grid else ""
-        return f"r{self.wg}x{self.units}{'v' if self.vec else 's'}{'g' if self.subgroup else 't'}{self.form}{loop}"
+        return f"r{self.wg}x{self.units}{'v' if self.vec else 's'}{'g' if self.subgroup else 't'}{self.form}"
 
     @classmethod
     def parse(cls, name: str) -> "RowConfig":
         found = _NAME.match(name)
         if not found:
             raise ValueError(f"row kernel config: cannot parse {name!r}; expected like 'r256x4vg'")
-        wg, units, vec, sub, form, grid, extra = found.groups()
-        return cls(int(wg), int(units), vec == "v", sub == "g", form, int(grid or 0), extra or "")
-
-    def workgroups(self, rows: int) -> int:
-        """Workgroups a launch over `rows` rows takes."""
-        return min(rows, self.grid) if self.grid else rows
+        wg, units, vec, sub, form = found.groups()
+        return cls(int(wg), int(units), vec == "v", sub == "g", form)
 
     @property
     def words(self) -> int:
@@ -172,25 +149,6 @@ def word_configs(cols: int, max_threads: int, subgroups: bool, dtype: str) -> li
     return found
 
 
-GRIDS = (1024, 2048)  # grid-stride workgroup counts the tuner offers
-
-
-def grid_configs(rows: int, cols: int, max_threads: int, subgroups: bool, dtype: str) -> list[RowConfig]:
-    """Layer norm's grid-stride forms worth timing for `rows` rows of `cols` (module
-    docstring): for each of GRIDS below `rows`, the word forms "w8" (f16, cols % 8 == 0)
-    with 2 to 4 units a thread as they are, with gamma / beta held ("a") and with the next
-    row prefetched ("p"); else form "d" with 4 to 8 units a thread, as it is."""
-    if dtype == "f16" and cols % 8 == 0:
-        shapes = [c for c in word_configs(cols, max_threads, subgroups, dtype)
-                  if c.form == "w8" and 2 <= c.units <= 4]
-        extras: tuple[str, ...] = ("", "a", "p")
-    else:
-        shapes = [c for c in lean_configs(cols, max_threads, subgroups, dtype) if c.form == "d" and c.units <= 8]
-        extras = ("",)
-    return [RowConfig(c.wg, c.units, c.vec, c.subgroup, c.form, grid, extra)
-            for grid in GRIDS if grid < rows for c in shapes for extra in extras]
-
-
 # ---------------------------------------------------------------------------- generation
 
 
@@ -224,8 +182,6 @@ def _bindings(kind: str, unit_t: str, c: RowConfig | None = None) -> str:
     if kind == "layer_norm":
         pair = "vec2<f32>" if form else "f32"  # the lean forms store (mean, rstd) at once
         lines.append(f"@group(0) @binding({len(lines) + 1}) var<storage, read_write> stats: array<{pair}>;")
-    if c is not None and "s" in c.extra:  # gamma / beta words held over the rows, per thread its own slots
-        lines += [f"var<workgroup> held_{name}: array<{_word_t(c)}, {c.wg * c.units}>;" for name in ("gamma", "beta")]
     return "\n".join(lines)
 
 
@@ -313,52 +269,14 @@ def _word_loads(c: RowConfig) -> list[str]:
         return _loads(c, ["x"], "0u", _word_t(c))
     lines = []
     for u in range(c.units):
-        if not c.grid:  # the grid-stride forms set these once, before their loop (_grid_prelude)
-            lines += [f"let i{u} = tid + {u * c.wg}u;", f"let ok{u} = i{u} < n;"]
+        lines += [f"let i{u} = tid + {u * c.wg}u;", f"let ok{u} = i{u} < n;"]
         tags = [tag for unit, _, tag in _parts(c) if unit == u]
-        if "p" in c.extra:  # this row's words were loaded during the last row (zero past the row)
-            lines += [f"let raw{u} = ahead{u};"]
-            lines += [f"let x{tag} = {_unpack([f'raw{u}.{lane}' for lane in lanes])};"
-                      for tag, lanes in zip(tags, ("xy", "zw"))]
-            continue
         lines += [f"var x{tag} = vec4<f32>(0.0);" for tag in tags]
         lines.append(f"if (ok{u}) {{")
         lines.append(f"    let raw{u} = x[base + i{u}];")
         lines += [f"    x{tag} = {_unpack([f'raw{u}.{lane}' for lane in lanes])};"
                   for tag, lanes in zip(tags, ("xy", "zw"))]
         lines.append("}")
-    if "p" in c.extra:  # the next row's words, loaded before this row's reductions
-        lines.append("let next_row = row + stride;")
-        lines.append("if (next_row < P.rows) {")
-        lines += [f"    if (ok{u}) {{ ahead{u} = x[next_row * n + i{u}]; }}" for u in range(c.units)]
-        lines.append("}")
-    return lines
-
-
-def _grid_prelude(c: RowConfig) -> list[str]:
-    """What a grid-stride word form sets once, before its loop over rows: each unit's index
-    and bound; with "a" gamma / beta words in registers, with "s" in workgroup memory (the
-    thread's own slots, read back by the same thread: no barrier), with "p" the first row's x
-    words."""
-    lines = []
-    for u in range(c.units):
-        lines += [f"let i{u} = tid + {u * c.wg}u;", f"let ok{u} = i{u} < n;"]
-    word = _word_t(c)
-    if "a" in c.extra:
-        for u in range(c.units):
-            lines += [f"var held_g{u} = {word}(0u);", f"var held_b{u} = {word}(0u);"]
-    for flag, name in ((1, "gamma"), (2, "beta")):
-        if "a" in c.extra or "s" in c.extra:
-            lines.append(f"if ((P.flags & {flag}u) != 0u) {{")
-            for u in range(c.units):
-                slot = f"held_{name[0]}{u}" if "a" in c.extra else f"held_{name}[i{u}]"
-                lines.append(f"    if (ok{u}) {{ {slot} = {name}[i{u}]; }}")
-            lines.append("}")
-    if "p" in c.extra:
-        lines.append("let first_row = wid.x + wid.y * nwg.x;")
-        for u in range(c.units):
-            lines.append(f"var ahead{u} = {word}(0u);")
-            lines.append(f"if (first_row < P.rows && ok{u}) {{ ahead{u} = x[first_row * n + i{u}]; }}")
     return lines
 
 
@@ -442,8 +360,7 @@ def _word_stores(c: RowConfig, comp: str) -> list[str]:
         lines += [f"    var o{p} = (({X(u, 3, p, tag)} - {comp}(pivot)) - {comp}(moved)) * rstd;" for p, tag in parts]
         for flag, name, op in ((1, "gamma", "*"), (2, "beta", "+")):
             lines.append(f"    if ((P.flags & {flag}u) != 0u) {{")
-            held = {"a": f"held_{name[0]}{u}", "s": f"held_{name}[i{u}]"}.get(c.extra[:1], f"{name}[i{u}]")
-            lines.append(f"        let {name[0]} = {held};")
+            lines.append(f"        let {name[0]} = {name}[i{u}];")
             lines += [f"        o{p} = o{p} {op} {_unpack([f'{name[0]}.{lane}' for lane in ('xy', 'zw')[p]])};"
                       for p, _ in parts]
             lines.append("    }")
@@ -515,31 +432,16 @@ def generate(kind: str, config: RowConfig, dtype: str = "f32", one_pass: bool = 
         raise ValueError(f"{kind}: register config {config.name} is a layer-norm form")
     if config.form in F16_FORMS and dtype != "f16":
         raise ValueError(f"layer_norm: register config {config.name} holds f16 rows; x is {dtype}")
-    if config.grid and kind != "layer_norm":
-        raise ValueError(f"{kind}: register config {config.name} is a layer-norm form")
     storage = dtype_of(dtype, "kernel").storage
     unit_t = f"vec4<{storage}>" if config.vec else storage
     comp = "vec4<f32>" if config.vec else "f32"
     reduce = "lib/row_reduce_subgroup.wgsl" if config.subgroup else "lib/row_reduce_tree.wgsl"
     sub_args = (",\n        @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_id) group: u32,"
                 " @builtin(num_subgroups) groups: u32") if config.subgroup else ""
-    me = "RowThread(tid, lane, group, groups)" if config.subgroup else "RowThread(tid, 0u, 0u, 1u)"
-    units = f"P.cols / {config.elements()}u" if config.vec else "P.cols"
-    if not config.grid:  # one workgroup per row
-        rows = ["let row = wid.x + wid.y * nwg.x;",
-                "if (row >= P.rows) { return; }  // uniform per workgroup: safe before the reductions",
-                f"let me = {me};", f"let n = {units};  // units per row", "let base = row * n;"]
-        indent, end = "    ", ""
-    else:  # grid-stride: this workgroup's rows in turn
-        rows = [f"let me = {me};", f"let n = {units};  // units per row",
-                "let stride = nwg.x * nwg.y;  // workgroups launched"]
-        rows += _grid_prelude(config) if config.words and not config.held else []
-        rows += ["for (var row = wid.x + wid.y * nwg.x; row < P.rows; row += stride) {", "    let base = row * n;"]
-        indent = "        "
-        end = ("        workgroupBarrier();  // the next row's reductions reuse the workgroup arrays\n"
-               "    }\n")
     return load_shader(
         "row_registers.wgsl", dtype=dtype, KIND=kind, WHAT=_WHAT[kind], WG=config.wg,
         BINDINGS=_bindings(kind, unit_t, config), REDUCE=load_shader(reduce), RESCALE=_RESCALE[kind],
-        SUBGROUP_ARGS=sub_args, ROWS="\n".join("    " + line for line in rows), END=end,
-        BODY="\n".join(indent + line for line in _body(kind, config, comp, unit_t, one_pass)))
+        SUBGROUP_ARGS=sub_args,
+        ME="RowThread(tid, lane, group, groups)" if config.subgroup else "RowThread(tid, 0u, 0u, 1u)",
+        UNITS=f"P.cols / {config.elements()}u" if config.vec else "P.cols",
+        BODY="\n".join("    " + line for line in _body(kind, config, comp, unit_t, one_pass)))
