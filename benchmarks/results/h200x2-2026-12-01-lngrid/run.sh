@@ -1,6 +1,7 @@
 #!/bin/bash
 # The one device call of "f16 layer norm: grid-stride rows" (docs/BENCHMARKS.md, 2026-12-01):
 # source .gpu/env.sh && bash benchmarks/results/h200x2-2026-12-01-lngrid/run.sh
+# Runs on commit ab8ea7b only: the grid-stride labels in $X were removed again by the next commit.
 O=${OUT:-out}
 mkdir -p "$O"
 export ANYGPU_CACHE_DIR="$O/cache"
