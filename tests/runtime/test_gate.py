@@ -370,11 +370,11 @@ def test_work_after_the_trailing_gates_moves_up_to_the_part_it_depends_on():
     touched = [(p_a, p_b), (), (), (up_a, grad_a), (), (up_b, grad_b, w), (p_a, grad_a), (p_b, grad_b),
                (p_a,), (w,), (free,)]
     # up_a / up_b: filled by the host while gate A / B waits (the buckets' upload buffers).
-    order = [cmd[-1] for cmd in _hoisted(commands, touched, {up_a, up_b})]
+    order = [commands[i][-1] for i in _hoisted(commands, touched, {up_a, up_b})]
     assert order == ["forward", "call", "A", "cut A", "update A", "again A", "independent",
                      "B", "cut B", "update B", "reads w"]
     # One trailing gate (or none): nothing to move.
-    assert _hoisted(commands[:5], touched[:5], {up_a, up_b}) == commands[:5]
+    assert _hoisted(commands[:5], touched[:5], {up_a, up_b}) == list(range(5))
 
 
 def test_hoisted_updates_give_the_same_values_as_in_order(dev, rng):
@@ -409,3 +409,78 @@ def test_hoisted_updates_give_the_same_values_as_in_order(dev, rng):
     y = data * 14
     for got, want in zip(outs, ((y + 1) * 3, (y - 1) * 5, ((y + 1) + (y - 1)) * 0.5)):
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_work_independent_of_a_deferred_tail_is_submitted_ahead_of_it(dev, rng):
+    """While a replay's tail waits at its gate, new work on fresh buffers (the next batch's
+    preparation) goes to the GPU ahead of it; work on what the tail writes (reading the
+    step's output) and everything after that stays behind it, in order."""
+    import anygpu as ag
+
+    latch = NotifyingLatch()
+    latch.event.set()
+
+    def step(x):
+        y = x * 2.0
+        dev.host_call(_no_op)
+        dev.gate(latch.ready, latch.wait, latch.notify)
+        return y + 1.0  # written by the tail
+
+    data = rng.standard_normal(23).astype(np.float32)
+    compiled = _replaying(step, data)
+    dev.flush()
+    latch.event.clear()
+    out = compiled(ag.tensor(data))
+    chain = dev._deferred
+    assert chain is not None and not chain.submitted
+    fresh = dev.upload(data * 3)
+    prepared = dev.scale(fresh, 0.5)  # independent of the tail
+    behind = dev.scale(out._buf, 4.0)  # reads the tail's output
+    after_behind = dev.scale(behind, 2.0)  # depends on work held back
+    submits = dev.stats["submits"]
+    assert not dev.submit_ahead()  # something stays behind the tail
+    assert dev.stats["submits"] == submits + 1 and len(dev._pending) == 2
+    assert dev._deferred is chain and not chain.submitted
+    latch.open_from_another_thread()
+    np.testing.assert_allclose(dev.read(prepared), data * 1.5, rtol=1e-6)
+    np.testing.assert_allclose(dev.read(after_behind), (data * 2 + 1) * 8, rtol=1e-6)
+    np.testing.assert_allclose(out.numpy(), data * 2 + 1, rtol=1e-6)
+
+
+def test_the_next_replay_starts_from_the_thread_that_submits_the_tail(dev, rng, monkeypatch):
+    """A replay called while the previous one's tail waits: its first segment (and its new
+    parameters) go out right behind the tail's last part, from the thread that opens the
+    gate; values stay exact step after step."""
+    import anygpu as ag
+    from anygpu.runtime import capture
+
+    latch = NotifyingLatch()
+    latch.event.set()
+    began = []
+    real_begin = capture.Replay._begin
+
+    def begin(self, first, patched):
+        began.append(threading.current_thread().name)
+        real_begin(self, first, patched)
+
+    monkeypatch.setattr(capture.Replay, "_begin", begin)
+
+    def step(x):
+        y = x * 2.0
+        dev.host_call(_no_op)
+        dev.gate(latch.ready, latch.wait, latch.notify)
+        return y + 1.0
+
+    data = rng.standard_normal(31).astype(np.float32)
+    compiled = _replaying(step, data)
+    dev.flush()
+    latch.event.clear()
+    first = compiled(ag.tensor(data))
+    opener = threading.Timer(0.2, latch.open_from_another_thread)
+    opener.start()
+    second = compiled(ag.tensor(data * 3))  # waits in its flush until the timer opens the gate
+    opener.join()
+    assert began and began[-1] == "exchange"
+    latch.event.set()
+    np.testing.assert_allclose(first.numpy(), data * 2 + 1, rtol=1e-6)
+    np.testing.assert_allclose(second.numpy(), data * 6 + 1, rtol=1e-6)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 
 import wgpu
 
@@ -194,8 +195,8 @@ def same_step(a: Recording, b: Recording) -> str | None:
     return None
 
 
-def _hoisted(commands: list, touched: list, host_filled) -> list:
-    """`commands` with the work after the last of the trailing gates moved up, each command
+def _hoisted(commands: list, touched: list, host_filled) -> list[int]:
+    """The order of `commands` with the work after the last of the trailing gates moved up, each command
     to just after the latest gate-held part that shares a buffer with it (touched[i]: the
     buffers command i reads or writes). A command that touches a buffer the host fills
     while a gate waits (`host_filled`: the HostStages' mapped buffers, the only way a gate's
@@ -213,7 +214,7 @@ def _hoisted(commands: list, touched: list, host_filled) -> list:
     while points and commands[points[-1]][0] == "gate":
         gates.insert(0, points.pop())
     if len(gates) < 2:
-        return commands
+        return list(range(len(commands)))
     ends = [*gates[1:], len(commands)]
     parts = [list(range(g + 1, end)) for g, end in zip(gates, ends)]
     uses = [{id(b) for i in part for b in touched[i]} for part in parts]
@@ -232,7 +233,7 @@ def _hoisted(commands: list, touched: list, host_filled) -> list:
     for g, part in zip(gates, parts):
         order.append(g)
         order += part
-    return [commands[i] for i in order]
+    return order
 
 
 class Replay:
@@ -278,7 +279,10 @@ class Replay:
             else:
                 commands.append(cmd)
         self._groups = groups
-        self.commands = _hoisted(commands, [_buffers_of(cmd) for cmd in rec.commands], dev.stage_buffers)
+        touched = [_buffers_of(cmd) for cmd in rec.commands]
+        order = _hoisted(commands, touched, dev.stage_buffers)
+        self.commands = [commands[i] for i in order]
+        self._touched = [touched[i] for i in order]  # the buffers each command uses
         self._host_points = [i for i, cmd in enumerate(self.commands) if cmd[0] in ("call", "gate")]
         self.host_points: list[int] = []
         self.hooks = rec.hooks
@@ -329,6 +333,7 @@ class Replay:
                 dev._retired.setdefault(size, []).append(b)
         self._groups = {}
         self.commands = []
+        self._touched = []
 
     def __del__(self):
         try:
@@ -414,6 +419,14 @@ class Replay:
             # step, the GPU would sit idle through them, its last work (the previous step's
             # chain, waited for in the flush) being short.
             patched = self.patch_dynamic()
+            previous = dev._deferred
+            if isinstance(previous, _Chain) and first is not None and dev.submit_ahead():
+                # The previous step's tail is still out (its last bucket travelling) and
+                # nothing recorded since must follow it but this step: whichever thread submits
+                # the tail's last part submits this step's start right behind it, so the GPU
+                # goes on without waiting for this thread to wake up.
+                previous.then(functools.partial(self._begin, first, patched))
+                first, patched = None, False
             dev.flush()  # earlier work first, in queue order (and the previous step's deferred chain)
             if patched:
                 self.write_parameters()  # after everything that used the old parameters
@@ -443,6 +456,9 @@ class Replay:
                     links.append((commands[begin - 1], self._encoded(commands[begin:ends[point + 1]])
                                   if ends[point + 1] > begin else None))
                 chain = _Chain(dev, [(cmd[2], buffer) for cmd, buffer in links])
+                held = self._touched[self._host_points[trailing]:]
+                chain.touched = {id(b) for buffers in held for b in buffers}
+                chain.touched.update(id(b) for cmd in after for b in _buffers_of(cmd))
                 dev.defer(chain)
                 for link, (cmd, buffer) in enumerate(links):
                     if cmd[3] is not None:  # the gate's own thread submits its part when it opens
@@ -455,6 +471,14 @@ class Replay:
             dev.stats["submits"] += 1
         dev.stats["dispatches"] += self.n_dispatches
         dev.stats["replays"] = dev.stats.get("replays", 0) + 1
+
+
+    def _begin(self, first, patched: bool) -> None:
+        """Start a replay: its parameters (when the dynamic hooks changed them), then its
+        first segment (run by _Chain.then on the thread that submits a previous tail)."""
+        if patched:
+            self.write_parameters()
+        self.dev._queue.submit([first])
 
 
 class _Chain:
@@ -471,7 +495,7 @@ class _Chain:
     bucket's exchange ends, while the caller is busy with the next step's host work; the
     GPU would otherwise idle between the end of backward and the caller's next flush."""
 
-    __slots__ = ("dev", "links", "lock", "opened", "next", "error")
+    __slots__ = ("dev", "links", "lock", "opened", "next", "error", "touched", "after")
 
     def __init__(self, dev, links):
         self.dev = dev
@@ -480,11 +504,25 @@ class _Chain:
         self.opened = [False] * len(links)
         self.next = 0  # the first link not submitted yet
         self.error: BaseException | None = None
+        self.touched: set = set()  # ids of the wgpu buffers its parts use (Device._submit_ahead)
+        self.after: Callable[[], None] | None = None  # run once the last part is submitted (then)
 
     @property
     def submitted(self) -> int:
         """How many of the gates' parts went to the queue."""
         return self.next
+
+    def then(self, fn: Callable[[], None]) -> None:
+        """fn() right after the last part is submitted, on the thread that submits it (now,
+        here, if it is out already). It does not run when a gate fails or a submit failed
+        (the next flush raises that); what it raises comes out of the next flush too."""
+        with self.lock:
+            if self.error is not None:
+                return
+            if self.next < len(self.links):
+                self.after = fn
+                return
+        fn()
 
     def open(self, link: int) -> None:
         with self.lock:
@@ -498,6 +536,13 @@ class _Chain:
                     except wgpu.GPUError as exc:
                         self.error = GpuError(f"GPU error on {self.dev.adapter_name}: {exc}")
                         self.error.__cause__ = exc
+            if self.after is not None and self.error is None and self.next == len(self.links):
+                after, self.after = self.after, None
+                try:
+                    after()
+                except wgpu.GPUError as exc:
+                    self.error = GpuError(f"GPU error on {self.dev.adapter_name}: {exc}")
+                    self.error.__cause__ = exc
 
     def __call__(self) -> None:
         for link, (wait, _) in enumerate(self.links):

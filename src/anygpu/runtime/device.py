@@ -286,7 +286,10 @@ class Device:
 
     def _take(self, size: int, stream_ordered: bool):
         """A wgpu buffer of pool size class `size`: a freed one if possible (see module doc)."""
-        bucket = self._retired.get(size) if stream_ordered else None
+        # Stream order lets later work of the batch reuse a retired buffer, but not while a
+        # tail is deferred: the tail may still write it, and work recorded now may be
+        # submitted ahead of the tail (_submit_ahead).
+        bucket = self._retired.get(size) if stream_ordered and self._deferred is None else None
         if not bucket:
             bucket = self._free.get(size)
             if not bucket and not stream_ordered and self._retired_count >= RETIRED_FLUSH_COUNT \
@@ -716,6 +719,13 @@ class Device:
     def _submit_pending(self) -> None:
         if self._deferred is not None:
             tail, self._deferred = self._deferred, None
+            touched = getattr(tail, "touched", None)
+            if touched is not None:
+                try:
+                    self._submit_ahead(touched)
+                except BaseException:
+                    self._deferred = tail  # still to be submitted (its own errors come from it)
+                    raise
             tail()
         pending, self._pending = self._pending, []
         n_params, self._n_params = self._n_params, 0
@@ -749,6 +759,56 @@ class Device:
         finally:
             self.stats["submits"] += 1
             self._recycle(retired)
+
+    def _submit_ahead(self, touched: set) -> bool:
+        """Submit now, ahead of a deferred tail, the recorded commands that touch none of the
+        buffers the tail uses (`touched`: ids of wgpu buffers) nor any buffer a command held
+        back touches; keep the rest pending, in order. True when nothing is left pending.
+
+        The tail of a data-parallel replay waits for the last bucket's exchange; the next
+        step's input preparation (recorded meanwhile on fresh buffers) need not wait with it,
+        so the GPU has it done before the next forward instead of the host encoding it after
+        the wait, on the GPU's critical path. Buffers freed while the tail is deferred are not
+        handed out again until it is submitted (`_take`), so fresh work meets none of its."""
+        pending = self._pending
+        if not pending:
+            return True
+        if self._recording is not None or any(cmd[0] not in ("dispatch", "copy", "clear") for cmd in pending):
+            return False
+        held_ids = set(touched)
+        ahead, behind = [], []
+        for cmd in pending:
+            kind = cmd[0]
+            buffers = cmd[6][1:] if kind == "dispatch" else (cmd[1], cmd[3]) if kind == "copy" else (cmd[1],)
+            ids = {id(b) for b in buffers}
+            if ids & held_ids:
+                behind.append(cmd)
+                held_ids |= ids
+            else:
+                ahead.append(cmd)
+        if not ahead:
+            return False
+        try:
+            if self._n_params:  # the ring holds every pending dispatch's parameters, held-back ones too
+                self._queue.write_buffer(self._param_ring, 0, self._params, 0, self._n_params * self._slot)
+            self._submit_commands(ahead)
+        except wgpu.GPUError as exc:
+            raise GpuError(f"GPU error on {self.adapter_name}: {exc}") from exc
+        finally:
+            self.stats["submits"] += 1
+        self._pending = behind
+        return not behind
+
+    def submit_ahead(self) -> bool:
+        """`_submit_ahead` of the deferred tail (when it says which buffers it uses): True when
+        nothing recorded is left pending, so what comes next may follow the tail directly."""
+        tail = self._deferred
+        touched = getattr(tail, "touched", None)
+        if touched is None:
+            return not self._pending and not self._lazy
+        if self._lazy:
+            self.realize_lazy()
+        return self._submit_ahead(touched)
 
     def _submit_commands(self, commands) -> None:
         encoder = self._device.create_command_encoder()
