@@ -16,6 +16,8 @@ then trains data-parallel:
 
 from __future__ import annotations
 
+import os
+
 import time
 from typing import Any, Callable, Iterator
 
@@ -29,8 +31,20 @@ __all__ = ["DataParallel", "start"]
 # longer than a training step: it gets this many times the process group's timeout.
 _EPOCH_END_TIMEOUT_FACTOR = 20
 # Gradient bucket size: small enough that the stratagems' models (a few MiB of gradients) make
-# several buckets, so reading one back overlaps the all-reduce of the one before.
-BUCKET_MB = 2.0
+# several buckets, so reading one back overlaps the all-reduce of the one before
+# (ANYGPU_DDP_BUCKET_MB sets another, for measurements).
+def _bucket_mb() -> float:
+    text = os.environ.get("ANYGPU_DDP_BUCKET_MB") or "2"
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ValueError(f"ANYGPU_DDP_BUCKET_MB must be a positive number of MiB, got {text!r}")
+    return value
+
+
+BUCKET_MB = _bucket_mb()
 
 
 def start(balance: str | None = None) -> "DataParallel | None":
