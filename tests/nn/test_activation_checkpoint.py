@@ -118,3 +118,33 @@ def test_whole_backward_hooks_fire_once_for_the_outer_backward(rng):
         module.grad_ready_hooks.pop()
     assert len(ends) == 1  # the outer backward only
     assert lin.weight.grad is not None and x.grad is not None
+
+
+def test_a_checkpointed_step_is_captured_and_replays_as_torch_trains(rng):
+    """anygpu.compile of a training step with a checkpointed block: the step is captured
+    (the recomputation in backward is part of the recording), its replays follow torch's
+    SGD step for step on new data."""
+    t_model, a_model = models(rng)
+    t_opt = torch.optim.SGD(t_model.parameters(), lr=0.1)
+    a_opt = ag.optim.SGD(a_model.parameters(), lr=0.1)
+
+    def step(x, y):
+        a_opt.zero_grad()
+        loss = ((checkpoint(a_model, x, use_reentrant=False) - y) ** 2).mean()
+        loss.backward()
+        a_opt.step()
+        return loss
+
+    compiled = ag.compile(step)
+    for _ in range(5):
+        x = rng.standard_normal((7, 6)).astype(np.float32)
+        y = rng.standard_normal((7, 3)).astype(np.float32)
+        loss = compiled(ag.tensor(x), ag.tensor(y))
+        t_opt.zero_grad()
+        t_loss = ((t_model(torch.tensor(x)) - torch.tensor(y)) ** 2).mean()
+        t_loss.backward()
+        t_opt.step()
+        np.testing.assert_allclose(loss.item(), t_loss.item(), rtol=1e-5)
+    assert compiled.stats["replayed"] >= 2
+    for tp, ap in zip(t_model.parameters(), a_model.parameters()):
+        np.testing.assert_allclose(ap.numpy(), tp.detach().numpy(), rtol=1e-5, atol=1e-6)
