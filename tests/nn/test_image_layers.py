@@ -106,11 +106,35 @@ def test_adaptive_pools_with_uneven_windows(rng, name, shape, size):
     check(rng, getattr(torch.nn, name)(size)(tx), getattr(ag.nn, name)(size)(ax), [tx], [ax])
 
 
+@pytest.mark.parametrize("name, shape, size", [
+    ("adaptive_max_pool2d", (2, 3, 11, 7), (4, 3)), ("adaptive_max_pool2d", (3, 9, 13), (5, None)),
+    ("adaptive_max_pool2d", (1, 2, 6, 6), 3), ("adaptive_max_pool1d", (2, 3, 17), 5), ("adaptive_max_pool1d", (4, 9), 9)])
+def test_adaptive_max_pool_indices_match_torch_also_on_ties(rng, name, shape, size):
+    """return_indices: torch's int64 positions (h*W + w in 2-D), the first maximum in
+    row-major order where values tie (inputs rounded to halves, so ties are common);
+    the values' gradient still flows."""
+    x = np.round(rng.standard_normal(shape) * 2).astype(np.float32) / 2
+    t_values, t_index = getattr(torch.nn.functional, name)(torch.tensor(x), size, return_indices=True)
+    a_values, a_index = getattr(ag.nn.functional, name)(ag.tensor(x), size, return_indices=True)
+    assert a_index.dtype == ag.int64 and a_index.shape == tuple(t_index.shape)
+    np.testing.assert_array_equal(a_index.numpy(), t_index.numpy())
+    np.testing.assert_array_equal(a_values.numpy(), t_values.numpy())
+    module = getattr(ag.nn, "AdaptiveMaxPool2d" if name.endswith("2d") else "AdaptiveMaxPool1d")(size, return_indices=True)
+    np.testing.assert_array_equal(module(ag.tensor(x))[1].numpy(), t_index.numpy())
+    weights = rng.standard_normal(tuple(t_values.shape)).astype(np.float32)
+    for indices in (True, False):  # a tie's gradient goes to its first maximum, as torch's
+        tx = torch.tensor(x, requires_grad=True)
+        ax = ag.tensor(x, requires_grad=True)
+        t_out = getattr(torch.nn.functional, name)(tx, size, return_indices=indices)
+        a_out = getattr(ag.nn.functional, name)(ax, size, return_indices=indices)
+        ((t_out[0] if indices else t_out) * torch.tensor(weights)).sum().backward()
+        ((a_out[0] if indices else a_out) * ag.tensor(weights)).sum().backward()
+        np.testing.assert_allclose(ax.grad.numpy(), tx.grad.numpy(), rtol=1e-6, atol=1e-6)
+
+
 def test_adaptive_pool_errors(rng):
     x = ag.ones(2, 3, 4, 4)
     with pytest.raises(ValueError, match="positive"):
         ag.nn.functional.adaptive_max_pool2d(x, 0)
-    with pytest.raises(ValueError, match="return_indices"):
-        ag.nn.functional.adaptive_max_pool2d(x, 2, return_indices=True)
     with pytest.raises(ValueError, match="2-tuple"):
         ag.nn.functional.adaptive_avg_pool2d(x, (1, 2, 3))

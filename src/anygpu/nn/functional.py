@@ -991,26 +991,40 @@ def _adaptive_avg(op: str, input: Tensor, output_size, dims: int) -> Tensor:
     return x.reshape(*lead, *sizes)
 
 
-def _adaptive_max(op: str, input: Tensor, output_size, dims: int, return_indices: bool) -> Tensor:
+def _adaptive_max(op: str, input: Tensor, output_size, dims: int, return_indices: bool):
     _tensor(op, "input", input, ndims=(dims + 1, dims + 2))
-    if return_indices:
-        raise ValueError(f"{op}: return_indices=True is not supported by anygpu")
     sizes = _adaptive_sizes(op, input, output_size, dims)
     if input.numel() == 0:
         raise ValueError(f"{op}: expected a non-empty input, got shape {input.shape}")
-    out = input
-    for axis in range(dims):  # each pooled dim: gather every window padded to the widest, then max
+    out, index = input, None
+    # Each pooled dim, the last first: gather every window padded to the widest, then max.
+    # Last dim first, so the index of a tie is torch's: the first maximum in row-major order.
+    for axis in reversed(range(dims)):
         dim = input.ndim - dims + axis
         size, count = input.shape[dim], sizes[axis]
         windows = _adaptive_windows(size, count)
         width = max(end - start for start, end in windows)
-        # A narrower window repeats its last element: harmless under max (its gradient sums back).
-        positions = np.array([[min(start + j, end - 1) for j in range(width)] for start, end in windows], np.int32)
-        gathered = out.index_select(dim, tensor(positions.reshape(-1)))
+        # A narrower window repeats its last element: harmless under max (its gradient sums
+        # back), and never a first maximum but where that last element is one.
+        positions = tensor(np.array([[min(start + j, end - 1) for j in range(width)] for start, end in windows],
+                                    np.int32).reshape(-1))
         shape = list(out.shape)
         shape[dim:dim + 1] = [count, width]
-        out = gathered.reshape(*shape).amax(dim + 1)
-    return out
+        gathered = out.index_select(dim, positions).reshape(*shape)
+        # The first maximum of each window (also its gradient's one destination, as torch's
+        # where values tie: a max over ReLU's zeros, say; amax would share it among them).
+        out, which = gathered.max(dim + 1)
+        if not return_indices:
+            continue
+        starts = tensor(np.array([start for start, _ in windows], np.int64)).reshape(count, *[1] * (input.ndim - 1 - dim))
+        along = which + starts  # its position along this dim
+        if index is None:
+            index = along
+        else:  # the later dims' index at the chosen element, behind this dim's position
+            carried = index.index_select(dim, positions).reshape(*shape)
+            carried = carried.gather(dim + 1, which.unsqueeze(dim + 1)).squeeze(dim + 1)
+            index = along * int(np.prod(input.shape[dim + 1:])) + carried
+    return (out, index) if return_indices else out
 
 
 def adaptive_avg_pool1d(input: Tensor, output_size) -> Tensor:
@@ -1025,13 +1039,16 @@ def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
     return _adaptive_avg("adaptive_avg_pool2d", input, output_size, 2)
 
 
-def adaptive_max_pool1d(input: Tensor, output_size, return_indices: bool = False) -> Tensor:
-    """The largest element of each of torch's adaptive windows of (N, C, L) or (C, L)."""
+def adaptive_max_pool1d(input: Tensor, output_size, return_indices: bool = False):
+    """The largest element of each of torch's adaptive windows of (N, C, L) or (C, L);
+    return_indices: also each maximum's position along L (int64), the first where tied."""
     return _adaptive_max("adaptive_max_pool1d", input, output_size, 1, return_indices)
 
 
-def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False) -> Tensor:
-    """The largest element of each of torch's adaptive windows of (N, C, H, W) or (C, H, W)."""
+def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False):
+    """The largest element of each of torch's adaptive windows of (N, C, H, W) or (C, H, W);
+    return_indices: also each maximum's flat position h*W + w in its plane (int64), the first
+    in row-major order where tied, as torch's."""
     return _adaptive_max("adaptive_max_pool2d", input, output_size, 2, return_indices)
 
 
