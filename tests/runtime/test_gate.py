@@ -211,16 +211,9 @@ def test_a_deferred_tail_is_submitted_by_the_thread_that_opens_its_gate(dev, rng
     import anygpu as ag
 
     latch = NotifyingLatch()
-    latch.event.set()
-
-    def step(x):
-        y = x * 2.0
-        dev.host_call(_no_op)
-        dev.gate(latch.ready, latch.wait, latch.notify)
-        return y + 1.0
 
     data = rng.standard_normal(41).astype(np.float32)
-    compiled = _replaying(step, data)
+    compiled = _one_gate(dev, latch, data)
     for scale in (3.0, 5.0):
         dev.flush()  # the previous call's tail, before the gate closes
         latch.event.clear()
@@ -235,11 +228,22 @@ def test_a_deferred_tail_is_submitted_by_the_thread_that_opens_its_gate(dev, rng
         assert latch.waits == waits + 1 and dev._deferred is None
 
 
-def test_trailing_gates_submit_their_parts_in_gate_order_whichever_opens_first(dev, rng):
-    """Several gates end the step (one per bucket): each part goes out as soon as its gate
-    and every gate before it are open, in order, even when a later gate opens first."""
-    import anygpu as ag
+def _one_gate(dev, latch, data):
+    """A replaying step: y = 2x, a host call, `latch`'s gate, then y + 1 (held by the gate)."""
+    latch.event.set()
 
+    def step(x):
+        y = x * 2.0
+        dev.host_call(_no_op)
+        dev.gate(latch.ready, latch.wait, latch.notify)
+        return y + 1.0
+
+    return _replaying(step, data)
+
+
+def _two_gates(dev, data, held_first, held_second):
+    """A replaying step y = 2x, a host call, gate `first`, held_first(y), gate `second`,
+    held_second(y, that); returned with both latches closed, ready for a call."""
     first, second = NotifyingLatch(), NotifyingLatch()
     for latch in (first, second):
         latch.event.set()
@@ -248,15 +252,25 @@ def test_trailing_gates_submit_their_parts_in_gate_order_whichever_opens_first(d
         y = x * 2.0
         dev.host_call(_no_op)
         dev.gate(first.ready, first.wait, first.notify)
-        z = y + 1.0  # held by the first gate
+        held = held_first(y)
         dev.gate(second.ready, second.wait, second.notify)
-        return z * 3.0  # held by the second: reads what the first holds wrote
+        return held_second(y, held)
 
-    data = rng.standard_normal(29).astype(np.float32)
     compiled = _replaying(step, data)
     dev.flush()
     first.event.clear()
     second.event.clear()
+    return compiled, first, second
+
+
+def test_trailing_gates_submit_their_parts_in_gate_order_whichever_opens_first(dev, rng):
+    """Several gates end the step (one per bucket): each part goes out as soon as its gate
+    and every gate before it are open, in order, even when a later gate opens first."""
+    import anygpu as ag
+
+    data = rng.standard_normal(29).astype(np.float32)
+    # held by the second gate: reads what the first holds wrote
+    compiled, first, second = _two_gates(dev, data, lambda y: y + 1.0, lambda y, z: z * 3.0)
     out = compiled(ag.tensor(data * 7))
     chain = dev._deferred
     assert chain.submitted == 0
@@ -382,24 +396,12 @@ def test_hoisted_updates_give_the_same_values_as_in_order(dev, rng):
     moved work reads what its gate's part wrote, the rest waits for the last gate."""
     import anygpu as ag
 
-    first, second = NotifyingLatch(), NotifyingLatch()
-    for latch in (first, second):
-        latch.event.set()
-
-    def step(x):
-        y = x * 2.0
-        dev.host_call(_no_op)
-        dev.gate(first.ready, first.wait, first.notify)
-        a = y + 1.0  # held by the first gate
-        dev.gate(second.ready, second.wait, second.notify)
-        b = y - 1.0  # held by the second
-        return a * 3.0, b * 5.0, (a + b) * 0.5  # the first moves up to the first part
+    def held_second(y, a):
+        b = y - 1.0  # held by the second gate
+        return a * 3.0, b * 5.0, (a + b) * 0.5  # a * 3 moves up to the first part
 
     data = rng.standard_normal(37).astype(np.float32)
-    compiled = _replaying(step, data)
-    dev.flush()
-    first.event.clear()
-    second.event.clear()
+    compiled, first, second = _two_gates(dev, data, lambda y: y + 1.0, held_second)
     outs = compiled(ag.tensor(data * 7))
     chain = dev._deferred
     first.open_from_another_thread()
@@ -465,14 +467,8 @@ def test_the_next_replay_starts_from_the_thread_that_submits_the_tail(dev, rng, 
 
     monkeypatch.setattr(capture.Replay, "_begin", begin)
 
-    def step(x):
-        y = x * 2.0
-        dev.host_call(_no_op)
-        dev.gate(latch.ready, latch.wait, latch.notify)
-        return y + 1.0
-
     data = rng.standard_normal(31).astype(np.float32)
-    compiled = _replaying(step, data)
+    compiled = _one_gate(dev, latch, data)
     dev.flush()
     latch.event.clear()
     first = compiled(ag.tensor(data))
