@@ -30,9 +30,11 @@ _parse = MatmulConfig.parse
 # outputs per thread and register prefetch for large products (40 TFLOP/s, 0.79 of
 # cuBLAS fp32), 64-wide double-buffered tiles around 1024, 32x32 tiles below 512.
 # With whole-tile variants made as trusted modules (2026-12-01, docs/BENCHMARKS.md) the
-# 128x256 tile with a 16-deep k step leads at 4096 (46.2 TFLOP/s, 0.90 of torch).
+# 128x256 tile with a 16-deep k step leads at 4096 (46.2 TFLOP/s, 0.90 of torch); its
+# 256x128 transpose leads where the sizes are not tile multiples (edge-checked variants:
+# 4095x4097x4093 at 33.6 TFLOP/s against 26.7, session 7's sweep).
 GPU_CANDIDATES = tuple(_parse(name) for name in (
-    "128x256x16_8x16_v4p", "128x128x16_8x8_v4p", "128x256x8_8x16_v4p", "128x128x8_8x16_v4p",
+    "128x256x16_8x16_v4p", "256x128x16_8x16_v4p", "128x128x16_8x8_v4p", "128x256x8_8x16_v4p", "128x128x8_8x16_v4p",
     "256x128x8_16x8_v4p", "128x64x16_8x8_v4p", "128x128x8_8x8_v4p", "64x128x16_8x8_v4d", "64x64x16_8x8_v4d",
     "64x64x16_8x8_v4p", "32x32x16_4x4_v4",
 ))
@@ -56,9 +58,10 @@ GPU_F16_EXTRA = tuple(_parse(name) for name in (
 CPU_F16_EXTRA = tuple(_parse(name) for name in ("64x64x16_8x8_v4dh",))
 
 # Raised when a dtype's candidate lists (or its buckets) change, so its cached winners
-# are tuned again (f16: 1 = word-load members and the vec8 bucket; f32: 2 = 128x256x16_8x16_v4p).
+# are tuned again (f16: 1 = word-load members and the vec8 bucket, 2 = 256x128x16_8x16_v4p;
+# f32: 2 = 128x256x16_8x16_v4p, 3 = 256x128x16_8x16_v4p).
 # A tunable's version is FAMILY_VERSION plus this: keep f32's and f16's apart.
-CANDIDATES_VERSION = {"f32": 2, "f16": 1}
+CANDIDATES_VERSION = {"f32": 3, "f16": 2}
 
 # Products below these flop counts take the simple kernel untuned (one pipeline for every
 # shape, so no compile per shape variant).
