@@ -10,8 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from anygpu.ops import norm_tune, tuner
-from anygpu.ops.row_gen import (PARAM_FORMAT, RowConfig, configs_for, generate, lean_configs, pair_configs,
-                                word_configs)
+from anygpu.ops.row_gen import PARAM_FORMAT, RowConfig, configs_for, generate, lean_configs, word_configs
 from anygpu.runtime import shaders
 
 # Rows of 300 (vec4 units) and 301 (scalars): 32 threads x 3 units, 64 x 2 / 32 x 10, 64 x 5.
@@ -517,19 +516,14 @@ def test_word_layer_norm_agrees_with_the_vec4_forms(dev, rng, read, case):
 def test_word_kernels_write_nothing_past_their_rows(dev, rng, case):
     """Trusted modules: on the first 3 rows of 5-row buffers the word forms leave rows 3-4 of y
     and of the stats untouched (1e4: no output comes near it)."""
-    _check_writes_end_at_row_3(dev, rng, *case)
-
-
-def _check_writes_end_at_row_3(dev, rng, config, cols):
-    """A trusted f16 layer norm over the first 3 rows of 5-row buffers (row 1 constant: the
-    two-reduction path) writes y and stats of rows 0-2 and nothing of rows 3-4."""
+    config, cols = case
     source = generate("layer_norm", config, "f16")
     assert shaders.trusted(source)
     kernel = dev.kernel(f"layer_norm[{config.name}]", source, 3, 2, PARAM_FORMAT)
     x_host = rng.standard_normal(5 * cols).astype(np.float16)
     x_host[cols:2 * cols] = 0.5  # a constant row: the two-reduction path
     outs = [dev.upload(np.full(5 * cols, 1e4, np.float16), "f16"), dev.upload(np.full(10, 1e4, np.float32))]
-    dev.launch(kernel, [dev.upload(x_host, "f16")] * 3, outs, (3, cols, 1e-5, 3), (config.workgroups(3), 1, 1))
+    dev.launch(kernel, [dev.upload(x_host, "f16")] * 3, outs, (3, cols, 1e-5, 3), (3, 1, 1))
     y = dev.read(outs[0])
     assert np.all(y[3 * cols:] == 1e4) and np.all(y[:3 * cols] != 1e4), config.name
     stats = dev.read(outs[1])
@@ -556,120 +550,4 @@ def test_word_forms_pass_the_tuner_and_are_chosen(dev, problem, tmp_path, monkey
     y, _ = dev.layer_norm(dev.upload(x, "f16"), None, None, problem[1], problem[2])  # the cached word form
     want = F.layer_norm(torch.tensor(x, dtype=torch.float32).reshape(problem[1], -1), (problem[2],), eps=1e-5)
     assert _f16_close(dev.read(y).reshape(problem[1], -1), want.to(torch.float16).numpy(), 5e-5)
-    tuner.forget_choices(dev)
-
-
-# f16 layer norm's two-row form "w8r2" (row_gen.pair_configs): the w8 form over rows 2g and
-# 2g + 1 in one workgroup, one reduction of both rows' sums, gamma / beta widened once. Odd
-# row counts leave the last workgroup's second row masked off; _word_rows pairs one-pass rows
-# with fallback rows in both orders ((6, 7): only the second takes it; (8, 9): only the
-# first), and both ((2, 3), (4, 5)).
-PAIR_CASES = ([(c, 1000) for sub in (True, False) for c in pair_configs(1000, 256, sub, "f16")]
-              + [(RowConfig(32, 3, True, True, "w8r2"), 72), (RowConfig(64, 1, True, False, "w8r2"), 8),
-                 (RowConfig(32, 2, True, True, "w8r2"), 456)])
-
-
-def test_pair_configs_are_offered_and_parse_back(dev):
-    assert [c.name for c in pair_configs(1000, 256, True, "f16")] == ["r32x4vgw8r2", "r64x2vgw8r2", "r128x1vgw8r2"]
-    assert [c.name for c in pair_configs(4096, 1024, False, "f16")] == ["r128x4vtw8r2", "r256x2vtw8r2",
-                                                                       "r512x1vtw8r2"]
-    assert pair_configs(1004, 256, True, "f16") == [] and pair_configs(4096, 1024, True, "f32") == []
-    found = {getattr(c, "name", c) for c in norm_tune.TUNABLES["f16"].candidates(dev, ("f16", 64, 4096))}
-    assert {"r128x4vgw8r2", "r256x2vgw8r2", "r256x2vgw8"} <= {n.replace("vt", "vg") for n in found}
-    assert not any("r2" in getattr(c, "form", "") for c in norm_tune.TUNABLES["f32"].candidates(dev, ("f32", 64, 4096)))
-    for config, cols in PAIR_CASES:
-        assert RowConfig.parse(config.name) == config and config.serves(cols) and config.rows == 2
-    assert RowConfig(64, 2, True, True, "w8r2").workgroups(13) == 7 and RowConfig(64, 2, True, True, "w8").workgroups(13) == 13
-    with pytest.raises(ValueError, match="form 'w8r2'.*needs vec4"):
-        RowConfig(32, 10, False, True, "w8r2")
-    with pytest.raises(ValueError, match="softmax: register config r32x3vgw8r2 is a layer-norm form"):
-        generate("softmax", RowConfig(32, 3, True, True, "w8r2"), "f16")
-    with pytest.raises(ValueError, match="layer_norm: register config r32x3vgw8r2 holds f16 rows; x is f32"):
-        dev.layer_norm(dev.upload(np.zeros(48, np.float32)), None, None, 2, 24,
-                       config=RowConfig(32, 3, True, True, "w8r2"))
-
-
-@pytest.mark.parametrize("case", PAIR_CASES, ids=_word_id)
-def test_pair_layer_norm_matches_torch(dev, rng, read, case):
-    """13 rows (7 workgroups, the last holding one row) and 12 (rows shifted by one, so each
-    fallback row meets the other partner) against torch's float32 layer norm rounded to f16
-    (an f16 ulp) and float64 statistics; NaN / inf rows give NaN, constant rows beta."""
-    config, cols = case
-    x13 = _word_rows(rng, cols)
-    gamma = rng.standard_normal(cols).astype(np.float16)
-    beta = rng.standard_normal(cols).astype(np.float16)
-    for rows, affine in ((13, (True, True)), (13, (False, True)), (12, (True, False)), (12, (False, False))):
-        x = x13[13 - rows:]
-        g, b = (dev.upload(v, "f16") if on else None for v, on in zip((gamma, beta), affine))
-        y, stats = dev.layer_norm(dev.upload(x, "f16"), g, b, rows, cols, 1e-5, config=config)
-        t = torch.tensor(x, dtype=torch.float32)
-        want = F.layer_norm(t, (cols,), torch.tensor(gamma, dtype=torch.float32) if affine[0] else None,
-                            torch.tensor(beta, dtype=torch.float32) if affine[1] else None, 1e-5)
-        got = read(y, x.shape)
-        at = 13 - rows  # row r of the 13 is row r - at here
-        finite = [r - at for r in (0, 1, 3, 4, 6, 8, 9, 10, 11, 12) if r >= at]
-        assert _f16_close(got[finite], want.to(torch.float16).numpy()[finite], 5e-5), (config.name, rows, affine)
-        assert np.all(np.isnan(got[[2 - at, 5 - at, 7 - at]]))
-        assert np.all(got[3 - at] == (beta if affine[1] else 0))
-        with np.errstate(invalid="ignore"):
-            t64 = torch.tensor(x, dtype=torch.float64)
-            mean, var = t64.mean(dim=1).numpy(), t64.var(dim=1, unbiased=False).numpy()
-        got_stats = read(stats, (rows, 2))
-        assert np.all(np.abs(got_stats[finite, 0] - mean[finite]) <= 1e-6 * _row_scale(x)[finite])
-        np.testing.assert_allclose(got_stats[finite, 1], 1 / np.sqrt(var[finite] + 1e-5), rtol=1e-4)
-
-
-@pytest.mark.parametrize("case", PAIR_CASES, ids=_word_id)
-def test_pair_layer_norm_is_the_one_row_kernel_bit_for_bit(dev, rng, read, case):
-    """The same y and stats, bit for bit, as form "w8" of the same shape (one row a
-    workgroup), one-pass and fallback rows alike (NaN in the same places, of either sign):
-    row counts 1, 2, 7, 12 and 13, both partner orders of every fallback row, with and
-    without gamma / beta, eps 0 and the two-reduction form (one_pass=False)."""
-    config, cols = case
-    twin = RowConfig(config.wg, config.units, True, config.subgroup, "w8")
-    x13 = _word_rows(rng, cols)
-    gamma, beta = (dev.upload(rng.standard_normal(cols).astype(np.float16), "f16") for _ in range(2))
-    for rows, affine, eps, one_pass in ((13, (True, True), 1e-5, True), (12, (True, True), 1e-5, True),
-                                        (13, (True, True), 1e-5, False), (12, (False, False), 0.0, True),
-                                        (7, (True, False), 1e-5, True), (2, (False, True), 1e-5, True),
-                                        (1, (True, True), 0.0, True), (1, (True, True), 1e-5, False)):
-        g, b = (buf if on else None for buf, on in zip((gamma, beta), affine))
-        xb = dev.upload(x13[13 - rows:] if rows == 12 else x13[:rows], "f16")
-        y, stats = dev.layer_norm(xb, g, b, rows, cols, eps, config=config, one_pass=one_pass)
-        y1, stats1 = dev.layer_norm(xb, g, b, rows, cols, eps, config=twin, one_pass=one_pass)
-        got, want = read(y), read(y1)
-        same_nan = np.isnan(got) == np.isnan(want)  # NaN in the same places (its sign bit may differ)
-        assert np.all(same_nan) and np.array_equal(got[~np.isnan(got)].view(np.uint16),
-                                                   want[~np.isnan(want)].view(np.uint16)), (rows, affine, eps, one_pass)
-        np.testing.assert_array_equal(read(stats), read(stats1), err_msg=f"{rows} {affine} {eps} {one_pass}")
-
-
-@pytest.mark.parametrize("case", PAIR_CASES, ids=_word_id)
-def test_pair_kernels_write_nothing_past_their_rows(dev, rng, case):
-    """Trusted modules: 3 rows of 5-row buffers take 2 workgroups, the second holding row 2
-    alone; rows 3-4 of y and their stats stay untouched (1e4: no output comes near it)."""
-    _check_writes_end_at_row_3(dev, rng, *case)
-
-
-def test_pair_forms_pass_the_tuner_and_are_chosen(dev, tmp_path, monkeypatch):
-    """The tuner's float64 check and full-size comparison pass for the two-row forms at an
-    odd row count; a cached choice naming one is trusted and then runs as the default."""
-    monkeypatch.setenv("ANYGPU_CACHE_DIR", str(tmp_path))
-    problem = ("f16", 65, 1000)
-    op = norm_tune.TUNABLES["f16"]
-    found = op.candidates(dev, problem)
-    pairs = [c for c in found if getattr(c, "rows", 1) == 2]
-    assert pairs and found[0] == "loop"
-    result = tuner.tune(dev, op, problem, candidates=[found[0]] + pairs, rounds=1, budget_s=0.01)
-    assert all(isinstance(v, float) or v.startswith("slow:") for v in result.timings.values()), result.timings
-    tuner.store(dev, op, problem, tuner.TuneResult(pairs[0], 1e-3))
-    tuner.forget_choices(dev)
-    assert norm_tune.choose(dev, problem) == pairs[0]
-    rng = np.random.default_rng(3)
-    x = rng.standard_normal(problem[1] * problem[2]).astype(np.float16)
-    y, stats = dev.layer_norm(dev.upload(x, "f16"), None, None, problem[1], problem[2])  # the cached pair form
-    t = torch.tensor(x, dtype=torch.float32).reshape(problem[1], -1)
-    want = F.layer_norm(t, (problem[2],), eps=1e-5)
-    assert _f16_close(dev.read(y).reshape(problem[1], -1), want.to(torch.float16).numpy(), 5e-5)
-    np.testing.assert_allclose(dev.read(stats).reshape(-1, 2)[:, 0], t.double().mean(dim=1).numpy(), atol=1e-6)
     tuner.forget_choices(dev)

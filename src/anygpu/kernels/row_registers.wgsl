@@ -3,9 +3,8 @@
 // workgroup of WG threads per row; thread t keeps the row's units t, t + WG, ...
 // (UNITS_PER_THREAD of them, named variables: vec4 units where cols % 4 == 0, else
 // scalars), so the row is read from memory once and written once, with one or two
-// workgroup reductions between (layer norm's form "w8r2" holds two rows the same way).
-// Every access is bounds-checked here (a unit past the row's end, or a second row past the
-// last, is neither read nor written), hence the module may skip wgpu's own checks.
+// workgroup reductions between. Every access is bounds-checked here (a unit past the
+// row's end is neither read nor written), hence the module may skip wgpu's own checks.
 //! trusted
 //! include lib/norm_rstd.wgsl
 // {{KIND}}: {{WHAT}}
@@ -22,7 +21,7 @@ const LOWEST: f32 = -3.40282347e+38;
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) nwg: vec3<u32>{{SUBGROUP_ARGS}}) {
-    let row = {{FIRST_ROW}};  // layer norm's form "w8r2": rows 2 * workgroup and the next
+    let row = wid.x + wid.y * nwg.x;
     if (row >= P.rows) { return; }  // uniform per workgroup: safe before the reductions
     let me = {{ME}};
     let n = {{UNITS}};  // units per row

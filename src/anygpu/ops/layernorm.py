@@ -23,8 +23,7 @@ def layer_norm(dev, x, gamma, beta, rows: int, cols: int, eps: float = 1e-5, con
     x is f32 or f16 storage (computed in f32); gamma, beta: [cols] Buffers of x's dtype or
     None (no scale / no shift). Biased variance, as torch. config: a row_gen.RowConfig (its
     lean forms too, row_gen.lean_configs: the same results, and f16's word forms,
-    row_gen.word_configs and the two-row form, row_gen.pair_configs), or "loop" for the
-    looped kernel;
+    row_gen.word_configs), or "loop" for the looped kernel;
     default: the tuned choice (ops/norm_tune.py). one_pass=False makes a register config
     use its two-reduction form only (comparisons and tests)."""
     op = "layer_norm"
@@ -40,15 +39,13 @@ def layer_norm(dev, x, gamma, beta, rows: int, cols: int, eps: float = 1e-5, con
         raise ValueError(f"{op}: register config {config.name} cannot hold rows of {cols} elements")
     flags = (gamma is not None) | ((beta is not None) << 1)  # bits 29-31 stay 0: the held forms rely on it
     y, stats = dev.empty(rows * cols, x.dtype), dev.empty(2 * rows)
-    workgroups = rows
     if isinstance(config, RowConfig):
-        workgroups = config.workgroups(rows)  # form "w8r2": two rows a workgroup
         name = f"layer_norm[{config.name}{'' if one_pass else ' two-pass'}]"
         kernel = dev.kernel(name, generate(op, config, x.dtype, one_pass), 3, 2, PARAM_FORMAT)
     else:
         kernel = dev.kernel("layer_norm", load_shader("layer_norm.wgsl", dtype=x.dtype), 3, 2, "IIfI")
     dev.launch(kernel, [x, gamma if gamma is not None else x, beta if beta is not None else x], [y, stats],
-               (rows, cols, float(eps), flags), dev.grid(workgroups))
+               (rows, cols, float(eps), flags), dev.grid(rows))
     return y, stats
 
 

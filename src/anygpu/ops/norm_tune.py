@@ -3,15 +3,14 @@
 ops/row_gen.py the other candidates (as softmax's, ops/softmax_tune.py): their one-pass
 form, which takes its two-reduction path itself for rows it would not serve accurately,
 its leaner forms (row_gen.lean_configs: the same results with fewer live registers), and
-for f16 rows the word forms (row_gen.word_configs: rows read and written as u32 words) and
-the two-rows-per-workgroup word form (row_gen.pair_configs: "w8r2")."""
+for f16 rows the word forms (row_gen.word_configs: rows read and written as u32 words)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from . import tuner
-from .row_gen import RowConfig, configs_for, lean_configs, pair_configs, word_configs
+from .row_gen import RowConfig, configs_for, lean_configs, word_configs
 from .softmax_tune import RowTunable
 
 __all__: list[str] = []  # nothing here is a Device op
@@ -23,14 +22,14 @@ class _LayerNorm(RowTunable):
     # 3: the register kernels reduce once ((sum, sum of squares) from a shift); 4, 5: forms
     # since removed; 6: the lean forms "d" and "h"; 7: the f16 word forms "w4", "w8" (+ "h");
     # 8, 9, 10 (grid-stride forms): measured slower and removed (docs/BENCHMARKS.md), so back
-    # to v7's candidates; 11: f16 "w8r2" (two rows a workgroup, gamma/beta widened once for both)
-    version = 11
+    # to v7's candidates
+    version = 7
 
     def candidates(self, dev, p) -> list:
         limit = min(dev.limits.get("max-compute-invocations-per-workgroup", 256), 1024)
         subgroups = "subgroup" in dev.features
         return (["loop"] + configs_for(p[2], limit, subgroups) + lean_configs(p[2], limit, subgroups, p[0])
-                + word_configs(p[2], limit, subgroups, p[0]) + pair_configs(p[2], limit, subgroups, p[0]))
+                + word_configs(p[2], limit, subgroups, p[0]))
 
     def parse(self, label: str):
         return label if label == "loop" else RowConfig.parse(label)

@@ -32,14 +32,6 @@ x widened to f32 at the load, or with an "h" suffix ("w4h", "w8h") held as its b
 widened at each use as in form "h". A w4 form partitions the row as the vec4 configs do
 (the same results as "d"); a w8 form gives each thread other elements, so its sums
 round differently (results within an ulp of f16 of the other forms).
-
-"w8r2" is "w8" over two rows per workgroup (`RowConfig.rows`, `pair_configs`): each thread
-holds its units of rows 2g and 2g + 1, both rows' (sum, sum of squares) go through one
-reduction of vec4s (no more barriers than one row's), and each unit's gamma and beta words
-are loaded and widened once for both rows' outputs; half as many workgroups (a last odd row
-leaves the second row masked off). Per row it is the w8 form's arithmetic, the
-two-reduction fallback included (a uniform branch per row: a workgroup may take it for one
-of its rows and not the other), so the same results as "w8" of the same shape.
 """
 
 from __future__ import annotations
@@ -55,8 +47,8 @@ KINDS = ("softmax", "softmax_backward", "layer_norm")
 PARAM_FORMAT = "IIfI"  # rows, cols, eps, flags (Params in kernels/row_registers.wgsl)
 _NAME = re.compile(r"^r(\d+)x(\d+)([vs])([gt])([a-z0-9]*)$")
 # layer norm's forms (module docstring); "" is the one every kind has
-FORMS = ("", "d", "h", "w4", "w4h", "w8", "w8h", "w8r2")
-F16_FORMS = ("h", "w4", "w4h", "w8", "w8h", "w8r2")  # forms that read f16 rows only
+FORMS = ("", "d", "h", "w4", "w4h", "w8", "w8h")
+F16_FORMS = ("h", "w4", "w4h", "w8", "w8h")  # forms that read f16 rows only
 _MAX_UNITS = 16  # registers per thread: 16 vec4 (64 floats) at most
 
 
@@ -85,15 +77,6 @@ class RowConfig:
             raise ValueError(f"row kernel config: cannot parse {name!r}; expected like 'r256x4vg'")
         wg, units, vec, sub, form = found.groups()
         return cls(int(wg), int(units), vec == "v", sub == "g", form)
-
-    @property
-    def rows(self) -> int:
-        """Rows a workgroup holds (form "w8r2": 2; the others: 1)."""
-        return 2 if self.form.endswith("r2") else 1
-
-    def workgroups(self, rows: int) -> int:
-        """Workgroups a launch over `rows` rows takes."""
-        return -(-rows // self.rows)
 
     @property
     def words(self) -> int:
@@ -163,23 +146,6 @@ def word_configs(cols: int, max_threads: int, subgroups: bool, dtype: str) -> li
     if cols % 4 == 0:
         found += [RowConfig(c.wg, c.units, True, subgroups, form) for c in configs_for(cols, max_threads, subgroups)
                   if c.units >= 4 and c.subgroup == subgroups for form in ("w4", "w4h")]
-    return found
-
-
-def pair_configs(cols: int, max_threads: int, subgroups: bool, dtype: str) -> list[RowConfig]:
-    """f16 layer norm's two-rows-per-workgroup form "w8r2" (module docstring) worth timing
-    for rows of `cols` (cols % 8 == 0), with the adapter's preferred reduction: at each
-    power-of-two width from 32 whose threads hold a row in 1 to 4 units of 8 halves (2 to 8
-    units for the two rows: more would spill registers)."""
-    if dtype != "f16" or cols % 8:
-        return []
-    found = []
-    wg = 32
-    while wg <= max_threads:
-        units = -(-(cols // 8) // wg)
-        if units <= 4 and (wg == 32 or cols // 8 > wg // 2):
-            found.append(RowConfig(wg, units, True, subgroups, "w8r2"))
-        wg *= 2
     return found
 
 
@@ -280,48 +246,44 @@ def _unpack(bits: list[str]) -> str:
     return f"vec4<f32>(unpack2x16float({bits[0]}), unpack2x16float({bits[1]}))"
 
 
-def _widen(c: RowConfig, row: str = ""):
+def _widen(c: RowConfig):
     """Part `tag` of unit u (_parts) as f32 math (`comp`) at one of its uses. In the held
     forms ("h", "w4h", "w8h") x{u} holds the unit's f16 bits (u32 words), widened here
     (exactly, as the other forms' load does); a `guard` k ORs hide{k} (always 0) into the
     bits first, so that a compiler cannot take this use's f32 values for another use's and
     keep one f32 copy live across the barriers between them: the copy the form is there
     to avoid. Uses where one dominates the other (the one-pass sums, the fallback's sums,
-    its squares, the output) get distinct guards. The other forms hold x{tag} in f32 (form
-    "w8r2" its second row's as x{tag}_b: `row` "_b")."""
+    its squares, the output) get distinct guards. The other forms hold x{tag} in f32."""
     def widen(u: int, guard: int = 0, part: int = 0, tag: str = "") -> str:
         if not c.held:
-            return f"x{tag or u}{row}"
+            return f"x{tag or u}"
         lanes = "xy" if part == 0 else "zw"
         return _unpack([f"x{u}.{lane}" if not guard else f"x{u}.{lane} | hide{guard}" for lane in lanes])
     return widen
 
 
-def _word_loads(c: RowConfig, row: str = "") -> list[str]:
+def _word_loads(c: RowConfig) -> list[str]:
     """The word forms' loads of x: index, bound, and the unit's words (held forms) or its
-    f32 parts (widened here, 0 past the row). `row` "_b": form "w8r2"'s second row (from
-    base_b into x{tag}_b, 0 unless has_b; the indices and bounds are the first row's)."""
+    f32 parts (widened here, 0 past the row)."""
     if c.held:
         return _loads(c, ["x"], "0u", _word_t(c))
     lines = []
     for u in range(c.units):
-        if not row:
-            lines += [f"let i{u} = tid + {u * c.wg}u;", f"let ok{u} = i{u} < n;"]
+        lines += [f"let i{u} = tid + {u * c.wg}u;", f"let ok{u} = i{u} < n;"]
         tags = [tag for unit, _, tag in _parts(c) if unit == u]
-        lines += [f"var x{tag}{row} = vec4<f32>(0.0);" for tag in tags]
-        lines.append(f"if (ok{u}{f' && has{row}' if row else ''}) {{")
-        lines.append(f"    let raw{u}{row} = x[base{row} + i{u}];")
-        lines += [f"    x{tag}{row} = {_unpack([f'raw{u}{row}.{lane}' for lane in lanes])};"
+        lines += [f"var x{tag} = vec4<f32>(0.0);" for tag in tags]
+        lines.append(f"if (ok{u}) {{")
+        lines.append(f"    let raw{u} = x[base + i{u}];")
+        lines += [f"    x{tag} = {_unpack([f'raw{u}.{lane}' for lane in lanes])};"
                   for tag, lanes in zip(tags, ("xy", "zw"))]
         lines.append("}")
     return lines
 
 
 def _layer_norm_body(c: RowConfig, comp: str, store: str, one_pass: bool) -> list[str]:
-    if c.rows == 2:
-        return _layer_norm_two_rows(c, comp, one_pass)
     U = range(c.units)
     X = _widen(c)
+    parts = _parts(c)
     if c.words:
         lines = _word_loads(c)
     elif c.form == "h":
@@ -348,9 +310,26 @@ def _layer_norm_body(c: RowConfig, comp: str, store: str, one_pass: bool) -> lis
         f16_bits = c.form == "h" or c.words
         first = ("unpack2x16float(x[base].x).x" if f16_bits else "x[base].x") if c.vec else "x[base]"
         lines.append(f"let shift = f32({first});")
-        lines += _one_pass_sums(c, comp)
+        lines.append("var s = 0.0;")
+        lines.append("var ss = 0.0;")
+        for u, p, tag in parts:
+            lines.append(f"let e{tag} = select({comp}(0.0), {X(u, 0, p, tag)} - {comp}(shift), ok{u});")
+            lines.append(f"s += {_hsum(f'e{tag}', c.vec)};")
+            lines.append(f"ss += {_hsum(f'(e{tag} * e{tag})', c.vec)};")
         lines.append("let sq = reduce_pair(me, vec2<f32>(s, ss));  // (sum, sum of squares) of x - shift")
-        lines += _one_pass_finish(c, comp)
+        lines.append("let m0 = sq.x / count;")
+        lines.append("var moved = m0 + fma(-m0, count, sq.x) / count;  // mean - shift")
+        lines.append("let spread = sq.y / count;  // mean square of x - shift")
+        lines.append("let variance = spread - moved * moved;")
+        lines.append("var mean = shift + moved;")
+        lines.append("var rstd = 0.0;")
+        lines.append("var pivot = shift;")
+        # 2^-90 < spread < 3e38 (so finite, and no square lost below the smallest normal)
+        lines.append("if (spread > 8e-28 && spread < 3e38 && variance >= spread * 0.00390625) {")
+        lines.append("    rstd = inverseSqrt(variance + P.eps);")
+        lines.append("} else {")
+        lines += ["    " + line for line in _layer_norm_two_pass(c, comp, "    ")]
+        lines += ["    pivot = mean;", "    moved = 0.0;", "}"]
     stats = ["if (tid == 0u) {", "    stats[2u * row] = mean;", "    stats[2u * row + 1u] = rstd;", "}"]
     if c.form:  # one store, before the output: mean is not kept through it
         stats = ["if (tid == 0u) { stats[row] = vec2<f32>(mean, rstd); }"]
@@ -367,121 +346,6 @@ def _layer_norm_body(c: RowConfig, comp: str, store: str, one_pass: bool) -> lis
                   f"    y[base + i{u}] = {store}(o);",
                   "}"]
     return lines if c.form else lines + stats
-
-
-def _one_pass_sums(c: RowConfig, comp: str, row: str = "") -> list[str]:
-    """This thread's (s, ss): sum and sum of squares of its x - shift (`row` "_b": form
-    "w8r2"'s second row, x{tag}_b from shift_b into s_b, ss_b)."""
-    X = _widen(c, row)
-    lines = [f"var s{row} = 0.0;", f"var ss{row} = 0.0;"]
-    for u, p, tag in _parts(c):
-        e = f"e{tag}{row}"
-        lines.append(f"let {e} = select({comp}(0.0), {X(u, 0, p, tag)} - {comp}(shift{row}), ok{u});")
-        lines.append(f"s{row} += {_hsum(e, c.vec)};")
-        lines.append(f"ss{row} += {_hsum(f'({e} * {e})', c.vec)};")
-    return lines
-
-
-def _one_pass_finish(c: RowConfig, comp: str, row: str = "", absent: str = "") -> list[str]:
-    """From the reduced sq{row} = (sum, sum of squares) of x - shift{row} to mean, rstd, pivot
-    and moved (each + `row`), through the two-reduction fallback where the one-pass variance
-    would be inaccurate. `absent`: a uniform condition under which the row is not there
-    (form "w8r2"'s masked second row): it then takes no fallback."""
-    r = row
-    lines = [f"let m0{r} = sq{r}.x / count;",
-             f"var moved{r} = m0{r} + fma(-m0{r}, count, sq{r}.x) / count;  // mean - shift",
-             f"let spread{r} = sq{r}.y / count;  // mean square of x - shift",
-             f"let variance{r} = spread{r} - moved{r} * moved{r};",
-             f"var mean{r} = shift{r} + moved{r};",
-             f"var rstd{r} = 0.0;",
-             f"var pivot{r} = shift{r};"]
-    # 2^-90 < spread < 3e38 (so finite, and no square lost below the smallest normal)
-    accurate = f"spread{r} > 8e-28 && spread{r} < 3e38 && variance{r} >= spread{r} * 0.00390625"
-    lines.append(f"if ({f'{absent} || ({accurate})' if absent else accurate}) {{")
-    lines.append(f"    rstd{r} = inverseSqrt(variance{r} + P.eps);")
-    lines.append("} else {")
-    lines += ["    " + line for line in _layer_norm_two_pass(c, comp, "    ", row)]
-    lines += [f"    pivot{r} = mean{r};", f"    moved{r} = 0.0;", "}"]
-    return lines
-
-
-def _layer_norm_two_rows(c: RowConfig, comp: str, one_pass: bool) -> list[str]:
-    """Form "w8r2": rows `row` and `row + 1` (this one only while has_b) in one workgroup
-    (module docstring); per row the w8 form's arithmetic, the second row's values named
-    with "_b"."""
-    lines = ["let has_b = row + 1u < P.rows;  // uniform: an odd last row leaves the second row out",
-             "let base_b = base + n;"]
-    lines += _word_loads(c) + _word_loads(c, "_b")
-    lines.append("let count = f32(P.cols);")
-    if not one_pass:
-        lines += ["var mean = 0.0;", "var rstd = 0.0;", "var mean_b = 0.0;", "var rstd_b = 0.0;", "{"]
-        lines += ["    " + line for line in _layer_norm_two_pass(c, comp, "    ")]
-        lines += ["}", "if (has_b) {"]
-        lines += ["    " + line for line in _layer_norm_two_pass(c, comp, "    ", "_b")]
-        lines += ["}", "let pivot = mean;", "let moved = 0.0;", "let pivot_b = mean_b;", "let moved_b = 0.0;"]
-    else:
-        lines.append("let shift = f32(unpack2x16float(x[base].x).x);")
-        lines += ["var shift_b = 0.0;", "if (has_b) { shift_b = f32(unpack2x16float(x[base_b].x).x); }"]
-        lines += _one_pass_sums(c, comp) + _one_pass_sums(c, comp, "_b")
-        lines.append("let sq4 = reduce_quad(me, vec4<f32>(s, ss, s_b, ss_b));  // both rows' (sum, sum of squares)")
-        lines += ["let sq = sq4.xy;", "let sq_b = sq4.zw;"]
-        # each fallback branch is uniform (both rows' sums are known to every thread), so a
-        # workgroup may take it for either row, both, or neither
-        lines += _one_pass_finish(c, comp) + _one_pass_finish(c, comp, "_b", "!has_b")
-    lines += ["if (tid == 0u) {", "    stats[row] = vec2<f32>(mean, rstd);",
-              "    if (has_b) { stats[row + 1u] = vec2<f32>(mean_b, rstd_b); }", "}"]
-    for u in range(c.units):
-        parts = [(p, tag) for unit, p, tag in _parts(c) if unit == u]
-        lines.append(f"if (ok{u}) {{")
-        for r in ("", "_b"):
-            lines += [f"    var o{p}{r} = ((x{tag}{r} - {comp}(pivot{r})) - {comp}(moved{r})) * rstd{r};"
-                      for p, tag in parts]
-        for flag, name, op in ((1, "gamma", "*"), (2, "beta", "+")):
-            lines.append(f"    if ((P.flags & {flag}u) != 0u) {{")
-            lines.append(f"        let {name[0]} = {name}[i{u}];  // once for both rows")
-            for p, _ in parts:
-                lines.append(f"        let {name[0]}{p} = {_unpack([f'{name[0]}.{lane}' for lane in ('xy', 'zw')[p]])};")
-                lines += [f"        o{p}{r} = o{p}{r} {op} {name[0]}{p};" for r in ("", "_b")]
-            lines.append("    }")
-        for r, where in (("", "base"), ("_b", "base_b")):
-            words = [f"pack2x16float(o{p}{r}.{half})" for p, _ in parts for half in ("xy", "zw")]
-            store = f"y[{where} + i{u}] = {_word_t(c)}({', '.join(words)});"
-            lines.append(f"    {store}" if not r else f"    if (has_b) {{ {store} }}")
-        lines.append("}")
-    return lines
-
-
-# Form "w8r2"'s one reduction of both rows' (sum, sum of squares): per component as
-# reduce_pair (the same order, so the same sums as one row's). The subgroup form keeps its
-# partials in rr_top as pairs (2 per subgroup: subgroups hold at least 4 invocations, so
-# 2 * num_subgroups <= WG); the tree form needs an array of vec4s.
-_REDUCE_QUAD = {
-    True: """
-fn reduce_quad(me: RowThread, value: vec4<f32>) -> vec4<f32> {
-    let partial = subgroupAdd(value);
-    if (me.lane == 0u) {
-        rr_top[2u * me.group] = partial.xy;
-        rr_top[2u * me.group + 1u] = partial.zw;
-    }
-    workgroupBarrier();
-    var total = vec4<f32>(0.0);
-    for (var i = 0u; i < me.groups; i++) { total += vec4<f32>(rr_top[2u * i], rr_top[2u * i + 1u]); }
-    return total;
-}
-""",
-    False: """
-var<workgroup> rr_quad: array<vec4<f32>, WG>;
-
-fn reduce_quad(me: RowThread, value: vec4<f32>) -> vec4<f32> {
-    rr_quad[me.tid] = value;
-    workgroupBarrier();
-    for (var width = WG / 2u; width > 0u; width = width / 2u) {
-        if (me.tid < width) { rr_quad[me.tid] += rr_quad[me.tid + width]; }
-        workgroupBarrier();
-    }
-    return rr_quad[0];
-}
-"""}
 
 
 def _word_stores(c: RowConfig, comp: str) -> list[str]:
@@ -506,17 +370,16 @@ def _word_stores(c: RowConfig, comp: str) -> list[str]:
     return lines
 
 
-def _layer_norm_two_pass(c: RowConfig, comp: str, indent: str, row: str = "") -> list[str]:
+def _layer_norm_two_pass(c: RowConfig, comp: str, indent: str) -> list[str]:
     """Layer norm's accurate form, from the registers x0.. to `mean` and `rstd`: the mean
     (one reduction); then deviations scaled by their largest magnitude, so values near
     1e30 (whose squares overflow f32) still normalise, as kernels/layer_norm.wgsl (a second
     reduction of (largest |x - mean|, sum of squares under it)). Declares mean and rstd
     unless `indent` (then it assigns the one-pass form's variables). The lean forms find
     the largest |x - mean| from the largest and smallest x (the same value: rounding is
-    monotonic), so the deviations are made once, for the squares, and never all kept.
-    `row` "_b": form "w8r2"'s second row (x{tag}_b to mean_b and rstd_b)."""
+    monotonic), so the deviations are made once, for the squares, and never all kept."""
     U = range(c.units)
-    X = _widen(c, row)
+    X = _widen(c)
     parts = _parts(c)
     lines = ["var acc = 0.0;"]
     if not c.form:
@@ -534,24 +397,23 @@ def _layer_norm_two_pass(c: RowConfig, comp: str, indent: str, row: str = "") ->
     # one correction step: a driver's division may be off by an ulp (NVIDIA's is), and a
     # constant row must give exact zeros
     lines.append("let mean0 = total / count;")
-    lines.append(f"{'' if indent else 'let '}mean{row} = mean0 + fma(-mean0, count, total) / count;")
+    lines.append(f"{'' if indent else 'let '}mean = mean0 + fma(-mean0, count, total) / count;")
     if not c.form:
         lines.append("var peak = 0.0;")
         for u in U:
             lines.append(f"let d{u} = select({comp}(0.0), x{u} - {comp}(mean), ok{u});")
             lines.append(f"peak = max(peak, {_hmax(f'abs(d{u})', c.vec)});")
     else:
-        lines.append(f"let peak = max(0.0, max(hi - mean{row}, mean{row} - lo));  // largest |x - mean|; 0 without units")
+        lines.append("let peak = max(0.0, max(hi - mean, mean - lo));  // largest |x - mean|; 0 without units")
     lines.append("let inv_peak = select(0.0, 1.0 / peak, peak > 0.0);")
     lines.append("var q = 0.0;")
     for u, p, tag in (parts if c.form else [(u, 0, f"{u}") for u in U]):
-        deviation = f"d{u}" if not c.form else f"select({comp}(0.0), {X(u, 2, p, tag)} - {comp}(mean{row}), ok{u})"
+        deviation = f"d{u}" if not c.form else f"select({comp}(0.0), {X(u, 2, p, tag)} - {comp}(mean), ok{u})"
         lines.append(f"let z{tag} = {deviation} * inv_peak;")
         lines.append(f"q += {_hsum(f'(z{tag} * z{tag})', c.vec)};")
     lines.append("let top = reduce_top(me, peak, q);  // (largest |x - mean|, sum of squares under it)")
     lines.append("let unit = select(1.0, top.x, top.x > 0.0);")
-    lines.append(f"{'' if indent else 'let '}rstd{row} = scaled_rstd(top.y / count, P.eps, unit);"
-                 "  // lib/norm_rstd.wgsl")
+    lines.append(f"{'' if indent else 'let '}rstd = scaled_rstd(top.y / count, P.eps, unit);  // lib/norm_rstd.wgsl")
     return lines
 
 
@@ -573,15 +435,12 @@ def generate(kind: str, config: RowConfig, dtype: str = "f32", one_pass: bool = 
     storage = dtype_of(dtype, "kernel").storage
     unit_t = f"vec4<{storage}>" if config.vec else storage
     comp = "vec4<f32>" if config.vec else "f32"
-    reduce = load_shader("lib/row_reduce_subgroup.wgsl" if config.subgroup else "lib/row_reduce_tree.wgsl")
-    if config.rows == 2:
-        reduce += _REDUCE_QUAD[config.subgroup]
+    reduce = "lib/row_reduce_subgroup.wgsl" if config.subgroup else "lib/row_reduce_tree.wgsl"
     sub_args = (",\n        @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_id) group: u32,"
                 " @builtin(num_subgroups) groups: u32") if config.subgroup else ""
     return load_shader(
         "row_registers.wgsl", dtype=dtype, KIND=kind, WHAT=_WHAT[kind], WG=config.wg,
-        BINDINGS=_bindings(kind, unit_t, config), REDUCE=reduce, RESCALE=_RESCALE[kind],
-        FIRST_ROW="wid.x + wid.y * nwg.x" if config.rows == 1 else "2u * (wid.x + wid.y * nwg.x)",
+        BINDINGS=_bindings(kind, unit_t, config), REDUCE=load_shader(reduce), RESCALE=_RESCALE[kind],
         SUBGROUP_ARGS=sub_args,
         ME="RowThread(tid, lane, group, groups)" if config.subgroup else "RowThread(tid, 0u, 0u, 1u)",
         UNITS=f"P.cols / {config.elements()}u" if config.vec else "P.cols",
