@@ -440,7 +440,7 @@ def test_work_independent_of_a_deferred_tail_is_submitted_ahead_of_it(dev, rng):
     behind = dev.scale(out._buf, 4.0)  # reads the tail's output
     after_behind = dev.scale(behind, 2.0)  # depends on work held back
     submits = dev.stats["submits"]
-    assert not dev.submit_ahead()  # something stays behind the tail
+    assert not dev.submit_ahead(chain.touched)  # something stays behind the tail
     assert dev.stats["submits"] == submits + 1 and len(dev._pending) == 2
     assert dev._deferred is chain and not chain.submitted
     latch.open_from_another_thread()

@@ -215,13 +215,9 @@ def _hoisted(commands: list, touched: list, host_filled) -> list[int]:
         gates.insert(0, points.pop())
     if len(gates) < 2:
         return list(range(len(commands)))
-    ends = [*gates[1:], len(commands)]
-    parts = [list(range(g + 1, end)) for g, end in zip(gates, ends)]
+    parts = [list(range(g + 1, end)) for g, end in zip(gates, gates[1:])] + [[]]  # the last one refilled below
     uses = [{id(b) for i in part for b in touched[i]} for part in parts]
-    last = parts.pop()
-    uses.pop()
-    parts.append([])
-    uses.append(set())
+    last = range(gates[-1] + 1, len(commands))
     pinned = {id(b) for b in host_filled}
     for i in last:
         mine = {id(b) for b in touched[i]}
@@ -420,7 +416,7 @@ class Replay:
             # chain, waited for in the flush) being short.
             patched = self.patch_dynamic()
             previous = dev._deferred
-            if isinstance(previous, _Chain) and first is not None and dev.submit_ahead():
+            if isinstance(previous, _Chain) and first is not None and dev.submit_ahead(previous.touched):
                 # The previous step's tail is still out (its last bucket travelling) and
                 # nothing recorded since must follow it but this step: whichever thread submits
                 # the tail's last part submits this step's start right behind it, so the GPU
@@ -471,7 +467,6 @@ class Replay:
             dev.stats["submits"] += 1
         dev.stats["dispatches"] += self.n_dispatches
         dev.stats["replays"] = dev.stats.get("replays", 0) + 1
-
 
     def _begin(self, first, patched: bool) -> None:
         """Start a replay: its parameters (when the dynamic hooks changed them), then its

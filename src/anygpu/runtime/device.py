@@ -799,13 +799,10 @@ class Device:
         self._pending = behind
         return not behind
 
-    def submit_ahead(self) -> bool:
-        """`_submit_ahead` of the deferred tail (when it says which buffers it uses): True when
-        nothing recorded is left pending, so what comes next may follow the tail directly."""
-        tail = self._deferred
-        touched = getattr(tail, "touched", None)
-        if touched is None:
-            return not self._pending and not self._lazy
+    def submit_ahead(self, touched: set) -> bool:
+        """`_submit_ahead` (deferred elementwise work realized first) for a deferred tail that
+        uses the buffers `touched`: True when nothing recorded is left pending, so what comes
+        next may follow the tail directly."""
         if self._lazy:
             self.realize_lazy()
         return self._submit_ahead(touched)

@@ -17,7 +17,6 @@ then trains data-parallel:
 from __future__ import annotations
 
 import os
-
 import time
 from typing import Any, Callable, Iterator
 
@@ -32,9 +31,14 @@ __all__ = ["DataParallel", "start"]
 _EPOCH_END_TIMEOUT_FACTOR = 20
 # Gradient bucket size: small enough that the stratagems' models (a few MiB of gradients) make
 # several buckets, so reading one back overlaps the all-reduce of the one before
-# (ANYGPU_DDP_BUCKET_MB sets another, for measurements).
+# (ANYGPU_DDP_BUCKET_MB sets another, for measurements: _bucket_mb).
+BUCKET_MB = 2.0
+
+
 def _bucket_mb() -> float:
-    text = os.environ.get("ANYGPU_DDP_BUCKET_MB") or "2"
+    text = os.environ.get("ANYGPU_DDP_BUCKET_MB")
+    if not text:
+        return BUCKET_MB
     try:
         value = float(text)
     except ValueError:
@@ -42,9 +46,6 @@ def _bucket_mb() -> float:
     if not value > 0:
         raise ValueError(f"ANYGPU_DDP_BUCKET_MB must be a positive number of MiB, got {text!r}")
     return value
-
-
-BUCKET_MB = _bucket_mb()
 
 
 def start(balance: str | None = None) -> "DataParallel | None":
@@ -88,7 +89,7 @@ class DataParallel:
 
         self.global_batch = batch_size * self.world_size
         self.ddp = DistributedDataParallel(model, weight_by_samples=True, balance=self.balance,
-                                           global_batch_size=self.global_batch, bucket_cap_mb=BUCKET_MB)
+                                           global_batch_size=self.global_batch, bucket_cap_mb=_bucket_mb())
         self.adapters = dist.all_gather_strings(adapter)
         print_line(f"data-parallel on {self.world_size} ranks (MPI): "
                    + ", ".join(f"rank {r} {name}" for r, name in enumerate(self.adapters))
