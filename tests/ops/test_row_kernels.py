@@ -551,3 +551,83 @@ def test_word_forms_pass_the_tuner_and_are_chosen(dev, problem, tmp_path, monkey
     want = F.layer_norm(torch.tensor(x, dtype=torch.float32).reshape(problem[1], -1), (problem[2],), eps=1e-5)
     assert _f16_close(dev.read(y).reshape(problem[1], -1), want.to(torch.float16).numpy(), 5e-5)
     tuner.forget_choices(dev)
+
+
+# Rows of exactly a config's capacity: 32 x 3 vec4 = 384, 32 x 10 scalars = 320, 32 x 2 units of 8
+# halves = 512, 64 x 4 units of 4 halves = 1024.
+EXACT_CASES = [("layer_norm", RowConfig(32, 3, True, True), "f32"), ("layer_norm", RowConfig(32, 10, False, True), "f32"),
+               ("layer_norm", RowConfig(64, 2, True, False, "d"), "f32"), ("layer_norm", RowConfig(32, 3, True, True), "f16"),
+               ("layer_norm", RowConfig(32, 4, True, True, "h"), "f16"),
+               ("layer_norm", RowConfig(32, 2, True, True, "w8"), "f16"),
+               ("layer_norm", RowConfig(32, 2, True, True, "w8h"), "f16"),
+               ("layer_norm", RowConfig(64, 4, True, True, "w4"), "f16"),
+               ("softmax", RowConfig(32, 3, True, True), "f32"), ("softmax", RowConfig(32, 10, False, False), "f32"),
+               ("softmax", RowConfig(32, 3, True, True), "f16"),
+               ("softmax_backward", RowConfig(32, 3, True, True), "f32"),
+               ("softmax_backward", RowConfig(64, 2, True, False), "f16")]
+
+
+def _exact_rows(rng, rows, cols):
+    """Random rows with the edges every path must keep: NaN, -inf, a constant row, magnitudes
+    whose squares overflow f32 (f16 rows: its largest binade), a large mean against a small spread."""
+    x = (rng.standard_normal((rows, cols)) * 3 + 1).astype(np.float32)
+    x[1, 5] = np.nan
+    x[2, ::7] = -np.inf
+    x[3] = 0.5
+    x[4] *= 1e30 / 3
+    x[5] = rng.standard_normal(cols) * 16 + 2000
+    return x
+
+
+@pytest.mark.parametrize("case", EXACT_CASES, ids=lambda c: f"{c[0]}-{c[1].name}-{c[2]}")
+def test_exact_forms_are_the_masked_kernels(dev, rng, read, case):
+    """A row of exactly a config's capacity runs the exact form (its length a constant, no unit
+    masked): the masked kernel's output (NaN where it has NaN; an ulp apart at most, as NVIDIA's
+    compiler contracts the two differently in places), through both layer-norm reductions, with
+    and without gamma / beta; the ops pick it for such rows, and only for them."""
+    kind, config, dtype = case
+    cols, rows = config.capacity(), 7
+    host_t = np.float16 if dtype == "f16" else np.float32
+    exact, masked = generate(kind, config, dtype, cols=cols), generate(kind, config, dtype)
+    assert "let ok0 = true;" in exact and "let ok0 = true;" not in masked
+    shorter = cols - config.elements()
+    assert "let ok0 = true;" not in generate(kind, config, dtype, cols=shorter)
+    x = _exact_rows(rng, rows, cols)
+    if dtype == "f16":
+        x = np.clip(x, -6e4, 6e4)
+    xb = dev.upload(x.astype(host_t), dtype)
+    if kind == "layer_norm":
+        gamma, beta = (dev.upload(rng.standard_normal(cols).astype(host_t), dtype) for _ in range(2))
+        for affine, eps, one_pass in (((True, True), 1e-5, True), ((True, True), 1e-5, False),
+                                      ((False, False), 0.0, True), ((True, False), 1e-5, True)):
+            g, b = (buf if on else None for buf, on in zip((gamma, beta), affine))
+            outs = []
+            for source in (generate(kind, config, dtype, one_pass, cols), generate(kind, config, dtype, one_pass)):
+                y, stats = dev.empty(rows * cols, dtype), dev.empty(2 * rows)
+                kernel = dev.kernel(f"layer_norm[{config.name}]", source, 3, 2, PARAM_FORMAT)
+                dev.launch(kernel, [xb, g or xb, b or xb], [y, stats], (rows, cols, eps, int(affine[0]) | int(affine[1]) << 1),
+                           (rows, 1, 1))
+                outs.append((read(y), read(stats)))
+            y_op, stats_op = dev.layer_norm(xb, g, b, rows, cols, eps, config=config, one_pass=one_pass)
+            outs.append((read(y_op), read(stats_op)))
+            for got in outs[::2]:
+                assert _within_an_ulp(got[0], outs[1][0]), (affine, eps, one_pass)
+                assert _within_an_ulp(got[1], outs[1][1]), (affine, eps, one_pass)
+            assert np.isnan(outs[0][0].reshape(rows, cols)[1]).all() and np.isfinite(outs[0][0][:cols]).all()
+        return
+    inputs = [xb]
+    if kind == "softmax_backward":
+        inputs = [dev.upload(rng.standard_normal((rows, cols)).astype(host_t), dtype), dev.softmax(xb, rows, cols)]
+    outs = []
+    for source in (exact, masked):
+        out = dev.empty(rows * cols, dtype)
+        dev.launch(dev.kernel(f"{kind}[{config.name}]", source, len(inputs), 1, PARAM_FORMAT), inputs, [out],
+                   (rows, cols, 0.0, 0), (rows, 1, 1))
+        outs.append(read(out))
+    if kind == "softmax":
+        outs.append(read(dev.softmax(xb, rows, cols, size=config)))
+    else:
+        outs.append(read(dev.softmax_backward(inputs[0], inputs[1], rows, cols, size=config)))
+    for got in outs[::2]:
+        assert _within_an_ulp(got, outs[1])
+    assert np.isfinite(outs[0][:cols]).all() and np.isnan(outs[0].reshape(rows, cols)[1]).all()

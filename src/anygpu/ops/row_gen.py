@@ -24,6 +24,10 @@ row's largest and smallest element instead of keeping every deviation beside x, 
 writes (mean, rstd) as one vec2 before the output; "h" (f16 vec4 rows) is "d" with x held
 as its stored f16 bits (two u32 per unit instead of four f32) and widened at each use.
 
+Rows of exactly a config's capacity (4096 = 256 threads x 2 units of 8 halves, say) get
+its exact form (`RowConfig.exact`, chosen by `generate` from the row length): the length a
+constant and no unit masked, the same arithmetic on the same values.
+
 f16 layer norm also has word forms (`word_configs`): x, y, gamma and beta read and
 written as u32 words (unpack2x16float / pack2x16float; the f16 matmul's word loads beat
 vec4<f16> ones on an H200): "w4" units of 4 halves (vec2<u32>), "w8" units of 8 halves
@@ -38,7 +42,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..runtime import load_shader
 from ..runtime.dtypes import dtype_of
@@ -59,6 +63,9 @@ class RowConfig:
     vec: bool        # vec4 units (rows of a multiple of 4 elements) or scalars
     subgroup: bool   # subgroup reductions (adapter feature 'subgroup') or a workgroup tree
     form: str = ""   # layer norm only: "" or a leaner form of the same arithmetic (FORMS)
+    # rows of exactly capacity() elements only, their length a constant and no unit masked:
+    # set by generate() for such rows (the same results; not part of the name, not tuned)
+    exact: bool = False
 
     def __post_init__(self):
         if self.form not in FORMS:
@@ -196,12 +203,20 @@ _RESCALE = {
 }
 
 
+def _in_row(c: RowConfig, u: int) -> str:
+    """Whether unit u of this thread lies in the row: a test, or `true` in the exact form
+    (rows of exactly the config's capacity, `RowConfig.exact`), where every unit does, so
+    that the compiler drops the masks (an f16 layer-norm row of 4096 ran 0.5 us faster so
+    on an H200, docs/BENCHMARKS.md)."""
+    return "true" if c.exact else f"i{u} < n"
+
+
 def _loads(c: RowConfig, names: list[str], fill: str, comp: str) -> list[str]:
     """Index, bound and masked load of every unit of every named input."""
     lines = []
     for u in range(c.units):
         lines.append(f"let i{u} = tid + {u * c.wg}u;")
-        lines.append(f"let ok{u} = i{u} < n;")
+        lines.append(f"let ok{u} = {_in_row(c, u)};")
         for name in names:
             lines.append(f"var {name}{u} = {comp}({fill});")
             lines.append(f"if (ok{u}) {{ {name}{u} = {comp}({name}[base + i{u}]); }}")
@@ -269,7 +284,7 @@ def _word_loads(c: RowConfig) -> list[str]:
         return _loads(c, ["x"], "0u", _word_t(c))
     lines = []
     for u in range(c.units):
-        lines += [f"let i{u} = tid + {u * c.wg}u;", f"let ok{u} = i{u} < n;"]
+        lines += [f"let i{u} = tid + {u * c.wg}u;", f"let ok{u} = {_in_row(c, u)};"]
         tags = [tag for unit, _, tag in _parts(c) if unit == u]
         lines += [f"var x{tag} = vec4<f32>(0.0);" for tag in tags]
         lines.append(f"if (ok{u}) {{")
@@ -293,7 +308,11 @@ def _layer_norm_body(c: RowConfig, comp: str, store: str, one_pass: bool) -> lis
     if c.held:
         # flags holds 0..3 (layernorm.py): these are 0, but the compiler cannot know it
         lines += [f"let hide{k} = P.flags >> {32 - k}u;" for k in (1, 2, 3)]
-    lines.append("let count = f32(P.cols);")
+    # The exact form's row length as a constant where that changes no result: a power of two,
+    # whose divisions a compiler may turn into exact multiplications (NVIDIA's turns x / 384.0
+    # into a product with a rounded reciprocal, an ulp away from the masked kernel's quotient).
+    pow2 = c.capacity() & (c.capacity() - 1) == 0
+    lines.append(f"let count = {float(c.capacity())};" if c.exact and pow2 else "let count = f32(P.cols);")
     # y = ((x - pivot) - moved) * rstd: the one-pass form subtracts its shift first (exact
     # for x near it) and then the small mean - shift, so a row of mean 1e4 and spread 1
     # does not lose the 2^-11 of an f32 mean there
@@ -423,15 +442,20 @@ _WHAT = {"softmax": "y = exp(x - max) / sum exp(x - max) per row",
 
 
 @functools.lru_cache(maxsize=None)
-def generate(kind: str, config: RowConfig, dtype: str = "f32", one_pass: bool = True) -> str:
+def generate(kind: str, config: RowConfig, dtype: str = "f32", one_pass: bool = True,
+             cols: int | None = None) -> str:
     """The WGSL of row kernel `kind` (one of KINDS) for `config`, storing `dtype` (f32/f16).
-    one_pass=False: layer norm's two-reduction form only (for comparisons and tests)."""
+    one_pass=False: layer norm's two-reduction form only (for comparisons and tests).
+    cols: the row length the kernel will serve, when known; rows of exactly the config's
+    capacity get its exact form (RowConfig.exact), which serves only them."""
     if kind not in KINDS:
         raise ValueError(f"row kernel kind must be one of {KINDS}, got {kind!r}")
     if config.form and kind != "layer_norm":
         raise ValueError(f"{kind}: register config {config.name} is a layer-norm form")
     if config.form in F16_FORMS and dtype != "f16":
         raise ValueError(f"layer_norm: register config {config.name} holds f16 rows; x is {dtype}")
+    if cols is not None and cols == config.capacity() and cols % config.elements() == 0:
+        config = replace(config, exact=True)
     storage = dtype_of(dtype, "kernel").storage
     unit_t = f"vec4<{storage}>" if config.vec else storage
     comp = "vec4<f32>" if config.vec else "f32"
@@ -443,5 +467,6 @@ def generate(kind: str, config: RowConfig, dtype: str = "f32", one_pass: bool = 
         BINDINGS=_bindings(kind, unit_t, config), REDUCE=load_shader(reduce), RESCALE=_RESCALE[kind],
         SUBGROUP_ARGS=sub_args,
         ME="RowThread(tid, lane, group, groups)" if config.subgroup else "RowThread(tid, 0u, 0u, 1u)",
-        UNITS=f"P.cols / {config.elements()}u" if config.vec else "P.cols",
+        UNITS=(f"{config.capacity() // config.elements()}u" if config.exact
+               else f"P.cols / {config.elements()}u" if config.vec else "P.cols"),
         BODY="\n".join("    " + line for line in _body(kind, config, comp, unit_t, one_pass)))

@@ -35,7 +35,8 @@ def _launch(dev, kind: str, config, inputs, dtype: str, rows: int, cols: int):
     register kernel of a RowConfig (ops/row_gen.py)."""
     out = dev.empty(rows * cols, dtype)
     if isinstance(config, RowConfig):
-        kernel = dev.kernel(f"{kind}[{config.name}]", generate(kind, config, dtype), len(inputs), 1, PARAM_FORMAT)
+        kernel = dev.kernel(f"{kind}[{config.name}]", generate(kind, config, dtype, cols=cols), len(inputs), 1,
+                            PARAM_FORMAT)
         dev.launch(kernel, inputs, [out], (rows, cols, 0.0, 0), dev.grid(rows))
     else:
         kernel = dev.kernel(f"{kind}[{config}]", load_shader(f"{kind}.wgsl", dtype=dtype, WG=config),
