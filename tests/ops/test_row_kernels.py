@@ -610,9 +610,12 @@ def test_exact_forms_are_the_masked_kernels(dev, rng, read, case):
                 outs.append((read(y), read(stats)))
             y_op, stats_op = dev.layer_norm(xb, g, b, rows, cols, eps, config=config, one_pass=one_pass)
             outs.append((read(y_op), read(stats_op)))
+            finite = [0, 3, 4, 5, 6]  # the statistics of rows holding NaN or -inf are unspecified: on an
+            # H200 the exact form gives torch's (mean -inf, rstd NaN), the masked one (NaN, 1 / sqrt(eps))
             for got in outs[::2]:
                 assert _within_an_ulp(got[0], outs[1][0]), (affine, eps, one_pass)
-                assert _within_an_ulp(got[1], outs[1][1]), (affine, eps, one_pass)
+                assert _within_an_ulp(got[1].reshape(rows, 2)[finite], outs[1][1].reshape(rows, 2)[finite]), \
+                    (affine, eps, one_pass)
             assert np.isnan(outs[0][0].reshape(rows, cols)[1]).all() and np.isfinite(outs[0][0][:cols]).all()
         return
     inputs = [xb]

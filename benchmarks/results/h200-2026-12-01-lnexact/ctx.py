@@ -1,6 +1,7 @@
 """Does a CUDA context in the process change anygpu's memory-bound speed on the H200?
 
-    python3 ctx.py none|context   (context: torch.zeros(1, device="cuda") first, no torch work after)
+    python3 ctx.py none|available|context   (available: import torch and torch.cuda.is_available() only;
+                                            context: torch.zeros(1, device="cuda") first, no torch work after)
 
 Times layer norm 4096x4096 f32 (r256x4vgd) and f16 (r256x2vgw8) with gamma/beta after 0.3 s of
 keeping the GPU busy, and samples nvidia-smi's clocks and performance state meanwhile."""
@@ -14,9 +15,11 @@ from anygpu.ops import Device
 from anygpu.ops.row_gen import RowConfig
 
 mode = sys.argv[1]
-if mode == "context":
+if mode in ("available", "context"):
     import torch
-    torch.zeros(1, device="cuda")
+    assert torch.cuda.is_available()
+    if mode == "context":
+        torch.zeros(1, device="cuda")
 dev = Device()
 rng = np.random.default_rng(0)
 x = (rng.standard_normal((4096, 4096)) * 3).astype(np.float32)

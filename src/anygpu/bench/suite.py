@@ -104,6 +104,12 @@ class Peers:
                 self.device = "cuda" if torch.cuda.is_available() else "cpu"
                 torch.backends.cuda.matmul.allow_tf32 = False   # the fp32 figure, not TF32's
                 torch.backends.cudnn.allow_tf32 = False
+                if self.device == "cuda":
+                    # The CUDA context now, not at the first row's torch call: on the H200 anygpu's
+                    # rows timed before torch's first CUDA work ran at about half their speed in
+                    # some processes (softmax f32 88 us against 35; docs/NOTES.md), never after it.
+                    torch.zeros(1, device="cuda")
+                    torch.cuda.synchronize()
 
     def describe(self) -> dict:
         out = {"numpy": f"NumPy {np.__version__} (CPU)"}
