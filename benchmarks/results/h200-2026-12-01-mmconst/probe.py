@@ -33,7 +33,6 @@ def bake(src: str, problem: Problem, which: str) -> str:
 def main():
     dev = Device()
     peers = Peers()
-    torch = peers.torch
     rng = np.random.default_rng(0)
     a = rng.standard_normal((N, N)).astype(np.float32)
     b = rng.standard_normal((N, N)).astype(np.float32)
