@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import re
 
 import numpy as np
 import pytest
@@ -45,6 +46,9 @@ def test_quick_bench_writes_valid_json(tmp_path, capsys):
     assert [row["name"] for row in matmuls if row["anygpu"] is not None] == \
         ["matmul 64x64x64", "matmul 96x80x72"] + ([f16_row] if f16_row else [])
     assert all(row["detail"]["config"] for row in matmuls if row["anygpu"] is not None)
+    # the row ops name the tuner's kernel too: a register config (r...) or the looped fallback
+    rows = [row for row in report["rows"] if row["name"].startswith(("softmax", "layer norm")) and row["anygpu"]]
+    assert rows and all(re.fullmatch(r"r\d+x\d+[vs][gt][a-z0-9]*|loop|\d+", row["detail"]["config"]) for row in rows)
     printed = capsys.readouterr().out
     assert "matmul 96x80x72" in printed and "vs torch" in printed
 

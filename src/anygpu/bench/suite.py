@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..ops import matmul_tune, tuner
+from ..ops import matmul_tune, norm_tune, softmax_tune, tuner
 from ..ops.matmul_gen import Problem
 from .timing import time_anygpu, time_host, time_torch
 
@@ -286,6 +286,12 @@ def _row_op_bench(dev, peers: Peers, sizes: Sizes, kind: str, dtype: str) -> Row
         mean = x64.mean(axis=1, keepdims=True)
         want = (x64 - mean) / np.sqrt(((x64 - mean) ** 2).mean(axis=1, keepdims=True) + 1e-5) * gamma + beta
     row.anygpu = time_anygpu(dev, run, sizes.budget_s)
+    problem = (dtype, rows, cols)
+    if kind == "softmax":  # the kernel the tuner chose, printed as the matmul rows print theirs
+        tunable = (softmax_tune.F16_TUNABLES if dtype == "f16" else softmax_tune.TUNABLES)["softmax"]
+        row.detail["config"] = tunable.label(softmax_tune.choose(dev, "softmax", problem))
+    else:
+        row.detail["config"] = norm_tune.TUNABLES[dtype].label(norm_tune.choose(dev, problem))
     row.detail["max_rel_err"] = _rel_err(dev.read(run()).reshape(rows, cols).astype(np.float64), want)
     if kind == "softmax":
         row.peers["numpy"] = time_host(lambda: _softmax_np(x), budget_s=sizes.budget_s)
