@@ -10,8 +10,8 @@ Several differentiable outputs: the graph of anygpu has one output per node, so 
 outputs are cut from one packed value that the node produces; each output's gradient lands
 in its part (zeros where an output got none), and backward receives one gradient per
 output, zeros for the unused ones, as torch gives with materialized gradients (the
-default). ``ctx.set_materialize_grads(False)`` is accepted, but unused outputs still get
-zeros (anygpu cannot tell an unused output from a zero gradient)."""
+default). After ``ctx.set_materialize_grads(False)`` an output that no gradient reached
+(its cut never ran in this backward pass) gets None instead, as in torch."""
 
 from __future__ import annotations
 
@@ -104,28 +104,37 @@ class Function:
         if not slots:
             return output
         shapes = [outputs[k].shape for k in slots]
-        backward = _node_backward(cls, ctx, args, parents, outputs, slots)
+        reached: set = set()  # the slots whose cut ran in the backward pass under way
+        backward = _node_backward(cls, ctx, args, parents, outputs, slots, reached)
         if len(slots) == 1:
             _attach(cls.__name__ + "Backward", outputs[slots[0]], [a for _, a in parents], backward)
         else:
-            outputs = _packed(cls.__name__ + "Backward", outputs, slots, shapes, [a for _, a in parents], backward)
+            outputs = _packed(cls.__name__ + "Backward", outputs, slots, shapes, [a for _, a in parents], backward,
+                              reached)
         return outputs[0] if single else outputs
 
 
-def _node_backward(cls, ctx, args, parents, outputs, slots):
+def _node_backward(cls, ctx, args, parents, outputs, slots, reached: set):
     """The recorded node's rule: the gradient of the differentiable outputs (one Buffer: the
-    output's, or the packed parts) -> one gradient Buffer per Tensor argument."""
+    output's, or the packed parts) -> one gradient Buffer per Tensor argument. `reached`:
+    the packed outputs' slots whose cut ran in this pass (every cut runs before this node)."""
     name = cls.__name__
 
     def run(grad_buf):
         dev = gpu()
         grads: list[Any] = []
         offset = 0
+        ran = set(reached)
+        reached.clear()  # the next pass (retain_graph) starts afresh
         for k, o in enumerate(outputs):
             if k not in slots:
                 grads.append(None)
                 continue
             n = o.numel()
+            if len(slots) > 1 and not ctx.materialize_grads and k not in ran:
+                grads.append(None)  # no gradient reached this output: None, as torch gives
+                offset += n
+                continue
             part = grad_buf if len(slots) == 1 else dev.copy(grad_buf, None, n, src_offset=offset)
             offset += n
             if part.dtype != o._buf.dtype:  # the packed parts are float32
@@ -170,7 +179,7 @@ def _broadcasts_to(shape, to) -> bool:
         return False
 
 
-def _packed(name, outputs, slots, shapes, parents, backward) -> tuple:
+def _packed(name, outputs, slots, shapes, parents, backward, reached: set) -> tuple:
     """Several differentiable outputs: the node's output is a packed value standing for all of
     them (its values are never read: only its gradient, each output's part in order), and
     each output a recorded cut of it (see the module doc). The outputs are attached as they
@@ -182,13 +191,14 @@ def _packed(name, outputs, slots, shapes, parents, backward) -> tuple:
     offset = 0                                   # its gradient goes to its last slot, zeros to the others
     for k, n in zip(slots, sizes):
         if last[id(outputs[k])] == k:
-            _attach("unpack", outputs[k], (packed,), _unpack_rule(total, offset, n))
+            _attach("unpack", outputs[k], (packed,), _unpack_rule(total, offset, n, k, reached))
         offset += n
     return outputs
 
 
-def _unpack_rule(total: int, offset: int, n: int):
+def _unpack_rule(total: int, offset: int, n: int, slot: int, reached: set):
     def run(grad_buf):
+        reached.add(slot)
         dev = gpu()
         full = dev.alloc(total)
         dev.copy(grad_buf if grad_buf.dtype == "f32" else dev.cast(grad_buf, "f32"), full, n, dst_offset=offset)

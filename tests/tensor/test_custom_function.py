@@ -273,3 +273,48 @@ def test_the_same_output_returned_twice(rng):
     (ta * 3 + tb * tb).sum().backward()
     (aa * 3 + ab * ab).sum().backward()
     close(ax.grad, tx.grad)
+
+
+def _unmaterialized(lib, seen: list):
+    """Two outputs of x (2x and x^3) with ctx.set_materialize_grads(False): backward notes which
+    output gradients arrived as None and adds up the others."""
+    class TwoOutputs(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.set_materialize_grads(False)
+            ctx.save_for_backward(x)
+            return x * 2, x * x * x
+
+        @staticmethod
+        def backward(ctx, g_double, g_cube):
+            (x,) = ctx.saved_tensors
+            seen.append((g_double is None, g_cube is None))
+            grad = None
+            if g_double is not None:
+                grad = g_double * 2
+            if g_cube is not None:
+                part = g_cube * 3 * x * x
+                grad = part if grad is None else grad + part
+            return grad
+    return TwoOutputs
+
+
+@pytest.mark.parametrize("use", ["both", "first only", "second only"])
+def test_unmaterialized_gradients_of_unused_outputs_are_none(rng, use):
+    """After ctx.set_materialize_grads(False) an output no gradient reached gets None in backward, as
+    in torch (and with retain_graph a second pass starts afresh); gradients match torch's."""
+    seen = {"torch": [], "anygpu": []}
+    grads = {}
+    x_data = rng.standard_normal(13).astype(np.float32)
+    for name, lib in (("torch", torch), ("anygpu", ag)):
+        fn = _unmaterialized(lib, seen[name])
+        x = lib.tensor(x_data, requires_grad=True)
+        double, cube = fn.apply(x)
+        loss = {"both": (double * cube).sum(), "first only": (double * double).sum(), "second only": cube.sum()}[use]
+        loss.backward(retain_graph=True)
+        double.sum().backward()  # a second pass through the same node: only the first output reached
+        grads[name] = x.grad
+    assert seen["anygpu"] == seen["torch"]
+    assert seen["torch"][0] == {"both": (False, False), "first only": (False, True), "second only": (True, False)}[use]
+    assert seen["torch"][1] == (False, True)
+    close(grads["anygpu"], grads["torch"])
