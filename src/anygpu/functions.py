@@ -40,7 +40,7 @@ __all__ = [
     "erf", "atan2", "arctan2", "FloatTensor", "LongTensor", "IntTensor", "BoolTensor", "take_along_dim",
     "diagonal", "trace", "index_add", "aminmax", "inner", "cross", "hypot", "rot90", "kthvalue", "quantile",
     "bucketize", "searchsorted", "cdist", "cartesian_prod", "dist", "std_mean", "var_mean",
-    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "index_fill", "index_copy", "masked_scatter",
 ]
 
 
@@ -68,7 +68,8 @@ for _name in ("abs", "exp", "log", "log2", "log10", "log1p", "expm1", "sqrt", "r
               "broadcast_to", "movedim", "moveaxis", "swapaxes", "select", "unflatten", "lerp", "addmm", "baddbmm",
               "count_nonzero", "tan", "sinh", "cosh", "logit", "frac", "diff", "median", "unique", "bincount",
               "true_divide", "atan", "arctan", "asin", "acos", "erf", "atan2", "arctan2", "take_along_dim",
-              "diagonal", "trace", "index_add", "aminmax", "inner", "cross", "hypot", "rot90", "kthvalue", "quantile"):
+              "diagonal", "trace", "index_add", "aminmax", "inner", "cross", "hypot", "rot90", "kthvalue", "quantile",
+              "index_fill", "index_copy", "masked_scatter"):
     globals()[_name] = _method(_name)
 
 absolute = abs  # noqa: F821 — defined by the loop above

@@ -1513,6 +1513,83 @@ class Tensor:
     def index_add_(self, dim: int, index, source, *, alpha=1):
         return _inplace(self, self.index_add(dim, index, source, alpha=alpha), "index_add_")
 
+    def index_fill(self, dim: int, index, value):
+        """value at the positions `index` (a 1-D or 0-d integer tensor, negatives wrap) along dim."""
+        if self.ndim == 0:  # torch treats a 0-d tensor as one position along dim 0
+            _dim("index_fill", dim, 1)
+            return self.reshape(1).index_fill(0, index, value).reshape(())
+        d = _dim("index_fill", dim, self.ndim)
+        index = _index_tensor("index_fill", index)
+        if index.ndim > 1:
+            raise ValueError(f"index_fill: index must be 1-D or 0-d, got shape {index.shape}")
+        _check_index_range("index_fill", index, self.shape[d], d)
+        index = index.reshape(-1)
+        hit = zeros(self.shape[d]).index_add(0, index, ones(index.numel())) > 0
+        shape = [1] * self.ndim
+        shape[d] = self.shape[d]
+        return self.masked_fill(hit.reshape(tuple(shape)), value)
+
+    def index_fill_(self, dim: int, index, value):
+        return _inplace(self, self.index_fill(dim, index, value), "index_fill_")
+
+    def index_copy(self, dim: int, index, source):
+        """self with its slices `index` along dim replaced by source's slices, in order."""
+        source = _to_tensor(source)
+        if self.ndim == 0 or source.ndim == 0:
+            return self.reshape(1).index_copy(0, index, source.reshape(-1)).reshape(self.shape)
+        d = _dim("index_copy", dim, self.ndim)
+        index = _index_tensor("index_copy", index)
+        if index.ndim > 1:
+            raise ValueError(f"index_copy: index must be 1-D or 0-d, got shape {index.shape}")
+        _check_index_range("index_copy", index, self.shape[d], d, negative=False)  # torch refuses negatives here
+        want = self.shape[:d] + (index.numel(),) + self.shape[d + 1:]
+        if source.shape != want:
+            raise ValueError(f"index_copy: source of shape {want} expected ({index.numel()} indices along dim {d} "
+                             f"of a tensor of shape {self.shape}), got {source.shape}")
+        shape = [1] * self.ndim
+        shape[d] = index.numel()
+        return self.scatter(d, expand(index.reshape(tuple(shape)), source.shape), source)
+
+    def index_copy_(self, dim: int, index, source):
+        return _inplace(self, self.index_copy(dim, index, source), "index_copy_")
+
+    def masked_scatter(self, mask, source):
+        """source's elements, in order, at the positions where mask (bool, broadcast to self) is
+        true; self elsewhere. Reads the mask to the host (the count decides the shapes)."""
+        mask, source = _to_tensor(mask), _to_tensor(source)
+        if mask.dtype is not bool_:
+            raise ValueError(f"masked_scatter: mask must be a bool tensor, got {mask.dtype}")
+        if broadcast_shapes("masked_scatter", self.shape, mask.shape) != self.shape:
+            raise ValueError(f"masked_scatter: mask of shape {mask.shape} does not broadcast to {self.shape}")
+        positions = np.flatnonzero(np.broadcast_to(mask.numpy(), self.shape))
+        if source.numel() < positions.size:
+            raise ValueError(f"masked_scatter: source has {source.numel()} elements, fewer than the mask's "
+                             f"{positions.size} true positions")
+        if positions.size == 0:
+            return self.clone()
+        values = source.reshape(-1)[:positions.size]
+        return self.reshape(-1).scatter(0, tensor(positions.astype(np.int64)), values).reshape(self.shape)
+
+    def masked_scatter_(self, mask, source):
+        return _inplace(self, self.masked_scatter(mask, source), "masked_scatter_")
+
+    def unfold(self, dimension: int, size: int, step: int):
+        """Windows of `size` elements every `step` along dimension, as a new last dimension
+        (torch's Tensor.unfold; a copy here, as every view is)."""
+        if step < 1:
+            raise ValueError(f"unfold: step must be positive, got {step}")
+        length = self.shape[_dim("unfold", dimension, self.ndim)] if self.ndim else 1
+        if size < 0 or size > length:
+            raise ValueError(f"unfold: size must be in [0, {length}] (the length of dimension {dimension}), got {size}")
+        if self.ndim == 0:
+            return self.reshape(1)[:size]
+        d = _dim("unfold", dimension, self.ndim)
+        count = (length - size) // step + 1
+        starts = np.arange(count, dtype=np.int64)[:, None] * step + np.arange(size, dtype=np.int64)[None, :]
+        picked = index_select(self, d, tensor(starts.reshape(-1)))
+        windows = picked.reshape(self.shape[:d] + (count, size) + self.shape[d + 1:])
+        return movedim(windows, d + 1, -1)
+
     def aminmax(self, *, dim=None, keepdim: bool = False):
         return namedtuple("aminmax", ["min", "max"])(self.amin(dim, keepdim), self.amax(dim, keepdim))  # type: ignore[call-arg]
 
