@@ -1573,6 +1573,51 @@ class Tensor:
     def masked_scatter_(self, mask, source):
         return _inplace(self, self.masked_scatter(mask, source), "masked_scatter_")
 
+    def cummax(self, dim: int):
+        """(running maximum along dim, index where it was last attained) as torch: ties and NaN
+        (which then stays) take the later index."""
+        return _cumulative_extreme("cummax", self, dim, "ge")
+
+    def cummin(self, dim: int):
+        """(running minimum along dim, index where it was last attained), as cummax."""
+        return _cumulative_extreme("cummin", self, dim, "le")
+
+    def histc(self, bins: int = 100, min=0, max=0):
+        """Counts of the values in `bins` equal bins over [min, max] (the data's range when both
+        are 0; one unit either side when that range is a point); values outside are left out,
+        max falls in the last bin. Not differentiable, as torch's."""
+        if not self.dtype.is_floating_point:
+            raise ValueError(f"histc: expected a float tensor, got {self.dtype}")
+        if bins < 1:
+            raise ValueError(f"histc: bins must be positive, got {bins}")
+        low, high = float(min), float(max)
+        if low > high:
+            raise ValueError(f"histc: max ({high}) must not be below min ({low})")
+        flat = self.detach().reshape(-1)
+        if low == high == 0.0 and flat.numel():
+            low, high = float(flat.amin().item()), float(flat.amax().item())
+        if low == high:
+            low, high = low - 1.0, high + 1.0
+        if not (np.isfinite(low) and np.isfinite(high)):
+            raise ValueError(f"histc: range of [{low}, {high}] is not finite")
+        inside = (flat >= low) & (flat <= high)
+        position = ((flat - low) * (bins / (high - low))).floor().clamp(0, bins - 1)
+        counts = bincount(_cast(where(inside, position, 0.0), int64), _cast(inside, float32), bins)
+        return counts if counts.dtype is self.dtype else _cast(counts, self.dtype)
+
+    def exponential_(self, lambd: float = 1.0, generator=None):
+        """Fill with draws of an exponential distribution of rate lambd."""
+        if not lambd > 0:
+            raise ValueError(f"exponential_: lambd must be positive, got {lambd}")
+        values = _generator_rng(generator).exponential(1.0 / lambd, self.shape).astype(np.float32)
+        return _inplace(self, tensor(values, dtype=self.dtype), "exponential_")
+
+    def apply_(self, callable):
+        """Each element replaced by callable(element) (a Python function of one number), through
+        the host as torch's CPU-only apply_."""
+        values = np.vectorize(callable, otypes=[self.numpy().dtype])(self.numpy()) if self.numel() else self.numpy()
+        return _inplace(self, tensor(np.asarray(values), dtype=self.dtype), "apply_")
+
     def unfold(self, dimension: int, size: int, step: int):
         """Windows of `size` elements every `step` along dimension, as a new last dimension
         (torch's Tensor.unfold; a copy here, as every view is)."""
@@ -2953,6 +2998,33 @@ def roll(x: Tensor, shifts, dims=None) -> Tensor:
 
 
 _CUMSUM_BLOCK = 256
+
+
+def _cumulative_extreme(op: str, x: Tensor, dim: int, compare: str):
+    """cummax / cummin: the running extreme's positions found without a graph by log2(n)
+    doubling steps (a later segment's (value, position) wins where its value compares `ge`
+    (`le`) or is NaN: associative, so the same as the left-to-right scan), then the values
+    gathered from x (their gradient lands on those positions, as torch's)."""
+    if x.ndim == 0:
+        _dim(op, dim, 1)
+        return MaxResult(x * 1, zeros((), dtype=int64))
+    d = _dim(op, dim, x.ndim)
+    n = x.shape[d]
+    with no_grad():
+        value = movedim(x.detach(), d, -1)
+        index = expand(arange(n, dtype=int64), value.shape) if n else zeros(value.shape, dtype=int64)
+        step = 1
+        while step < n:
+            left_v, right_v = value[..., :n - step], value[..., step:]
+            left_i, right_i = index[..., :n - step], index[..., step:]
+            later = _compare(compare, right_v, left_v)
+            if x.dtype.is_floating_point:
+                later = later | right_v.isnan()
+            value = cat([value[..., :step], where(later, right_v, left_v)], -1)
+            index = cat([index[..., :step], where(later, right_i, left_i)], -1)
+            step *= 2
+        index = movedim(index, -1, d)
+    return MaxResult(gather(x, d, index), index)
 
 
 def cumsum(x: Tensor, dim: int, dtype=None) -> Tensor:

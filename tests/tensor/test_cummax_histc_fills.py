@@ -1,0 +1,89 @@
+"""cummax / cummin, histc, exponential_ and apply_ against torch on the CPU: values, indices and
+gradients on random data with ties and NaN, along every dim of odd sizes; edges and errors."""
+
+import numpy as np
+import pytest
+import torch
+
+import anygpu as ag
+
+from .helper import close
+
+
+def _with_ties_and_nan(rng, shape, nan: bool):
+    x = np.round(rng.standard_normal(shape) * 2).astype(np.float32)  # rounded: many ties
+    if nan:
+        x.flat[rng.choice(x.size, 3, replace=False)] = np.nan
+    return x
+
+
+@pytest.mark.parametrize("op", ["cummax", "cummin"])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("nan", [False, True])
+def test_cummax_cummin_match_torch(op, dim, nan):
+    rng = np.random.default_rng(3)
+    data = _with_ties_and_nan(rng, (5, 13, 3), nan)
+    w = rng.standard_normal(data.shape).astype(np.float32)
+    t = torch.tensor(data, requires_grad=True)
+    tv, ti = getattr(torch, op)(t, dim)
+    (torch.where(tv.isnan(), 0.0, tv) * torch.tensor(w)).sum().backward()  # NaN values pass no gradient
+    a = ag.tensor(data, requires_grad=True)
+    av, ai = getattr(ag, op)(a, dim)
+    (ag.where(av.isnan(), 0.0, av) * ag.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(ai.numpy(), ti.numpy())
+    np.testing.assert_array_equal(av.numpy(), tv.detach().numpy())  # NaN in the same places
+    close(a.grad.numpy(), t.grad.numpy())
+
+
+def test_cummax_edges():
+    ints = np.array([[3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5]], np.int32)
+    v, i = ag.tensor(ints).cummax(1)
+    tv, ti = torch.tensor(ints).cummax(1)
+    assert v.numpy().tolist() == tv.tolist() and i.numpy().tolist() == ti.tolist()
+    v, i = ag.tensor(2.5).cummin(0)
+    assert v.item() == 2.5 and i.item() == 0 and v.shape == () and i.shape == ()
+    v, i = ag.zeros(3, 0).cummax(1)
+    assert v.shape == (3, 0) and i.shape == (3, 0)
+    with pytest.raises(IndexError):
+        ag.zeros(3, 2).cummax(2)
+
+
+@pytest.mark.parametrize("bins,low,high", [(4, 0, 3), (7, 0, 0), (1, -1, 1), (10, -0.5, 0.25)])
+def test_histc_matches_torch(bins, low, high):
+    rng = np.random.default_rng(4)
+    data = (rng.standard_normal(301) * 1.3).astype(np.float32)
+    data[:4] = [low, high, high, low - 1]  # the edges: max falls in the last bin, outside ones are left out
+    want = torch.histc(torch.tensor(data), bins=bins, min=low, max=high)
+    np.testing.assert_array_equal(ag.histc(ag.tensor(data), bins=bins, min=low, max=high).numpy(), want.numpy())
+
+
+def test_histc_edges_and_errors():
+    assert ag.tensor([1.0, 1.0]).histc(3).numpy().tolist() == torch.tensor([1.0, 1.0]).histc(3).tolist()
+    assert ag.tensor([1.0, np.nan, 2.0]).histc(2, 0, 2).numpy().tolist() == [0.0, 2.0]  # NaN counted nowhere
+    with pytest.raises(ValueError, match="histc: bins must be positive"):
+        ag.zeros(3).histc(0)
+    with pytest.raises(ValueError, match="histc: max"):
+        ag.zeros(3).histc(4, 2, 1)
+    with pytest.raises(ValueError, match="histc: expected a float tensor"):
+        ag.tensor([1, 2]).histc(4)
+
+
+def test_exponential_fill_follows_its_distribution_and_the_seed():
+    ag.manual_seed(7)
+    x = ag.empty(200_000).exponential_(2.5)
+    values = x.numpy().astype(np.float64)
+    assert values.min() >= 0 and abs(values.mean() - 0.4) < 0.01 and abs(values.std() - 0.4) < 0.01
+    ag.manual_seed(7)
+    assert np.array_equal(ag.empty(200_000).exponential_(2.5).numpy(), x.numpy())
+    with pytest.raises(ValueError, match="exponential_: lambd must be positive"):
+        ag.empty(3).exponential_(0.0)
+
+
+def test_apply_in_place_through_the_host():
+    data = np.array([[1.5, -2.0], [0.25, 4.0]], np.float32)
+    ours = ag.tensor(data)
+    assert ours.apply_(lambda v: v * v + 1) is ours
+    theirs = torch.tensor(data).apply_(lambda v: v * v + 1)
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    ints = ag.tensor(np.arange(5, dtype=np.int32)).apply_(lambda v: v % 2)
+    assert ints.numpy().tolist() == [0, 1, 0, 1, 0]
