@@ -1391,6 +1391,12 @@ class Tensor:
     def erf(self):
         return _unary("erf", self)
 
+    def erfinv(self):
+        """The inverse of erf on [-1, 1] (+-inf at +-1, NaN outside), from M. Giles' single-precision
+        polynomials ("Approximating the erfinv function", GPU Computing Gems, 2011) in the
+        elementwise ops; gradient sqrt(pi) / 2 * exp(erfinv(x)^2), as torch's."""
+        return _erfinv_function().apply(self)
+
     def atan2(self, other):
         """The angle of (other, self) in (-pi, pi], as torch.atan2(self, other)."""
         # 2 atan(y / (r + x)): smooth everywhere but the negative x axis and the origin,
@@ -2998,6 +3004,48 @@ def roll(x: Tensor, shifts, dims=None) -> Tensor:
 
 
 _CUMSUM_BLOCK = 256
+
+
+# M. Giles' single-precision erfinv: p(w - 2.5) for w = -log(1 - x^2) < 5, else q(sqrt(w) - 3); erfinv = p x
+_ERFINV_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+                   -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
+_ERFINV_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+                -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
+
+
+@functools.lru_cache(maxsize=None)
+def _erfinv_function():
+    """erfinv as an autograd.Function (made once; custom_function imports this module)."""
+    from .custom_function import Function
+
+    class Erfinv(Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = _erfinv_values(x if x.dtype is float32 else _cast(x, float32))  # f16 computed in f32
+            if x.dtype is float16:
+                y = _cast(y, float16)
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx, grad):
+            (y,) = ctx.saved_tensors
+            return grad * ((y * y).exp() * (math.sqrt(math.pi) / 2))
+    return Erfinv
+
+
+def _erfinv_values(x: Tensor) -> Tensor:
+    w = -((1 - x) * (1 + x)).log()
+
+    def horner(coefficients, t):
+        p = full(t.shape, coefficients[0], dtype=t.dtype)
+        for c in coefficients[1:]:
+            p = p * t + c
+        return p
+    central = horner(_ERFINV_CENTRAL, w - 2.5)
+    tail = horner(_ERFINV_TAIL, where(w < 5, 5.0, w).sqrt() - 3)  # w < 5 takes the central form
+    y = where(w < 5, central, tail) * x
+    return where(x.abs() == 1, x * math.inf, y)  # the polynomials give no infinity at +-1
 
 
 def _cumulative_extreme(op: str, x: Tensor, dim: int, compare: str):
