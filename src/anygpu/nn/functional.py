@@ -42,7 +42,7 @@ __all__ = [
     "multilabel_soft_margin_loss",
     "scaled_dot_product_attention", "interpolate", "relu", "silu", "gelu", "sigmoid", "tanh", "leaky_relu",
     "elu", "softplus", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "dropout", "embedding", "pad",
-    "one_hot", "normalize",
+    "one_hot", "normalize", "affine_grid", "grid_sample",
 ]
 
 _REDUCTIONS = ("none", "mean", "sum")
@@ -736,6 +736,81 @@ def _nearest_indices(in_size: int, out_size: int, scale_factor, exact: bool) -> 
     if exact:
         positions = positions + np.float32(0.5)
     return np.minimum(np.floor(positions * scale).astype(np.int64), in_size - 1).astype(np.int32)
+
+
+def affine_grid(theta: Tensor, size, align_corners: bool | None = None) -> Tensor:
+    """The sampling grid [N, H, W, 2] of the affine maps theta [N, 2, 3] over the normalized
+    (x, y) coordinates of an output of size (N, C, H, W), as torch's 2-D affine_grid
+    (align_corners: the corner pixels' centres at +-1, else their outer edges)."""
+    op = "affine_grid"
+    theta = _tensor(op, "theta", theta, ndims=(3,))
+    size = tuple(int(v) for v in size)
+    if len(size) != 4 or min(size) < 1:
+        raise ValueError(f"{op}: size must be a positive 2-D size (N, C, H, W), got {size}")
+    n, _, h, w = size
+    if theta.shape != (n, 2, 3):
+        raise ValueError(f"{op}: theta of shape {(n, 2, 3)} expected for size {size}, got {theta.shape}")
+
+    def axis(steps: int) -> np.ndarray:
+        if steps == 1:  # one pixel sits at the centre, with or without align_corners (torch since 1.3)
+            return np.zeros(1)
+        points = np.linspace(-1.0, 1.0, steps)
+        return points if align_corners else points * (steps - 1) / steps
+    xs, ys = np.meshgrid(axis(w), axis(h))
+    base = np.stack([xs, ys, np.ones_like(xs)], axis=-1).reshape(1, h * w, 3).astype(np.float32)
+    return matmul(tensor(base).expand(n, h * w, 3), theta.transpose(1, 2)).reshape(n, h, w, 2)
+
+
+def _reflected(coord: Tensor, twice_low: int, twice_high: int) -> Tensor:
+    """Coordinates reflected into [twice_low / 2, twice_high / 2] (grid_sample's reflection)."""
+    if twice_low == twice_high:
+        return coord * 0.0
+    low, span = twice_low / 2, (twice_high - twice_low) / 2
+    distance = (coord - low).abs()
+    extra = distance.remainder(span)
+    even = (distance / span).floor().remainder(2) == 0
+    return where(even, extra + low, span - extra + low)
+
+
+def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mode: str = "zeros",
+                align_corners: bool | None = None) -> Tensor:
+    """input [N, C, H, W] sampled at grid [N, Ho, Wo, 2] ((x, y) in [-1, 1]) -> [N, C, Ho, Wo], as
+    torch's 2-D grid_sample: modes bilinear and nearest (half to even), padding zeros, border
+    or reflection. Differentiable in input and (bilinear) grid."""
+    op = "grid_sample"
+    input = _tensor(op, "input", input, ndims=(4,))
+    grid = _tensor(op, "grid", grid, ndims=(4,))
+    if mode not in ("bilinear", "nearest"):
+        raise ValueError(f"{op}: mode must be 'bilinear' or 'nearest' (bicubic is not supported), got {mode!r}")
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise ValueError(f"{op}: padding_mode must be 'zeros', 'border' or 'reflection', got {padding_mode!r}")
+    n, c, h, w = input.shape
+    if grid.shape[0] != n or grid.shape[3] != 2:
+        raise ValueError(f"{op}: grid of shape ({n}, Ho, Wo, 2) expected for input {input.shape}, got {grid.shape}")
+    ho, wo = grid.shape[1:3]
+
+    def pixel(g: Tensor, size: int) -> Tensor:
+        at = (g + 1) / 2 * (size - 1) if align_corners else ((g + 1) * size - 1) / 2
+        if padding_mode == "reflection":
+            at = _reflected(at, 0, 2 * (size - 1)) if align_corners else _reflected(at, -1, 2 * size - 1)
+        return at.clamp(0, size - 1) if padding_mode != "zeros" else at
+    ix, iy = pixel(grid[..., 0], w), pixel(grid[..., 1], h)
+    flat = input.reshape(n, c, h * w)
+
+    def tap(y: Tensor, x: Tensor, weight: Tensor | None) -> Tensor:
+        """weight * input at integer-valued (y, x), zero where that lies outside."""
+        inside = (x >= 0) & (x <= w - 1) & (y >= 0) & (y <= h - 1)
+        index = (y.clamp(0, h - 1) * w + x.clamp(0, w - 1)).to(int64).reshape(n, 1, ho * wo)
+        values = flat.gather(2, index.expand(n, c, ho * wo)).reshape(n, c, ho, wo)
+        scale = where(inside, weight if weight is not None else 1.0, 0.0)
+        return values * scale.unsqueeze(1)
+    if mode == "nearest":
+        return tap(iy.round(), ix.round(), None)
+    x0, y0 = ix.floor(), iy.floor()
+    right, down = ix - x0, iy - y0
+    left, up = 1 - right, 1 - down
+    return (tap(y0, x0, up * left) + tap(y0, x0 + 1, up * right)
+            + tap(y0 + 1, x0, down * left) + tap(y0 + 1, x0 + 1, down * right))
 
 
 def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
