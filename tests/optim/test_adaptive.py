@@ -1,4 +1,4 @@
-"""Adadelta, Adagrad, RMSprop, NAdam, RAdam against torch.optim: same parameters and gradients,
+"""Adadelta, Adagrad, RMSprop, NAdam, RAdam, Adamax, Rprop, ASGD against torch.optim: same parameters and gradients,
 parameters compared after every step; state dicts in torch's layout, round trips and torch's own."""
 
 import warnings
@@ -39,6 +39,9 @@ CASES = [
     ("Adamax", dict(lr=0.01, betas=(0.8, 0.9), eps=1e-4, weight_decay=0.1, maximize=True)),
     ("Rprop", dict()),
     ("Rprop", dict(lr=0.05, etas=(0.3, 1.5), step_sizes=(1e-3, 0.2), maximize=True)),
+    ("ASGD", dict()),
+    ("ASGD", dict(lr=0.05, lambd=0.01, alpha=0.6, t0=3, weight_decay=0.1)),  # averaging from step 4 on
+    ("ASGD", dict(lr=0.1, maximize=True)),
 ]
 
 
@@ -69,7 +72,7 @@ def test_radam_switches_to_the_rectified_step():
 def test_defaults_match_torch():
     p = [nn.Parameter(ag.zeros(2))]
     tp = [torch.zeros(2, requires_grad=True)]
-    for name in ("Adadelta", "Adagrad", "RMSprop", "NAdam", "RAdam", "Adamax", "Rprop"):
+    for name in ("Adadelta", "Adagrad", "RMSprop", "NAdam", "RAdam", "Adamax", "Rprop", "ASGD"):
         ours = getattr(optim, name)(p).param_groups[0]
         theirs = getattr(torch.optim, name)(tp).param_groups[0]
         for key, value in ours.items():
@@ -101,7 +104,8 @@ def test_training_a_model_with_rmsprop_matches_torch():
 
 STATE_CASES = [("Adadelta", dict(lr=0.5)), ("Adagrad", dict(lr=0.1, initial_accumulator_value=0.1)),
                ("RMSprop", dict(lr=0.01, momentum=0.9, centered=True)), ("NAdam", dict(lr=0.01)),
-               ("RAdam", dict(lr=0.01)), ("Adamax", dict(lr=0.01)), ("Rprop", dict(lr=0.02))]
+               ("RAdam", dict(lr=0.01)), ("Adamax", dict(lr=0.01)), ("Rprop", dict(lr=0.02)),
+               ("ASGD", dict(lr=0.05, t0=1))]
 
 
 @pytest.mark.parametrize("name,kwargs", STATE_CASES, ids=[c[0] for c in STATE_CASES])
@@ -449,3 +453,19 @@ def test_warm_restarts_with_fractional_epochs_match_torch():
             sched.step(float(epoch))
             tsched.step(float(epoch))
             assert sched.get_last_lr() == tsched.get_last_lr(), epoch
+
+
+def test_asgd_average_follows_torch():
+    """ASGD's running average ax (the point to evaluate at), eta and mu, step by step as torch's."""
+    rng = np.random.default_rng(7)
+    ours, theirs = pair_params(rng, SHAPES)
+    kwargs = dict(lr=0.05, lambd=0.02, t0=2, weight_decay=0.01)
+    opt, topt = optim.ASGD(ours, **kwargs), torch.optim.ASGD(theirs, **kwargs)
+    for step in range(6):
+        set_grads(rng, ours, theirs)
+        opt.step()
+        topt.step()
+        for p, tp in zip(ours, theirs):
+            ts = topt.state[tp]
+            np.testing.assert_allclose(opt.state[p]["ax"].numpy(), ts["ax"].numpy(), rtol=RTOL, atol=ATOL)
+            assert np.float32(opt.state[p]["eta"]) == ts["eta"].item() and np.float32(opt.state[p]["mu"]) == ts["mu"].item()

@@ -1,5 +1,5 @@
 """More of torch.optim, with its names, defaults and update rules: Adadelta, Adagrad,
-RMSprop, NAdam, RAdam, Adamax and Rprop.
+RMSprop, NAdam, RAdam, Adamax, Rprop and ASGD.
 
 As for SGD and Adam (optimizers.py): one fused kernel per parameter per step updates
 the parameter and its state buffers in place on the GPU (ops/optim.py, kernels/optim_*.wgsl);
@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from ..tensor import Tensor
+from ..tensor import Tensor, no_grad
 from .optimizers import Optimizer, _check_hyper, _gpu_state
 
-__all__ = ["Adadelta", "Adagrad", "RMSprop", "NAdam", "RAdam", "Adamax", "Rprop"]
+__all__ = ["Adadelta", "Adagrad", "RMSprop", "NAdam", "RAdam", "Adamax", "Rprop", "ASGD"]
 
 
 def _refuse(name: str, capturable: bool = False, differentiable: bool = False) -> None:
@@ -325,3 +325,46 @@ class Rprop(_FusedPerParam):
         p._dev.rprop_step(p._buf, grad._buf, state["prev"]._buf, state["step_size"]._buf, etaminus=etaminus,
                           etaplus=etaplus, step_size_min=low, step_size_max=high,
                           maximize=bool(group["maximize"]))
+
+
+class ASGD(Optimizer):
+    """Averaged SGD (torch.optim.ASGD): g = grad + weight_decay*p; p = p*(1 - lambd*eta) - eta*g;
+    ax (the running average of p) = p while mu is 1, else ax + mu*(p - ax); then eta =
+    lr / (1 + lambd*lr*step)^alpha and mu = 1 / max(1, step - t0). eta and mu are float32
+    scalars, as torch's 0-d state tensors; the update runs as Tensor ops in place."""
+
+    _state_tensors = ("ax",)
+
+    def __init__(self, params, lr: float = 1e-2, lambd: float = 1e-4, alpha: float = 0.75, t0: float = 1e6,
+                 weight_decay: float = 0.0, foreach=None, maximize: bool = False, differentiable: bool = False,
+                 capturable: bool = False):
+        _check_hyper("learning rate", lr)
+        _check_hyper("weight_decay value", weight_decay)
+        _refuse("ASGD", capturable, differentiable)
+        super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
+                                      maximize=maximize))
+
+    def _step_group(self, group: dict[str, Any]) -> None:
+        lr, lambd, alpha, t0 = (float(group[k]) for k in ("lr", "lambd", "alpha", "t0"))
+        weight_decay = float(group["weight_decay"])
+        for p, grad, state in self._with_grads(group):
+            if "step" not in state:
+                state.update(step=0, eta=np.float32(lr), mu=np.float32(1.0), ax=_zeros_like(p))
+                state["ax"].zero_()
+            state["step"] += 1
+            eta, mu = float(np.float32(state["eta"])), float(np.float32(state["mu"]))
+            with no_grad():
+                g = -grad if group["maximize"] else grad
+                if weight_decay:
+                    g = g + p * weight_decay
+                p.mul_(1 - lambd * eta)
+                p.add_(g, alpha=-eta)
+                ax = state["ax"]
+                if mu != 1:
+                    ax.add_((p - ax) * mu)
+                else:
+                    ax.copy_(p)
+            _updated(p)
+            step = state["step"]
+            state["eta"] = np.float32(lr / ((1 + lambd * lr * step) ** alpha))
+            state["mu"] = np.float32(1 / max(1, step - t0))
