@@ -1588,6 +1588,34 @@ class Tensor:
         """(running minimum along dim, index where it was last attained), as cummax."""
         return _cumulative_extreme("cummin", self, dim, "le")
 
+    def mode(self, dim: int = -1, keepdim: bool = False):
+        """(the most frequent value along dim, the index of its last occurrence), as torch:
+        among equally frequent values the smallest; NaNs count one each. From a sort: each
+        run of equal sorted values is measured by the position of its start (a running max)."""
+        if self.ndim == 0:
+            _dim("mode", dim, 1)
+            return MaxResult(self * 1, zeros((), dtype=int64))
+        d = _dim("mode", dim, self.ndim)
+        n = self.shape[d]
+        if n == 0:
+            raise ValueError(f"mode: dimension {d} of shape {self.shape} is empty")
+        with no_grad():
+            values, order = sort(movedim(self.detach(), d, -1), -1)
+            position = expand(arange(n, dtype=int64), values.shape)
+            new_run = cat([full(values.shape[:-1] + (1,), True, dtype=bool_),
+                           _compare("ne", values[..., 1:], values[..., :-1])], -1)
+            start = where(new_run, position, 0).cummax(-1).values
+            length = position - start + 1  # at a run's last element, the run's count
+            end = length.argmax(-1, keepdim=True)  # the first longest run: the smallest value
+            first = start.gather(-1, end)
+            in_run = (position >= first) & (position <= end)
+            index = where(in_run, order, -1).amax(-1, keepdim=True)  # its last occurrence
+            index = movedim(index, -1, d)
+        out = self.gather(d, index)
+        if not keepdim:
+            out, index = out.squeeze(d), index.squeeze(d)
+        return MaxResult(out, index)
+
     def histc(self, bins: int = 100, min=0, max=0):
         """Counts of the values in `bins` equal bins over [min, max] (the data's range when both
         are 0; one unit either side when that range is a point); values outside are left out,

@@ -110,3 +110,38 @@ def test_erfinv_matches_torch():
     assert half.dtype == ag.float16  # computed in f32, rounded once: within an f16 ulp of the true value
     np.testing.assert_allclose(half.numpy().astype(np.float64),
                                torch.erfinv(torch.tensor(halves, dtype=torch.float64)).numpy(), rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_mode_matches_torch(dim, keepdim):
+    """Small integers as floats (many ties between counts: the smallest value wins, the index of its
+    last occurrence); the gradient lands on that index as torch's. (No NaN here: torch's CPU mode
+    gives order-dependent answers for rows holding NaN, e.g. 0 for [2, 1, nan, 0, 3, 1].)"""
+    rng = np.random.default_rng(6)
+    data = rng.integers(0, 4, (6, 9, 5)).astype(np.float32)
+    w = rng.standard_normal(np.delete(np.array(data.shape), dim % 3) if not keepdim else
+                            [1 if k == dim % 3 else s for k, s in enumerate(data.shape)]).astype(np.float32)
+    t = torch.tensor(data, requires_grad=True)
+    tv, ti = torch.mode(t, dim, keepdim)
+    (tv * torch.tensor(w)).sum().backward()
+    a = ag.tensor(data, requires_grad=True)
+    av, ai = ag.mode(a, dim, keepdim)
+    (av * ag.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(ai.numpy(), ti.numpy())
+    np.testing.assert_array_equal(av.numpy(), tv.detach().numpy())
+    close(a.grad.numpy(), t.grad.numpy())
+
+
+def test_mode_edges():
+    # NaN never equals NaN, so each counts once: here 1 (twice) is the mode
+    v, i = ag.tensor([1.0, np.nan, 1.0, np.nan, 2.0]).mode()
+    assert v.item() == 1.0 and i.item() == 2
+    v, i = ag.tensor(4.0).mode()
+    assert v.item() == 4.0 and i.item() == 0
+    ints = np.array([7, 3, 7, 3, 1], np.int32)
+    v, i = ag.tensor(ints).mode()
+    tv, ti = torch.tensor(ints).mode()
+    assert v.item() == tv.item() and i.item() == ti.item()
+    with pytest.raises(ValueError, match="mode: dimension 1 of shape"):
+        ag.zeros(3, 0).mode(1)
