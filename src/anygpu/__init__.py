@@ -48,7 +48,9 @@ from .dtypes import bool, double, float, half, int, long  # noqa: E402,F401,A004
 # torch.autograd.grad / Variable: the autograd package sits below Tensor, so they are attached here.
 from .tensor import autograd_grad as _autograd_grad  # noqa: E402
 autograd.grad = _autograd_grad  # type: ignore[name-defined]  # noqa: F821 (the anygpu.autograd subpackage)
-from . import linalg  # noqa: E402  (torch.linalg's norms)
+from . import linalg  # noqa: E402  (torch.linalg's norms, det, slogdet, solve, inv)
+from .linalg import det, logdet, slogdet  # noqa: E402,F401
+inverse = linalg.inv
 from . import custom_function as _custom_function  # noqa: E402
 autograd.Function = _custom_function.Function  # type: ignore[name-defined]  # noqa: F821
 autograd.function = _custom_function  # type: ignore[name-defined]  # noqa: F821

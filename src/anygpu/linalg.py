@@ -1,15 +1,22 @@
 """torch.linalg's norms: vector_norm, matrix_norm and norm, as torch computes them (the
-gradient of a p-norm at a zero vector is zero, as torch's, not NaN). Decompositions (svd,
-qr, eigh, solve, inv, det) are not here: anygpu has no float64 and no such kernels yet."""
+gradient of a p-norm at a zero vector is zero, as torch's, not NaN); and det, slogdet,
+solve and inv from an LU factorization with partial pivoting written in Tensor ops (n
+elimination steps of a few batched ops each, so the gradients follow by autograd; meant
+for the small matrices such code meets, in float32). svd, qr and eigh are not here."""
 
 from __future__ import annotations
 
 import math
+from collections import namedtuple
 
 from .custom_function import Function
-from .tensor import Tensor, _to_tensor, where, zeros_like
+from .ops.nd import broadcast_shapes
+from .functions import eye
+from .tensor import Tensor, _to_tensor, arange, cat, float32, ones, where, zeros_like
 
-__all__ = ["vector_norm", "matrix_norm", "norm"]
+__all__ = ["vector_norm", "matrix_norm", "norm", "det", "slogdet", "solve", "inv"]
+
+SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])
 
 
 def _dims(x: Tensor, dim) -> tuple | None:
@@ -106,3 +113,109 @@ def norm(A, ord=None, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     if len(dims) == 2:
         return matrix_norm(A, ord, dims, keepdim)
     raise ValueError(f"linalg.norm: dim must name 1 or 2 dims, got {dim!r}")
+
+
+# ---------------------------------------------------------------------------- LU and what uses it
+
+
+def _square(op: str, A) -> Tensor:
+    A = _to_tensor(A)
+    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
+        raise ValueError(f"{op}: expected square matrices (..., n, n), got shape {A.shape}")
+    if not A.dtype.is_floating_point:
+        raise ValueError(f"{op}: expected a float tensor, got {A.dtype}")
+    return A if A.dtype is float32 else A.float()
+
+
+def _lu(A: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """(L below the diagonal and U on and above it in one matrix, the rows' order, the row
+    permutation's sign) with P A = L U: at step k the row of largest |entry| in column k (at or
+    below k) is swapped up; a zero pivot leaves its column's multipliers at zero (singular)."""
+    n, batch = A.shape[-1], A.shape[:-2]
+    lu = A
+    order = arange(n).expand(*batch, n) if batch else arange(n)
+    sign = ones(batch) if batch else ones(())
+    ar = arange(n)
+    for k in range(n):
+        p = lu[..., k:, k].abs().argmax(-1) + k
+        pk = p.unsqueeze(-1)
+        swap = where(ar == k, pk, where(ar == pk, k, ar))  # rows k and p exchanged
+        lu = lu.gather(-2, swap.unsqueeze(-1).expand(*batch, n, n))
+        order = order.gather(-1, swap)
+        sign = where(p == k, sign, -sign)
+        if k == n - 1:
+            break
+        pivot = lu[..., k, k].unsqueeze(-1)
+        singular = pivot == 0
+        factors = where(singular, 0.0, lu[..., k + 1:, k] / where(singular, 1.0, pivot))
+        rest = lu[..., k + 1:, k + 1:] - factors.unsqueeze(-1) * lu[..., k, k + 1:].unsqueeze(-2)
+        below = cat([factors.unsqueeze(-1), rest], -1)
+        if k:
+            below = cat([lu[..., k + 1:, :k], below], -1)
+        lu = cat([lu[..., :k + 1, :], below], -2)
+    return lu, order, sign
+
+
+def slogdet(A) -> SlogdetResult:
+    """(sign, log|det|) of square matrices: sign 0 and -inf for singular ones, as torch."""
+    A = _square("linalg.slogdet", A)
+    lu, _, sign = _lu(A)
+    diag = lu.diagonal(0, -2, -1)
+    return SlogdetResult(sign * diag.sign().prod(-1), diag.abs().log().sum(-1))
+
+
+def det(A) -> Tensor:
+    """Determinants of square matrices (..., n, n) -> (...)."""
+    A = _square("linalg.det", A)
+    lu, _, sign = _lu(A)
+    return sign * lu.diagonal(0, -2, -1).prod(-1)
+
+
+def logdet(A) -> Tensor:
+    """log det: NaN where the determinant is negative, -inf where it is zero, as torch.logdet."""
+    sign, logabs = slogdet(A)
+    return where(sign < 0, math.nan, logabs)
+
+
+def solve(A, B, *, left: bool = True) -> Tensor:
+    """X with A X = B (B (..., n, k), or (..., n) for one vector), batch dims broadcast; a
+    singular A (a zero pivot) is a ValueError, as torch's error."""
+    if not left:
+        raise ValueError("linalg.solve: left=False is not supported")
+    A, B = _square("linalg.solve", A), _to_tensor(B)
+    n = A.shape[-1]
+    vector = B.ndim == A.ndim - 1 and B.shape[-1] == n
+    if vector:
+        B = B.unsqueeze(-1)
+    if B.ndim < 2 or B.shape[-2] != n:
+        raise ValueError(f"linalg.solve: B of shape (..., {n}, k) or (..., {n}) expected for A of shape "
+                         f"{A.shape}, got {B.shape if not vector else B.squeeze(-1).shape}")
+    batch = broadcast_shapes("linalg.solve", A.shape[:-2], B.shape[:-2])
+    A = A.expand(*batch, n, n) if A.shape[:-2] != batch else A
+    B = B.float().expand(*batch, n, B.shape[-1]) if B.shape[:-2] != batch else B.float()
+    lu, order, _ = _lu(A)
+    diag = lu.diagonal(0, -2, -1)
+    zero = (diag == 0).any(-1)
+    if bool(zero.any().item()):
+        raise ValueError("linalg.solve: the matrix is singular (a zero pivot in its LU factorization)")
+    rows = B.gather(-2, order.unsqueeze(-1).expand(*batch, n, B.shape[-1]))
+    found = [rows[..., :1, :]]  # L y = P b, L unit lower triangular
+    for i in range(1, n):
+        found.append(rows[..., i:i + 1, :] - lu[..., i:i + 1, :i] @ cat(found, -2))
+    y = cat(found, -2)
+    solved = [y[..., n - 1:, :] / lu[..., n - 1:, n - 1:]]  # U x = y, from the last row up
+    for i in range(n - 2, -1, -1):
+        rest = lu[..., i:i + 1, i + 1:] @ cat(solved, -2)
+        solved.insert(0, (y[..., i:i + 1, :] - rest) / lu[..., i:i + 1, i:i + 1])
+    x = cat(solved, -2)
+    return x.squeeze(-1) if vector else x
+
+
+def inv(A) -> Tensor:
+    """Inverses of square matrices; a singular one is a ValueError."""
+    A = _square("linalg.inv", A)
+    n = A.shape[-1]
+    try:
+        return solve(A, eye(n).expand(*A.shape))
+    except ValueError as exc:
+        raise ValueError(str(exc).replace("linalg.solve", "linalg.inv")) from None

@@ -1588,6 +1588,22 @@ class Tensor:
         """(running minimum along dim, index where it was last attained), as cummax."""
         return _cumulative_extreme("cummin", self, dim, "le")
 
+    def det(self):
+        from .linalg import det
+        return det(self)
+
+    def logdet(self):
+        from .linalg import logdet
+        return logdet(self)
+
+    def slogdet(self):
+        from .linalg import slogdet
+        return slogdet(self)
+
+    def inverse(self):
+        from .linalg import inv
+        return inv(self)
+
     def mode(self, dim: int = -1, keepdim: bool = False):
         """(the most frequent value along dim, the index of its last occurrence), as torch:
         among equally frequent values the smallest; NaNs count one each. From a sort: each
