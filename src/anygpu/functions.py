@@ -41,7 +41,7 @@ __all__ = [
     "diagonal", "trace", "index_add", "aminmax", "inner", "cross", "hypot", "rot90", "kthvalue", "quantile",
     "bucketize", "searchsorted", "cdist", "cartesian_prod", "dist", "std_mean", "var_mean",
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "index_fill", "index_copy", "masked_scatter",
-    "cummax", "cummin", "histc", "erfinv", "mode", "lgamma", "digamma",
+    "cummax", "cummin", "histc", "erfinv", "mode", "lgamma", "digamma", "as_strided",
 ]
 
 
@@ -70,7 +70,7 @@ for _name in ("abs", "exp", "log", "log2", "log10", "log1p", "expm1", "sqrt", "r
               "count_nonzero", "tan", "sinh", "cosh", "logit", "frac", "diff", "median", "unique", "bincount",
               "true_divide", "atan", "arctan", "asin", "acos", "erf", "atan2", "arctan2", "take_along_dim",
               "diagonal", "trace", "index_add", "aminmax", "inner", "cross", "hypot", "rot90", "kthvalue", "quantile",
-              "index_fill", "index_copy", "masked_scatter", "cummax", "cummin", "histc", "erfinv", "mode", "lgamma", "digamma"):
+              "index_fill", "index_copy", "masked_scatter", "cummax", "cummin", "histc", "erfinv", "mode", "lgamma", "digamma", "as_strided"):
     globals()[_name] = _method(_name)
 
 absolute = abs  # noqa: F821 — defined by the loop above

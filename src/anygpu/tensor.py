@@ -1681,6 +1681,28 @@ class Tensor:
         values = np.vectorize(callable, otypes=[self.numpy().dtype])(self.numpy()) if self.numel() else self.numpy()
         return _inplace(self, tensor(np.asarray(values), dtype=self.dtype), "apply_")
 
+    def as_strided(self, size, stride, storage_offset=None):
+        """torch's as_strided over this tensor's own elements in row-major order (a contiguous
+        tensor's storage; every view here is a copy, so the result is one too, and an explicit
+        offset counts from this tensor's first element). Overlapping positions sum their gradients."""
+        size, stride = tuple(int(v) for v in size), tuple(int(v) for v in stride)
+        offset = 0 if storage_offset is None else int(storage_offset)
+        if len(size) != len(stride):
+            raise ValueError(f"as_strided: size {size} and stride {stride} must have the same length")
+        if min(size + stride + (offset,), default=0) < 0:
+            raise ValueError(f"as_strided: sizes, strides and offset must not be negative, got {size}, {stride}, "
+                             f"{offset}")
+        flat = self.reshape(-1)
+        if 0 in size:
+            return flat[:0].reshape(size)
+        positions = np.full(size, offset, dtype=np.int64)
+        for k, (n, st) in enumerate(zip(size, stride)):
+            positions = positions + (np.arange(n, dtype=np.int64) * st).reshape((1,) * k + (n,) + (1,) * (len(size) - k - 1))
+        if positions.max() >= flat.numel():
+            raise ValueError(f"as_strided: size {size} and stride {stride} at offset {offset} reach element "
+                             f"{int(positions.max())} of a tensor of {flat.numel()} elements")
+        return index_select(flat, 0, tensor(positions.reshape(-1))).reshape(size)
+
     def unfold(self, dimension: int, size: int, step: int):
         """Windows of `size` elements every `step` along dimension, as a new last dimension
         (torch's Tensor.unfold; a copy here, as every view is)."""

@@ -98,3 +98,21 @@ def test_unfold_edges_and_errors():
         ag.zeros(2, 3).unfold(1, 4, 1)
     with pytest.raises(ValueError, match="unfold: step must be positive"):
         ag.zeros(2, 3).unfold(1, 2, 0)
+
+
+@pytest.mark.parametrize("size,stride,offset", [((3, 4), (2, 1), None), ((2, 3, 2), (1, 3, 5), 2), ((5,), (0,), 7),
+                                                ((2, 2), (1, 1), 0), ((), (), 3)])
+def test_as_strided_matches_torch(size, stride, offset):
+    """Overlapping and broadcast (stride 0) windows over a contiguous tensor, gradients summed."""
+    check_op([(2, 3, 4)], lambda x: x.as_strided(size, stride, offset),
+             lambda x: ag.as_strided(x, size, stride, offset))
+
+
+def test_as_strided_errors_and_empty():
+    assert ag.zeros(6).as_strided((2, 0), (1, 1)).shape == (2, 0)
+    with pytest.raises(ValueError, match="as_strided: size .* reach element 10 of a tensor of 10 elements"):
+        ag.zeros(10).as_strided((3, 4), (3, 1), 1)
+    with pytest.raises(ValueError, match="as_strided: size .* must have the same length"):
+        ag.zeros(10).as_strided((3, 4), (1,))
+    with pytest.raises(ValueError, match="must not be negative"):
+        ag.zeros(10).as_strided((3,), (-1,))
