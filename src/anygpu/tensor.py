@@ -587,7 +587,7 @@ class Tensor:
             if key not in written:
                 write_grad(key)
         for t in order if not retain_graph else ():  # free the graph, as torch does without retain_graph
-            t._entry = None
+            t._entry = _freed_entry(t._entry)
             t._parents = ()
         for hook in tuple(post_backward_hooks):
             hook(list(leaves.values()))
@@ -2106,6 +2106,17 @@ def _attach(name: str, out: Tensor, parents: Sequence[Tensor], backward) -> Tens
         out._parents = tuple(parents)
         out._entry = Entry(name, tuple(p._key for p in parents), out._key, backward)
     return out
+
+
+def _freed_entry(entry: Entry) -> Entry:
+    """What a backward without retain_graph leaves of a non-leaf's entry: its name, no saved
+    values, and a rule that raises torch's error if a later backward reaches it."""
+    def spent(grad):
+        raise RuntimeError(
+            f"Trying to backward through the graph a second time (through {entry.name}, whose saved values "
+            f"were freed by the first backward). Specify retain_graph=True the first time, or detach() what "
+            f"a new graph reuses")
+    return Entry(entry.name, (), entry.output, spent)
 
 
 def _topological_order(root: Tensor) -> list[Tensor]:

@@ -530,5 +530,11 @@ def test_retain_graph_allows_a_second_backward():
     loss.backward(retain_graph=True)
     loss.backward()
     assert x.grad.tolist() == [4.0, 8.0]
-    loss.backward()  # the graph is freed now: x's gradient does not change (torch raises here)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):  # freed now, as torch
+        loss.backward()
     assert x.grad.tolist() == [4.0, 8.0]
+    h = x * 3  # a graph reusing a freed part raises too (an RNN state carried over without detach)
+    (h * 1).sum().backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        (h * h).sum().backward()
+    assert x.grad.tolist() == [7.0, 11.0] and not h.is_leaf
