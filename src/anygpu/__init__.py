@@ -48,6 +48,10 @@ from .dtypes import bool, double, float, half, int, long  # noqa: E402,F401,A004
 # torch.autograd.grad / Variable: the autograd package sits below Tensor, so they are attached here.
 from .tensor import autograd_grad as _autograd_grad  # noqa: E402
 autograd.grad = _autograd_grad  # type: ignore[name-defined]  # noqa: F821 (the anygpu.autograd subpackage)
+from .tensor import detect_anomaly as _detect_anomaly, set_detect_anomaly as _set_detect_anomaly  # noqa: E402
+from .tensor import is_anomaly_check_nan_enabled, is_anomaly_enabled  # noqa: E402,F401
+autograd.detect_anomaly = _detect_anomaly  # type: ignore[name-defined]  # noqa: F821
+autograd.set_detect_anomaly = _set_detect_anomaly  # type: ignore[name-defined]  # noqa: F821
 from . import linalg  # noqa: E402  (torch.linalg's norms, det, slogdet, solve, inv)
 from .linalg import det, logdet, slogdet  # noqa: E402,F401
 inverse = linalg.inv

@@ -48,6 +48,58 @@ post_backward_hooks: list = []
 # (DistributedDataParallel starts reducing a bucket there). Costs nothing while empty.
 grad_ready_hooks: list = []
 
+# torch.autograd's anomaly mode (set_detect_anomaly / detect_anomaly): with it on, every backward
+# rule's gradients are read back and a NaN among them raises, naming the rule.
+_ANOMALY = {"enabled": False, "check_nan": True}
+
+
+def is_anomaly_enabled() -> bool:
+    return _ANOMALY["enabled"]
+
+
+def is_anomaly_check_nan_enabled() -> bool:
+    return _ANOMALY["check_nan"]
+
+
+class set_detect_anomaly:
+    """torch.autograd.set_detect_anomaly(mode, check_nan=True): on or off from the call on, and
+    as a context manager back to the previous setting at its end."""
+
+    def __init__(self, mode: bool, check_nan: bool = True):
+        self._previous = dict(_ANOMALY)
+        _ANOMALY.update(enabled=bool(mode), check_nan=bool(check_nan))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _ANOMALY.update(self._previous)
+
+
+class detect_anomaly(contextlib.ContextDecorator):
+    """torch.autograd.detect_anomaly(check_nan=True): anomaly mode on inside the block (or the
+    decorated function)."""
+
+    def __init__(self, check_nan: bool = True):
+        self.check_nan = bool(check_nan)
+        self._previous: list = []
+
+    def __enter__(self):
+        self._previous.append(dict(_ANOMALY))
+        _ANOMALY.update(enabled=True, check_nan=self.check_nan)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _ANOMALY.update(self._previous.pop())
+
+
+def _nan_check(dev):
+    def check(entry: Entry, grads) -> None:
+        for i, grad in enumerate(grads):
+            if grad is not None and grad.dtype in ("f32", "f16") and np.isnan(dev.read(grad)).any():
+                raise RuntimeError(f"Function '{entry.name}Backward' returned nan values in its {i}th output.")
+    return check
+
 MaxResult = namedtuple("MaxResult", ["values", "indices"])
 
 
@@ -582,7 +634,8 @@ class Tensor:
                         for hook in tuple(grad_ready_hooks):
                             hook(leaves[key])
         reverse_walk(entries, grads, dev.add, wants_grad=wanted.__contains__, keep=lambda key: key in leaves,
-                     done=done, transform=run_hooks if hooked else None)
+                     done=done, transform=run_hooks if hooked else None,
+                     check=_nan_check(dev) if _ANOMALY["enabled"] and _ANOMALY["check_nan"] else None)
         for key in leaves:
             if key not in written:
                 write_grad(key)

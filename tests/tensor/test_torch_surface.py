@@ -4,6 +4,7 @@ writes, in-place ops with autograd, dtypes and integer arithmetic, against torch
 Float cases go through the one torch-oracle helper (forward, then gradients of a random
 weighted sum); dtype cases compare dtype names and exact values with torch."""
 
+import warnings
 from types import SimpleNamespace
 
 import numpy as np
@@ -538,3 +539,30 @@ def test_retain_graph_allows_a_second_backward():
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
         (h * h).sum().backward()
     assert x.grad.tolist() == [7.0, 11.0] and not h.is_leaf
+
+
+def test_anomaly_detection_names_the_rule_that_made_nan():
+    """torch.autograd.detect_anomaly / set_detect_anomaly: a NaN gradient raises torch's message,
+    naming the backward rule (sqrt's at 0, times a 0 from the mul after it); off again afterwards,
+    and without it the NaN reaches .grad silently, as in torch."""
+    messages = []
+    for lib in (torch, ag):
+        x = lib.zeros(3, requires_grad=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch warns that anomaly mode is slow
+            with lib.autograd.detect_anomaly():
+                assert lib.is_anomaly_enabled()
+                with pytest.raises(RuntimeError, match=r"returned nan values in its 0th output") as caught:
+                    (x.sqrt() * 0).sum().backward()
+                messages.append(str(caught.value))
+        assert not lib.is_anomaly_enabled()
+        (x.sqrt() * 0).sum().backward()
+        assert np.isnan(np.asarray(x.grad.tolist())).all()
+    assert "Sqrt" in messages[0] and "sqrt" in messages[1]
+    previous = ag.autograd.set_detect_anomaly(True)
+    assert ag.is_anomaly_enabled() and ag.is_anomaly_check_nan_enabled()
+    with ag.autograd.set_detect_anomaly(False):
+        assert not ag.is_anomaly_enabled()
+    assert ag.is_anomaly_enabled()
+    ag.autograd.set_detect_anomaly(False)
+    assert not ag.is_anomaly_enabled() and previous is not None

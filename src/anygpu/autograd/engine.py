@@ -36,7 +36,8 @@ def reverse_walk(entries: Sequence[Entry], grads: dict, add: Callable[[Any, Any]
                  wants_grad: Callable[[Any], bool] = lambda key: True,
                  keep: Callable[[Any], bool] = lambda key: True,
                  done: Callable[[int], None] | None = None,
-                 transform: Callable[[Any, Any], Any] | None = None) -> dict:
+                 transform: Callable[[Any, Any], Any] | None = None,
+                 check: Callable[[Entry, Sequence[Any]], None] | None = None) -> dict:
     """Walk `entries` last to first, routing gradients from outputs to inputs.
 
     grads:      key -> gradient Buffer; holds the seed (d loss / d loss) on entry and
@@ -49,6 +50,8 @@ def reverse_walk(entries: Sequence[Entry], grads: dict, add: Callable[[Any, Any]
                 finds there the leaves whose gradients are complete)
     transform:  transform(key, grad) -> grad, applied to an output's complete gradient before
                 its entry uses it (Tensor.register_hook)
+    check:      check(entry, its input gradients), called as each entry returns them (anomaly
+                detection: raises on NaN)
     """
     for position in range(len(entries) - 1, -1, -1):
         entry = entries[position]
@@ -59,6 +62,8 @@ def reverse_walk(entries: Sequence[Entry], grads: dict, add: Callable[[Any, Any]
             if not keep(entry.output):
                 del grads[entry.output]
             input_grads = entry.backward(grad_out)
+            if check is not None:
+                check(entry, input_grads)
             for key, grad in zip(entry.inputs, input_grads):
                 if grad is None or not wants_grad(key):
                     continue
