@@ -1731,7 +1731,8 @@ class Tensor:
     def apply_(self, callable):
         """Each element replaced by callable(element) (a Python function of one number), through
         the host as torch's CPU-only apply_."""
-        values = np.vectorize(callable, otypes=[self.numpy().dtype])(self.numpy()) if self.numel() else self.numpy()
+        host = self.numpy()
+        values = np.vectorize(callable, otypes=[host.dtype])(host) if host.size else host
         return _inplace(self, tensor(np.asarray(values), dtype=self.dtype), "apply_")
 
     def as_strided(self, size, stride, storage_offset=None):

@@ -454,7 +454,7 @@ def generate(kind: str, config: RowConfig, dtype: str = "f32", one_pass: bool = 
         raise ValueError(f"{kind}: register config {config.name} is a layer-norm form")
     if config.form in F16_FORMS and dtype != "f16":
         raise ValueError(f"layer_norm: register config {config.name} holds f16 rows; x is {dtype}")
-    if cols is not None and cols == config.capacity() and cols % config.elements() == 0:
+    if cols == config.capacity():  # (a capacity is a whole number of units)
         config = replace(config, exact=True)
     storage = dtype_of(dtype, "kernel").storage
     unit_t = f"vec4<{storage}>" if config.vec else storage

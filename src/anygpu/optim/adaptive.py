@@ -349,8 +349,7 @@ class ASGD(Optimizer):
         weight_decay = float(group["weight_decay"])
         for p, grad, state in self._with_grads(group):
             if "step" not in state:
-                state.update(step=0, eta=np.float32(lr), mu=np.float32(1.0), ax=_zeros_like(p))
-                state["ax"].zero_()
+                state.update(step=0, eta=np.float32(lr), mu=np.float32(1.0), ax=_zeros_like(p))  # zero-filled
             state["step"] += 1
             eta, mu = float(np.float32(state["eta"])), float(np.float32(state["mu"]))
             with no_grad():
