@@ -165,6 +165,80 @@ def test_whole_tile_members_are_trusted_and_write_nothing_past_their_output(dev,
         matmul_gen.launch(dev, config, problem, dev.upload(a[..., :-1]), dev.upload(b), out)
 
 
+# ---------------------------------------------------------------------------- stream-K
+
+
+@pytest.mark.parametrize("name, problem", [
+    ("64x64x8_8x8_v4ps7", Problem(1, 192, 128, 80)),          # 60 steps over 7: a tile in two parts
+    ("64x64x8_8x8_v4ps5", Problem(2, 128, 192, 72, True, False, alpha=0.5)),
+    ("64x64x8_8x8_v4ds3", Problem(3, 64, 64, 256, False, True, a_batch=False, alpha=-2.0)),
+    ("64x64x8_8x8_v4ps64", Problem(1, 192, 128, 80, True, True)),  # 1 step each: a tile in up to 10 parts
+    ("64x64x8_8x8_v4s13", Problem(2, 128, 64, 24, b_batch=False)),
+    ("64x64x8_8x8_v4ps8", Problem(1, 128, 256, 48)),          # 48 steps, 6 each: no tile shared
+    ("64x64x8_8x8_v4ps1", Problem(1, 128, 128, 40)),          # one workgroup runs everything
+] + [(c.name, Problem(2, 2 * c.tile_m, c.tile_n, 6 * c.tile_k, alpha=1.5)) for c in matmul_tune.GPU_STREAM])
+def test_stream_k_form_shares_k_steps_and_adds_the_parts(dev, rng, name, problem):
+    """The stream-K form (config `stream` > 0) on whole-tile f32 products: `stream` workgroups
+    run even runs of k steps across tiles; a tile's later parts go to W and the fix-up adds
+    them. Right against float64 however the runs split the tiles (two parts, many parts of one
+    step, none shared), batched, broadcast, transposed, with alpha; one dispatch when no tile
+    is shared, two when some is; nothing written past C; NaN and inf reach their rows."""
+    config = MatmulConfig.parse(name)
+    if not matmul_tune.fits(dev, config):
+        pytest.skip("over this adapter's workgroup memory")
+    p = problem
+    variant = Variant.of(config, p.m, p.n, p.k, p.trans_a, p.trans_b)
+    assert matmul_gen.streams(config, variant)
+    assert "\n//! trusted\n" in matmul_gen.generate(config, variant)
+    a, b = operands(rng, p)
+    a[0, 0, 0] = np.nan   # row 0 of A (column 0 of A^T) in the first matrix
+    a[0, -1, -1] = np.inf
+    size = p.batch * p.m * p.n
+    out = dev.upload(np.full(size + 64, 7.0, np.float32))
+    before = dev.stats["dispatches"]
+    matmul_gen.launch(dev, config, p, dev.upload(a), dev.upload(b), out)
+    got = dev.read(out)
+    steps = p.k // config.tile_k
+    total = p.batch * (p.m // config.tile_m) * (p.n // config.tile_n) * steps
+    per = -(-total // min(config.stream, total))
+    assert dev.stats["dispatches"] - before == (2 if per % steps and per < total else 1)
+    assert np.all(got[size:] == 7.0)
+    want = expected(p, a, b)
+    got = got[:size].reshape(want.shape)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    finite = np.isfinite(want)
+    assert finite.mean() < 1.0
+    assert_matches(np.where(finite, got, 0.0), np.where(finite, want, 0.0))
+
+
+def test_stream_k_form_is_only_for_whole_tile_plain_f32_products():
+    """Edges, epilogues and f16 operands run the config's ordinary form (its grid of tiles)."""
+    config = MatmulConfig.parse("64x64x8_8x8_v4ps7")
+    assert config.name == "64x64x8_8x8_v4ps7" and config.stream == 7
+    plain = MatmulConfig.parse("64x64x8_8x8_v4p")
+    whole = Variant.of(config, 128, 128, 16)
+    assert matmul_gen.streams(config, whole) and not matmul_gen.streams(plain, whole)
+    assert not matmul_gen.streams(config, whole, matmul_gen.Epilogue(bias=True))
+    for m, n, k, dtype in ((129, 128, 16, "f32"), (128, 132, 16, "f32"), (128, 128, 20, "f32"), (128, 128, 16, "f16")):
+        variant = Variant.of(config, m, n, k, dtype=dtype)
+        assert not matmul_gen.streams(config, variant)
+        assert matmul_gen.generate(config, variant).replace(config.name, plain.name) == \
+            matmul_gen.generate(plain, variant)
+    assert MatmulConfig(64, 64, 8, 8, 8, prefetch=True, stream=70000).problems()
+    assert not any(c.stream for c in matmul_tune.TUNABLES["f16"].known(_GpuLike(), None) if c is not None)
+    assert set(matmul_tune.GPU_STREAM) <= set(matmul_tune.TUNABLES["f32"].known(_GpuLike(), None))
+
+
+class _GpuLike:
+    """Enough of a device for matmul_tune's candidate lists: an H200's limits."""
+
+    adapter_type = "DiscreteGPU"
+    limits = {"max-compute-invocations-per-workgroup": 1024, "max-compute-workgroup-size-x": 1024,
+              "max-compute-workgroup-size-y": 1024}
+    max_workgroup_storage = 49152
+
+
 @pytest.mark.parametrize("name", ["simple", "64x64x8_8x8_v4p", "32x64x4_4x8_v1p", "64x64x16_8x8_v4dh",
                                   "128x128x32_8x8_v4ph", "128x128x16_8x8_v4d", "64x64x16_8x8_v4dw"])
 @pytest.mark.parametrize("trans_a, trans_b", [(False, False), (True, True)])

@@ -12,11 +12,16 @@
 // A thread owns row groups (4 rows) ty, ty + THREADS_Y, ... and column groups tx,
 // tx + THREADS_X, ...: neighbouring threads read neighbouring vec4s of Bs (no bank
 // conflicts) and write neighbouring vec4s of C (coalesced).
+// The body (ops/matmul_gen.py) is one tile per workgroup (the grid covers C), or in the
+// stream-K form a run of k steps across consecutive tiles per workgroup: a tile's first
+// part is stored into C, a later part (at most one per workgroup: where its run starts)
+// into the workgroup's slot of W, which kernels/matmul_stream_fixup.wgsl adds into C.
 //! include lib/matmul_params.wgsl
 @group(0) @binding(1) var<storage, read> A: array<{{A_ELEM}}>;
 @group(0) @binding(2) var<storage, read> B: array<{{B_ELEM}}>;
 @group(0) @binding({{C_BINDING}}) var<storage, read_write> C: array<{{C_ELEM}}>;
 {{EPILOGUE}}
+{{STREAM_BINDING}}
 
 // Row pitches in vec4 (padded where a tile is written transposed, against bank conflicts).
 const AS_PITCH: u32 = {{AS_PITCH}}u;
@@ -33,16 +38,5 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>,
         @builtin(workgroup_id) wid: vec3<u32>) {
     let tx = lid.x;
     let ty = lid.y;
-    let row0 = wid.y * {{TILE_M}}u;
-    let col0 = wid.x * {{TILE_N}}u;
-    let a_base = wid.z * P.a_bs;
-    let b_base = wid.z * P.b_bs;
-{{DECLARE}}
-{{PROLOGUE}}
-    for (var k0 = 0u; k0 < P.k; k0 += {{TILE_K}}u) {
-{{MAIN_LOOP}}
-    }
-    let alpha = bitcast<f32>(P.alpha_bits);
-    let c_base = wid.z * P.c_bs;
-{{STORE}}
+{{BODY}}
 }

@@ -31,7 +31,10 @@ from .thread_grid import ThreadGrid, outer_product_lines
 # the autotuner's disk cache is keyed by it (2: whole-tile variants made as trusted modules).
 FAMILY_VERSION = 2
 
-_NAME = re.compile(r"^(\d+)x(\d+)x(\d+)_(\d+)x(\d+)_v([14])([pd]?)(h?)(w?)$")
+# The most workgroups a stream-K form may name (one dimension of a dispatch).
+STREAM_LIMIT = 65535
+
+_NAME = re.compile(r"^(\d+)x(\d+)x(\d+)_(\d+)x(\d+)_v([14])([pd]?)(h?)(w?)(?:s(\d+))?$")
 
 
 @dataclass(frozen=True, order=True)
@@ -49,7 +52,12 @@ class MatmulConfig(ThreadGrid):
     words: f16 operands whose contiguous axis is a multiple of 8 are read as vec4<u32>
     (eight halves per 16-byte load, no 16-bit storage access) and widened with
     unpack2x16float into f32 tiles, so the inner loop is the f32 kernels' (other
-    operands of the same product take the ordinary f16 loads): f16 operands only."""
+    operands of the same product take the ordinary f16 loads): f16 operands only;
+    stream: when > 0, whole-tile f32 products run in the stream-K form (`streams`): that
+    many workgroups share every tile's k steps evenly, so no workgroup idles through a last,
+    partial wave of tiles (4096^3 in 128x256 tiles is 512 tiles: 3.88 waves of an H200's
+    132), and a second kernel adds the parts of tiles that two workgroups shared; other
+    products run the config's ordinary form."""
 
     tile_m: int
     tile_n: int
@@ -61,23 +69,25 @@ class MatmulConfig(ThreadGrid):
     double: bool = False
     half: bool = False
     words: bool = False
+    stream: int = 0
 
     @property
     def name(self) -> str:
         suffix = (("d" if self.double else "p" if self.prefetch else "") + ("h" if self.half else "")
-                  + ("w" if self.words else ""))
+                  + ("w" if self.words else "") + (f"s{self.stream}" if self.stream else ""))
         return f"{self.tile_m}x{self.tile_n}x{self.tile_k}_{self.rows}x{self.cols}_v{self.vector}{suffix}"
 
     @classmethod
     def parse(cls, name: str) -> "MatmulConfig":
         """The config whose `name` is `name` (e.g. '128x128x8_8x8_v4p', '128x128x32_8x8_v4dh',
-        '128x64x16_8x8_v4pw')."""
+        '128x64x16_8x8_v4pw', '128x256x16_8x16_v4ps132')."""
         found = _NAME.match(name)
         if not found:
             raise ValueError(f"matmul config: cannot parse {name!r}; expected like '128x128x8_8x8_v4p'")
-        tm, tn, tk, rows, cols, vector, staging, half, words = found.groups()
+        tm, tn, tk, rows, cols, vector, staging, half, words, stream = found.groups()
         return cls(int(tm), int(tn), int(tk), int(rows), int(cols), int(vector),
-                   prefetch=staging in ("p", "d"), double=staging == "d", half=half == "h", words=words == "w")
+                   prefetch=staging in ("p", "d"), double=staging == "d", half=half == "h", words=words == "w",
+                   stream=int(stream or 0))
 
     @property
     def stages(self) -> int:
@@ -107,6 +117,8 @@ class MatmulConfig(ThreadGrid):
             found.append("word loads need vector 4 and f32 tiles")
         if self.words and (self.tile_m % 8 or self.tile_n % 8 or self.tile_k % 8):
             found.append("word loads need tile_m, tile_n and tile_k multiples of 8")
+        if not 0 <= self.stream <= STREAM_LIMIT:
+            found.append(f"stream={self.stream}, expected 0 (off) to {STREAM_LIMIT} workgroups")
         if not found and self.threads > max_invocations:
             found.append(f"{self.threads} threads per workgroup, limit {max_invocations}")
         if not found and self.workgroup_bytes() > max_workgroup_bytes:
@@ -436,19 +448,27 @@ class Epilogue:
 _PLAIN = {"EPILOGUE_PARAMS": "", "C_BINDING": 3, "EPILOGUE": ""}
 
 
-def _store_lines(config: MatmulConfig, variant: Variant, epilogue: Epilogue | None = None) -> list[str]:
+def _store_lines(config: MatmulConfig, variant: Variant, epilogue: Epilogue | None = None,
+                 slot: bool = False) -> list[str]:
+    """Store the thread's outputs (times alpha) into C, or with `slot` (the stream-K form's
+    later part of a tile) into the workgroup's slot of W: the tile's rows tile_n apart."""
     ty_step, tx_step = config.threads_y, config.threads_x
     narrow = variant.dtype != "f32"   # f32 sums rounded once, to the stored type
-    lines = ["let row_first = row0 + 4u * ty;", "let col_first = col0 + 4u * tx;"]
+    if slot:
+        lines = ["let row_first = 4u * ty;", "let col_first = 4u * tx;"]
+        variant = Variant("f32", False, False, True, True, True, False, False, False)
+    else:
+        lines = ["let row_first = row0 + 4u * ty;", "let col_first = col0 + 4u * tx;"]
+    target, pitch = ("W", f"{config.tile_n}u") if slot else ("C", "P.n")
     for i in range(config.rows // 4):
         for r in range(4):
-            body = ["let c_row = c_base + row * P.n + col_first;"]
+            body = [f"let c_row = {'w_base' if slot else 'c_base'} + row * {pitch} + col_first;"]
             for j in range(config.cols // 4):
                 acc = f"acc_{i}_{r}_{j}"
                 col_off = 4 * j * tx_step
                 if variant.c_vec:
                     value = f"vec4<{variant.dtype}>({acc} * alpha)" if narrow else f"{acc} * alpha"
-                    store = [f"C[(c_row + {col_off}u) >> 2u] = {value};"]
+                    store = [f"{target}[(c_row + {col_off}u) >> 2u] = {value};"]
                     if epilogue is not None:
                         store = [f"store4({acc} * alpha, c_row + {col_off}u, col_first + {col_off}u);"]
                     if variant.check_n:
@@ -523,6 +543,9 @@ def generate(config: MatmulConfig, variant: Variant, epilogue: Epilogue | None =
                              + _stash_lines(op, "v", widen=widen))
         return out
 
+    streamed = streams(config, variant, epilogue)
+    # the k range of the loop: the whole of k, or in the stream-K form this part's steps
+    k_start, k_stop = ("k_begin", "k_end") if streamed else ("0u", "P.k")
     prologue: list[str] = []
     next_k = f"(k0 + {config.tile_k}u)"
     if config.double:
@@ -531,11 +554,11 @@ def generate(config: MatmulConfig, variant: Variant, epilogue: Epilogue | None =
         # step t's reads from step t + 1's writes into buffer t % 2.
         for op in (op_a, op_b):
             declare += [f"var {op.prefix}{s}: {register(op)};" for s in range(_n_units_per_thread(config, op))]
-        prologue = fetch_into_registers("0u") + stash_registers() + ["workgroupBarrier();"]
-        main_loop = ([f"let stage = (k0 / {config.tile_k}u) & 1u;",
+        prologue = fetch_into_registers(k_start) + stash_registers() + ["workgroupBarrier();"]
+        main_loop = ([f"let stage = ((k0 - {k_start}) / {config.tile_k}u) & 1u;",
                       "let a_stage = stage * A_STAGE;", "let b_stage = stage * B_STAGE;",
                       "let a_next = A_STAGE - a_stage;", "let b_next = B_STAGE - b_stage;",
-                      f"let more = {next_k} < P.k;",
+                      f"let more = {next_k} < {k_stop};",
                       "if (more) {"]
                      + ["    " + x for x in fetch_into_registers(next_k)] + ["}"]
                      + _compute_lines(config, stage=True)
@@ -544,9 +567,9 @@ def generate(config: MatmulConfig, variant: Variant, epilogue: Epilogue | None =
     elif config.prefetch:
         for op in (op_a, op_b):
             declare += [f"var {op.prefix}{s}: {register(op)};" for s in range(_n_units_per_thread(config, op))]
-        prologue = fetch_into_registers("0u")
+        prologue = fetch_into_registers(k_start)
         main_loop = (stash_registers() + ["workgroupBarrier();",
-                     f"if (k0 + {config.tile_k}u < P.k) {{"]
+                     f"if (k0 + {config.tile_k}u < {k_stop}) {{"]
                      + ["    " + x for x in fetch_into_registers(f"(k0 + {config.tile_k}u)")] + ["}"]
                      + _compute_lines(config) + ["workgroupBarrier();"])
     else:
@@ -566,9 +589,21 @@ def generate(config: MatmulConfig, variant: Variant, epilogue: Epilogue | None =
     # construction, and its one loop ends. Its module is made without naga's runtime checks
     # (runtime/shaders.py), which clamp every workgroup-memory read of the inner product.
     trusted = epilogue is None and not (variant.check_m or variant.check_n or variant.check_k)
+    loop = ([f"for (var k0 = {k_start}; k0 < {k_stop}; k0 += {config.tile_k}u) {{"] + ["    " + x for x in main_loop]
+            + ["}"])
+    if streamed:
+        body = _stream_body(config, declare + prologue + loop, _store_lines(config, variant),
+                            _store_lines(config, variant, slot=True))
+    else:
+        body = ([f"let row0 = wid.y * {config.tile_m}u;", f"let col0 = wid.x * {config.tile_n}u;",
+                 "let a_base = wid.z * P.a_bs;", "let b_base = wid.z * P.b_bs;"] + declare + prologue + loop
+                + ["let alpha = bitcast<f32>(P.alpha_bits);", "let c_base = wid.z * P.c_bs;"]
+                + _store_lines(config, variant, epilogue))
+    plain = _PLAIN if not streamed else {**_PLAIN, "EPILOGUE_PARAMS": _STREAM_PARAMS}
     return load_shader(
         "matmul_family.wgsl", dtype, TRUSTED="//! trusted" if trusted else "",
-        **(_PLAIN if epilogue is None else epilogue.subs(dtype, c_elem, variant.c_vec)),
+        **(plain if epilogue is None else epilogue.subs(dtype, c_elem, variant.c_vec)),
+        STREAM_BINDING=("@group(0) @binding(4) var<storage, read_write> W: array<vec4<f32>>;" if streamed else ""),
         DESCRIPTION=description,
         A_ELEM=element(variant.a_vec, variant.a_words),
         B_ELEM=element(variant.b_vec, variant.b_words),
@@ -578,12 +613,54 @@ def generate(config: MatmulConfig, variant: Variant, epilogue: Epilogue | None =
         AS_LEN=config.stages * config.tile_k * pitch_a, BS_LEN=config.stages * config.tile_k * pitch_b,
         A_STAGE=config.tile_k * pitch_a, B_STAGE=config.tile_k * pitch_b,
         THREADS_X=config.threads_x, THREADS_Y=config.threads_y,
-        TILE_M=config.tile_m, TILE_N=config.tile_n, TILE_K=config.tile_k,
-        DECLARE=_indent(declare, 1),
-        PROLOGUE=_indent(prologue, 1),
-        MAIN_LOOP=_indent(main_loop, 2),
-        STORE=_indent(_store_lines(config, variant, epilogue), 1),
+        BODY=_indent(body, 1),
     )
+
+
+# The stream-K form's parameters after the product's (PARAM_FORMAT + "IIII"): k steps per workgroup.
+_STREAM_PARAMS = "\n    sk_per: u32, sk_pad0: u32, sk_pad1: u32, sk_pad2: u32,"
+
+
+def streams(config: MatmulConfig | None, variant: Variant, epilogue: Epilogue | None = None) -> bool:
+    """Whether `config` runs `variant` in its stream-K form: a config with `stream`
+    workgroups, a plain f32 product (no epilogue) of whole tiles (no edge checks)."""
+    return (config is not None and config.stream > 0 and epilogue is None and variant.dtype == "f32"
+            and not (variant.check_m or variant.check_n or variant.check_k))
+
+
+def _stream_body(config: MatmulConfig, tile_lines: list[str], store_c: list[str], store_w: list[str]) -> list[str]:
+    """The stream-K form's body: workgroup w runs k steps [w * per, (w + 1) * per) of the
+    product's steps numbered tile by tile (tiles in row-major order, batch outermost),
+    one part of a tile at a time (`tile_lines`: declare, prologue and k loop of the part
+    [k_begin, k_end)). A part that starts the tile is stored into C; a later one only ever
+    opens a workgroup's run, so each workgroup stores at most one into its slot of W. The
+    workgroup index and the parameters are uniform, so every barrier is reached by all."""
+    head = [
+        f"let steps = P.k / {config.tile_k}u;",
+        f"let tiles_n = P.n / {config.tile_n}u;",
+        f"let per_matrix = (P.m / {config.tile_m}u) * tiles_n;",
+        "let total = per_matrix * P.batch * steps;",
+        "let alpha = bitcast<f32>(P.alpha_bits);",
+        "var it = wid.x * P.sk_per;",
+        "let end = min(it + P.sk_per, total);",
+        "loop {",
+        "    if (it >= end) { break; }",
+        "    let tile = it / steps;",
+        "    let s0 = it - tile * steps;",
+        "    let s1 = min(steps, s0 + (end - it));",
+        "    let z = tile / per_matrix;",
+        "    let t = tile - z * per_matrix;",
+        f"    let row0 = (t / tiles_n) * {config.tile_m}u;",
+        f"    let col0 = (t % tiles_n) * {config.tile_n}u;",
+        "    let a_base = z * P.a_bs;",
+        "    let b_base = z * P.b_bs;",
+        f"    let k_begin = s0 * {config.tile_k}u;",
+        f"    let k_end = s1 * {config.tile_k}u;",
+    ]
+    return (head + ["    " + x for x in tile_lines]
+            + ["    if (s0 == 0u) {", "        let c_base = z * P.c_bs;"] + ["        " + x for x in store_c]
+            + ["    } else {", f"        let w_base = wid.x * {config.tile_m * config.tile_n}u;"]
+            + ["        " + x for x in store_w] + ["    }", "    it += s1 - s0;", "}"])
 
 
 class Problem(NamedTuple):
@@ -662,9 +739,40 @@ def launch(dev, config: MatmulConfig | None, problem: Problem, a, b, out, epilog
         name = "matmul_" + config.name
         tile_m, tile_n = config.tile_m, config.tile_n
     grid = (-(-problem.n // tile_n), -(-problem.m // tile_m), problem.batch)
+    if config is not None and streams(config, variant, epilogue):
+        _launch_stream(dev, config, problem, source, a, b, out)
+        return
     if epilogue is None:
         dev.launch(dev.kernel(name, source, 2, 1, PARAM_FORMAT), (a, b), (out,), problem.params(), grid)
         return
     kernel = dev.kernel(name + "+epilogue", source, epilogue.n_inputs, len(epilogue.written), epilogue.param_format())
     params = (*problem.params(), 0, 0, 0, 0, *values, *([0.0] * (epilogue.words - len(values))))
     dev.launch(kernel, (a, b, *inputs), (out, *outputs), params, grid)
+
+
+_FIXUP_THREADS = 256  # threads per workgroup of kernels/matmul_stream_fixup.wgsl
+
+
+def _launch_stream(dev, config: MatmulConfig, problem: Problem, source: str, a, b, out) -> None:
+    """Record the stream-K form (`streams`) of `config`: `config.stream` workgroups share the
+    product's k steps, then the fix-up adds the parts stored in W into C."""
+    tile = config.tile_m * config.tile_n
+    steps = problem.k // config.tile_k
+    total = problem.batch * (problem.m // config.tile_m) * (problem.n // config.tile_n) * steps
+    groups = min(config.stream, total)
+    per = -(-total // groups)
+    groups = -(-total // per)   # every workgroup has steps to run
+    slots = dev.empty(groups * tile)
+    kernel = dev.kernel("matmul_" + config.name, source, 2, 2, PARAM_FORMAT + "IIII")
+    dev.launch(kernel, (a, b), (out, slots), (*problem.params(), per, 0, 0, 0), (groups, 1, 1))
+    if groups > 1 and per % steps:   # some tile is shared: add its later parts into C
+        fixup = dev.kernel("matmul_stream_fixup", _fixup_source(config.tile_m, config.tile_n), 1, 1, "I" * 8)
+        dev.launch(fixup, (slots,), (out,), (steps, per, groups, problem.n // config.tile_n,
+                                             (problem.m // config.tile_m) * (problem.n // config.tile_n),
+                                             problem.n, problem.m * problem.n, 0),
+                   (-(-tile // (4 * _FIXUP_THREADS)), groups, 1))
+
+
+@functools.lru_cache(maxsize=None)
+def _fixup_source(tile_m: int, tile_n: int) -> str:
+    return load_shader("matmul_stream_fixup.wgsl", TILE_M=tile_m, TILE_N=tile_n, THREADS=_FIXUP_THREADS)

@@ -38,6 +38,12 @@ GPU_CANDIDATES = tuple(_parse(name) for name in (
     "256x128x8_16x8_v4p", "128x64x16_8x8_v4p", "128x128x8_8x8_v4p", "64x128x16_8x8_v4d", "64x64x16_8x8_v4d",
     "64x64x16_8x8_v4p", "32x32x16_4x4_v4",
 ))
+# Stream-K forms (f32 whole-tile products; other products run the member's ordinary form):
+# 132 workgroups, an H100/H200's multiprocessors. 4096^3 in 128x256 tiles is 3.88 waves of
+# 132 (the last one 88% full, so 3% of the time idle); sharing the k steps evenly took it
+# from 46.1 to 46.8 TFLOP/s on an H200, the 128x128 tile to 46.9 (2026-12-01,
+# docs/BENCHMARKS.md). Offered for f32 only: f16 products would time the ordinary form again.
+GPU_STREAM = tuple(_parse(name) for name in ("128x256x16_8x16_v4ps132", "128x128x16_8x8_v4ps132"))
 # CPU adapters (lavapipe): few candidates, since each compiles slowly and runs slowly.
 CPU_CANDIDATES = tuple(_parse(name) for name in (
     "128x128x8_8x16_v4p", "128x128x8_8x8_v4p", "64x64x8_8x8_v4p",
@@ -59,9 +65,9 @@ CPU_F16_EXTRA = tuple(_parse(name) for name in ("64x64x16_8x8_v4dh",))
 
 # Raised when a dtype's candidate lists (or its buckets) change, so its cached winners
 # are tuned again (f16: 1 = word-load members and the vec8 bucket, 2 = 256x128x16_8x16_v4p;
-# f32: 2 = 128x256x16_8x16_v4p, 3 = 256x128x16_8x16_v4p).
+# f32: 2 = 128x256x16_8x16_v4p, 3 = 256x128x16_8x16_v4p, 4 = the stream-K forms).
 # A tunable's version is FAMILY_VERSION plus this: keep f32's and f16's apart.
-CANDIDATES_VERSION = {"f32": 3, "f16": 2}
+CANDIDATES_VERSION = {"f32": 4, "f16": 2}
 
 # Products below these flop counts take the simple kernel untuned (one pipeline for every
 # shape, so no compile per shape variant).
@@ -192,6 +198,8 @@ class MatmulTunable(tuner.Tunable):
         pool = CPU_CANDIDATES if cpu else GPU_CANDIDATES
         if self.dtype == "f16":
             pool += CPU_F16_EXTRA if cpu else GPU_F16_EXTRA
+        elif not cpu:
+            pool += GPU_STREAM
         return [None] + [config for config in pool if fits(dev, config)]
 
     def untuned(self, dev, p, fallback):
