@@ -602,11 +602,12 @@ def test_exact_forms_are_the_masked_kernels(dev, rng, read, case):
                                       ((False, False), 0.0, True), ((True, False), 1e-5, True)):
             g, b = (buf if on else None for buf, on in zip((gamma, beta), affine))
             outs = []
-            for source in (generate(kind, config, dtype, one_pass, cols), generate(kind, config, dtype, one_pass)):
+            flags = int(affine[0]) | int(affine[1]) << 1
+            for source in (generate(kind, config, dtype, one_pass, cols, flags),
+                           generate(kind, config, dtype, one_pass, affine=flags)):
                 y, stats = dev.empty(rows * cols, dtype), dev.empty(2 * rows)
                 kernel = dev.kernel(f"layer_norm[{config.name}]", source, 3, 2, PARAM_FORMAT)
-                dev.launch(kernel, [xb, g or xb, b or xb], [y, stats], (rows, cols, eps, int(affine[0]) | int(affine[1]) << 1),
-                           (rows, 1, 1))
+                dev.launch(kernel, [xb, g or xb, b or xb], [y, stats], (rows, cols, eps, flags), (rows, 1, 1))
                 outs.append((read(y), read(stats)))
             y_op, stats_op = dev.layer_norm(xb, g, b, rows, cols, eps, config=config, one_pass=one_pass)
             outs.append((read(y_op), read(stats_op)))
@@ -634,3 +635,37 @@ def test_exact_forms_are_the_masked_kernels(dev, rng, read, case):
     for got in outs[::2]:
         assert _within_an_ulp(got, outs[1])
     assert np.isfinite(outs[0][:cols]).all() and np.isnan(outs[0].reshape(rows, cols)[1]).all()
+
+
+@pytest.mark.parametrize("name, dtype, cols", [("r32x2vgw8", "f16", 512), ("r32x4vgw4h", "f16", 500),
+                                               ("r64x2vgd", "f32", 500), ("r32x3st", "f32", 95)])
+def test_layer_norm_gamma_and_beta_are_part_of_the_code(dev, rng, name, dtype, cols):
+    """Which of gamma and beta a layer norm has is compiled in (`generate(..., affine)`): the
+    kernel reads only those, unconditionally, and fuses the output step; with each of the four
+    combinations dev.layer_norm matches torch's f32 layer norm (rounded to f16 for f16 rows)."""
+    config = RowConfig.parse(name)
+    if config.subgroup and "subgroup" not in dev.features:
+        config = RowConfig(config.wg, config.units, config.vec, False, config.form)
+    sources = [generate("layer_norm", config, dtype, cols=cols, affine=a) for a in range(4)]
+    for a, source in enumerate(sources):
+        assert ("gamma[" in source) == bool(a & 1) and ("beta[" in source) == bool(a & 2), a
+        assert "P.flags & 1u" not in source and "P.flags & 2u" not in source
+    with pytest.raises(ValueError, match="affine must be 0..3"):
+        generate("layer_norm", config, dtype, affine=4)
+    host = np.float16 if dtype == "f16" else np.float32
+    rows = 7
+    x = (rng.standard_normal((rows, cols)) * 3 + 2).astype(host)
+    x[3] = 0.25   # a constant row: the two-reduction path
+    gamma, beta = rng.standard_normal(cols).astype(host), rng.standard_normal(cols).astype(host)
+    for a in range(4):
+        g = dev.upload(gamma, dtype) if a & 1 else None
+        b = dev.upload(beta, dtype) if a & 2 else None
+        y, _ = dev.layer_norm(dev.upload(x, dtype), g, b, rows, cols, 1e-5, config=config)
+        want = F.layer_norm(torch.from_numpy(x.astype(np.float32)), (cols,),
+                            torch.from_numpy(gamma.astype(np.float32)) if a & 1 else None,
+                            torch.from_numpy(beta.astype(np.float32)) if a & 2 else None, 1e-5).numpy()
+        got = dev.read(y).astype(np.float32).reshape(rows, cols)
+        if dtype == "f16":
+            np.testing.assert_allclose(got, want.astype(np.float16).astype(np.float32), rtol=2 ** -10, atol=2e-3)
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5)

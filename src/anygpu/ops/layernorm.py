@@ -41,7 +41,7 @@ def layer_norm(dev, x, gamma, beta, rows: int, cols: int, eps: float = 1e-5, con
     y, stats = dev.empty(rows * cols, x.dtype), dev.empty(2 * rows)
     if isinstance(config, RowConfig):
         name = f"layer_norm[{config.name}{'' if one_pass else ' two-pass'}]"
-        kernel = dev.kernel(name, generate(op, config, x.dtype, one_pass, cols), 3, 2, PARAM_FORMAT)
+        kernel = dev.kernel(name, generate(op, config, x.dtype, one_pass, cols, flags), 3, 2, PARAM_FORMAT)
     else:
         kernel = dev.kernel("layer_norm", load_shader("layer_norm.wgsl", dtype=x.dtype), 3, 2, "IIfI")
     dev.launch(kernel, [x, gamma if gamma is not None else x, beta if beta is not None else x], [y, stats],

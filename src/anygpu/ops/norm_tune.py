@@ -23,8 +23,9 @@ class _LayerNorm(RowTunable):
     # since removed; 6: the lean forms "d" and "h"; 7: the f16 word forms "w4", "w8" (+ "h");
     # 8, 9, 10 (grid-stride forms): measured slower and removed (docs/BENCHMARKS.md), so back
     # to v7's candidates; 11 (two rows a workgroup): slower, removed; 12: v7's candidates, rows of
-    # exactly a config's capacity timed in its exact form (row_gen.RowConfig.exact)
-    version = 12
+    # exactly a config's capacity timed in its exact form (row_gen.RowConfig.exact); 13: the output
+    # step fused, gamma/beta compiled in (row_gen.generate's affine)
+    version = 13
 
     def candidates(self, dev, p) -> list:
         limit = min(dev.limits.get("max-compute-invocations-per-workgroup", 256), 1024)

@@ -223,7 +223,7 @@ def _loads(c: RowConfig, names: list[str], fill: str, comp: str) -> list[str]:
     return lines
 
 
-def _body(kind: str, c: RowConfig, comp: str, store: str, one_pass: bool) -> list[str]:
+def _body(kind: str, c: RowConfig, comp: str, store: str, one_pass: bool, affine: int = 3) -> list[str]:
     U = range(c.units)
     if kind == "softmax":
         lines = _loads(c, ["x"], "LOWEST", comp)
@@ -245,7 +245,7 @@ def _body(kind: str, c: RowConfig, comp: str, store: str, one_pass: bool) -> lis
         lines.append("let dot = reduce_sum(me, acc);")
         lines += [f"if (ok{u}) {{ dx[base + i{u}] = {store}(y{u} * (grad{u} - {comp}(dot))); }}" for u in U]
         return lines
-    return _layer_norm_body(c, comp, store, one_pass)
+    return _layer_norm_body(c, comp, store, one_pass, affine)
 
 
 def _parts(c: RowConfig) -> list[tuple[int, int, str]]:
@@ -295,7 +295,7 @@ def _word_loads(c: RowConfig) -> list[str]:
     return lines
 
 
-def _layer_norm_body(c: RowConfig, comp: str, store: str, one_pass: bool) -> list[str]:
+def _layer_norm_body(c: RowConfig, comp: str, store: str, one_pass: bool, affine: int) -> list[str]:
     U = range(c.units)
     X = _widen(c)
     parts = _parts(c)
@@ -313,9 +313,11 @@ def _layer_norm_body(c: RowConfig, comp: str, store: str, one_pass: bool) -> lis
     # into a product with a rounded reciprocal, an ulp away from the masked kernel's quotient).
     pow2 = c.capacity() & (c.capacity() - 1) == 0
     lines.append(f"let count = {float(c.capacity())};" if c.exact and pow2 else "let count = f32(P.cols);")
-    # y = ((x - pivot) - moved) * rstd: the one-pass form subtracts its shift first (exact
-    # for x near it) and then the small mean - shift, so a row of mean 1e4 and spread 1
-    # does not lose the 2^-11 of an f32 mean there
+    # y = fma(x - pivot, rstd, -moved * rstd): the one-pass form subtracts its shift first
+    # (exact for x near it) and then the small mean - shift (|moved| <= 16 deviations where
+    # that form is taken), so a row of mean 1e4 and spread 1 does not lose the 2^-11 of an
+    # f32 mean there; then fma(y, gamma, beta). Two fused steps an element instead of five
+    # operations: f16 rows 0.4 us faster at 4096^2 on an H200 (docs/BENCHMARKS.md)
     if not one_pass:
         lines += _layer_norm_two_pass(c, comp, "")
         lines += ["let pivot = mean;", "let moved = 0.0;"]
@@ -353,21 +355,26 @@ def _layer_norm_body(c: RowConfig, comp: str, store: str, one_pass: bool) -> lis
     if c.form:  # one store, before the output: mean is not kept through it
         stats = ["if (tid == 0u) { stats[row] = vec2<f32>(mean, rstd); }"]
         lines += stats
+    lines.append("let shifted = -moved * rstd;")
     if c.words:
-        lines += _word_stores(c, comp)
+        lines += _word_stores(c, comp, affine)
         return lines
     for u in U:
         # gamma and beta are read here, not with x: loaded early they cost f16 rows 20% on an H200
-        lines += [f"if (ok{u}) {{",
-                  f"    var o = (({X(u, 3)} - {comp}(pivot)) - {comp}(moved)) * rstd;",
-                  f"    if ((P.flags & 1u) != 0u) {{ o = o * {comp}(gamma[i{u}]); }}",
-                  f"    if ((P.flags & 2u) != 0u) {{ o = o + {comp}(beta[i{u}]); }}",
-                  f"    y[base + i{u}] = {store}(o);",
-                  "}"]
+        lines.append(f"if (ok{u}) {{")
+        lines += [f"    let {name[0]} = {comp}({name}[i{u}]);" for bit, name in ((1, "gamma"), (2, "beta")) if affine & bit]
+        lines += [f"    y[base + i{u}] = {store}({_affine(f'{X(u, 3)} - {comp}(pivot)', comp, 'g', 'b', affine)});", "}"]
     return lines if c.form else lines + stats
 
 
-def _word_stores(c: RowConfig, comp: str) -> list[str]:
+def _affine(deviation: str, comp: str, g: str, b: str, affine: int) -> str:
+    """The output of one value (or vec4) from its deviation x - pivot: fma(deviation, rstd,
+    shifted), then times gamma g (affine bit 1) and plus beta b (bit 2), fused where both are."""
+    o = f"fma({deviation}, {comp}(rstd), {comp}(shifted))"
+    return {0: o, 1: f"{o} * {g}", 2: f"{o} + {b}", 3: f"fma({o}, {g}, {b})"}[affine]
+
+
+def _word_stores(c: RowConfig, comp: str, affine: int) -> list[str]:
     """The word forms' output: per unit the other forms' arithmetic on each part, gamma and
     beta read as words, y written as words (pack2x16float: f32 to f16 as the other forms'
     store converts)."""
@@ -376,13 +383,10 @@ def _word_stores(c: RowConfig, comp: str) -> list[str]:
     for u in range(c.units):
         parts = [(p, tag) for unit, p, tag in _parts(c) if unit == u]
         lines.append(f"if (ok{u}) {{")
-        lines += [f"    var o{p} = (({X(u, 3, p, tag)} - {comp}(pivot)) - {comp}(moved)) * rstd;" for p, tag in parts]
-        for flag, name, op in ((1, "gamma", "*"), (2, "beta", "+")):
-            lines.append(f"    if ((P.flags & {flag}u) != 0u) {{")
-            lines.append(f"        let {name[0]} = {name}[i{u}];")
-            lines += [f"        o{p} = o{p} {op} {_unpack([f'{name[0]}.{lane}' for lane in ('xy', 'zw')[p]])};"
-                      for p, _ in parts]
-            lines.append("    }")
+        lines += [f"    let {name[0]}w = {name}[i{u}];" for bit, name in ((1, "gamma"), (2, "beta")) if affine & bit]
+        for p, tag in parts:
+            g, b = (_unpack([f"{name}w.{lane}" for lane in ("xy", "zw")[p]]) for name in "gb")
+            lines.append(f"    let o{p} = {_affine(f'{X(u, 3, p, tag)} - {comp}(pivot)', comp, g, b, affine)};")
         words = [f"pack2x16float(o{p}.{half})" for p, _ in parts for half in ("xy", "zw")]
         lines.append(f"    y[base + i{u}] = {_word_t(c)}({', '.join(words)});")
         lines.append("}")
@@ -443,13 +447,20 @@ _WHAT = {"softmax": "y = exp(x - max) / sum exp(x - max) per row",
 
 @functools.lru_cache(maxsize=None)
 def generate(kind: str, config: RowConfig, dtype: str = "f32", one_pass: bool = True,
-             cols: int | None = None) -> str:
+             cols: int | None = None, affine: int = 3) -> str:
     """The WGSL of row kernel `kind` (one of KINDS) for `config`, storing `dtype` (f32/f16).
     one_pass=False: layer norm's two-reduction form only (for comparisons and tests).
     cols: the row length the kernel will serve, when known; rows of exactly the config's
-    capacity get its exact form (RowConfig.exact), which serves only them."""
+    capacity get its exact form (RowConfig.exact), which serves only them.
+    affine: layer norm's gamma (bit 1) and beta (bit 2), part of the code: read
+    unconditionally where present (the fused output step with its loads under the
+    parameters' flags ran f16 rows 1.5 us slower on an H200, docs/BENCHMARKS.md); the
+    flags in the parameters must say the same (the held forms read their high bits, which
+    stay 0)."""
     if kind not in KINDS:
         raise ValueError(f"row kernel kind must be one of {KINDS}, got {kind!r}")
+    if affine not in (0, 1, 2, 3):
+        raise ValueError(f"{kind}: affine must be 0..3 (gamma bit 1, beta bit 2), got {affine!r}")
     if config.form and kind != "layer_norm":
         raise ValueError(f"{kind}: register config {config.name} is a layer-norm form")
     if config.form in F16_FORMS and dtype != "f16":
@@ -469,4 +480,4 @@ def generate(kind: str, config: RowConfig, dtype: str = "f32", one_pass: bool = 
         ME="RowThread(tid, lane, group, groups)" if config.subgroup else "RowThread(tid, 0u, 0u, 1u)",
         UNITS=(f"{config.capacity() // config.elements()}u" if config.exact
                else f"P.cols / {config.elements()}u" if config.vec else "P.cols"),
-        BODY="\n".join("    " + line for line in _body(kind, config, comp, unit_t, one_pass)))
+        BODY="\n".join("    " + line for line in _body(kind, config, comp, unit_t, one_pass, affine)))
