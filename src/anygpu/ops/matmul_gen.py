@@ -451,12 +451,12 @@ _PLAIN = {"EPILOGUE_PARAMS": "", "C_BINDING": 3, "EPILOGUE": ""}
 def _store_lines(config: MatmulConfig, variant: Variant, epilogue: Epilogue | None = None,
                  slot: bool = False) -> list[str]:
     """Store the thread's outputs (times alpha) into C, or with `slot` (the stream-K form's
-    later part of a tile) into the workgroup's slot of W: the tile's rows tile_n apart."""
+    later part of a tile; its variant, as `streams` requires, f32 with vec4 stores and no
+    edges) into the workgroup's slot of W: the tile's rows tile_n apart."""
     ty_step, tx_step = config.threads_y, config.threads_x
     narrow = variant.dtype != "f32"   # f32 sums rounded once, to the stored type
     if slot:
         lines = ["let row_first = 4u * ty;", "let col_first = 4u * tx;"]
-        variant = Variant("f32", False, False, True, True, True, False, False, False)
     else:
         lines = ["let row_first = row0 + 4u * ty;", "let col_first = col0 + 4u * tx;"]
     target, pitch = ("W", f"{config.tile_n}u") if slot else ("C", "P.n")
