@@ -283,8 +283,7 @@ def _abort_on_uncaught_exceptions(MPI) -> None:
         previous(kind, value, traceback)
         if group is not None and group.size > 1:
             sys.stderr.write(f"anygpu.distributed: rank {group.rank} of {group.size} failed; aborting the job\n")
-            sys.stderr.flush()
-            MPI.COMM_WORLD.Abort(1)
+            _abort_job(group, 1)
 
     sys.excepthook = hook
 
@@ -345,11 +344,30 @@ def destroy_process_group(group=None) -> None:
 def abort(message: str, code: int = 1) -> None:
     """Print `message` on stderr and end every rank of the job (MPI_Abort)."""
     sys.stderr.write(message.rstrip("\n") + "\n")
-    sys.stderr.flush()
     group = _group
     if group is not None and group.size > 1:
-        group.mpi.COMM_WORLD.Abort(code)
+        _abort_job(group, code)
+    sys.stderr.flush()
     raise SystemExit(code)
+
+
+# Seconds a failing rank waits, its output flushed, before MPI_Abort. MPICH's launcher
+# forwards a rank's stdout/stderr through its proxy asynchronously and ends the job as soon
+# as the abort reaches it: without the pause the failing rank's report was lost, whole or in
+# part, in about one run of four on an idle machine (tests/distributed's "leaves" fault).
+ABORT_GRACE_S = 0.5
+
+
+def _abort_job(group: "_Group", code: int) -> None:
+    """End every rank of the job (MPI_Abort), after giving the launcher time to forward what
+    this rank has written."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed or broken: nothing more to forward
+            pass
+    time.sleep(ABORT_GRACE_S)
+    group.mpi.COMM_WORLD.Abort(code)
 
 
 # --------------------------------------------------------------------------- waiting
@@ -417,7 +435,7 @@ def _settle_at_exit() -> None:
     except Exception as error:  # a peer died: nothing left to finish; MPI_Abort ends the job
         sys.stderr.write(f"anygpu.distributed: at exit, rank {group.rank}: {error}\n")
         if group.size > 1:
-            group.mpi.COMM_WORLD.Abort(1)
+            _abort_job(group, 1)
 
 
 def _timeout_error(group: _Group, what: str, seconds: float) -> DistributedError:
