@@ -153,3 +153,16 @@ def test_a_slow_first_call_keeps_a_gpu_busy_before_the_timed_rounds(monkeypatch,
 
     assert timing.time_anygpu(dev, run, budget_s=0.01) == 1e-3
     assert (len(calls) > 2) == warmed  # the first call, the timed one, then the warm-up's
+
+
+def test_time_host_keeps_the_work_going_for_warm_s_before_timing():
+    """warm_s: calls (with a sync every 8) for that long before the timed rounds, which
+    then time the same function; without it only the plan's two calls come first."""
+    from anygpu.bench.timing import time_host
+    calls, syncs = [], []
+    seconds = time_host(lambda: calls.append(1), sync=lambda: syncs.append(len(calls)), budget_s=0.001, rounds=1)
+    plain = len(calls)
+    assert seconds > 0
+    calls.clear(), syncs.clear()
+    time_host(lambda: calls.append(1), sync=lambda: syncs.append(len(calls)), budget_s=0.001, rounds=1, warm_s=0.02)
+    assert len(calls) > plain + 8 and syncs[0] == 8

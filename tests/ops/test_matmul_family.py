@@ -230,6 +230,61 @@ def test_stream_k_form_is_only_for_whole_tile_plain_f32_products():
     assert set(matmul_tune.GPU_STREAM) <= set(matmul_tune.TUNABLES["f32"].known(_GpuLike(), None))
 
 
+@pytest.mark.parametrize("problem, bias, streamed", [
+    (Problem(1, 128, 128, 48), False, True),     # whole tiles, no epilogue: the stream-K form
+    (Problem(1, 128, 128, 48), True, False),     # a bias epilogue cannot stream
+    (Problem(2, 129, 128, 48), False, False),    # an edge tile cannot stream
+    (Problem(1, 64, 192, 40, True, True), True, False),
+])
+def test_a_product_that_cannot_stream_takes_the_best_unstreamed_config(dev, rng, monkeypatch, problem, bias,
+                                                                        streamed):
+    """Where the tuned winner is a stream-K form the product cannot run (an epilogue, edge
+    tiles), the product takes the tuner's best without stream-K forms instead of the winner's
+    ordinary grid (a few 128-wide tiles on a 132-multiprocessor GPU); also when the epilogue
+    comes later, fused from an elementwise op that reads the product. Right either way."""
+    streaming, plain = MatmulConfig.parse("64x64x8_8x8_v4ps3"), MatmulConfig.parse("32x32x16_4x4_v4")
+    asked = []
+
+    def choose(dev_, problem_, dtype="f32", stream=True):
+        asked.append(stream)
+        return streaming if stream else plain
+    monkeypatch.setattr(matmul_tune, "choose", choose)
+    launched = []
+    real_launch = dev.launch
+
+    def launch(kernel, *args, **kwargs):
+        launched.append(kernel.name)
+        return real_launch(kernel, *args, **kwargs)
+    monkeypatch.setattr(dev, "launch", launch)
+    a, b = operands(rng, problem)
+    b_host = rng.standard_normal(problem.n).astype(np.float32) if bias else None
+    a_gpu, b_gpu, bias_gpu = dev.upload(a), dev.upload(b), dev.upload(b_host) if bias else None
+    want = expected(problem, a, b) + (b_host.astype(np.float64) if bias else 0.0)
+    for fuse in (True, False):
+        monkeypatch.setattr(dev, "fuse", fuse)
+        del asked[:], launched[:]
+        got = dev.read(dev.matmul_strided(a_gpu, b_gpu, *problem, bias=bias_gpu)).reshape(want.shape)
+        assert_matches(got, want)
+        assert asked == [True, False]
+        assert launched[0] == "matmul_" + (streaming if streamed else plain).name + ("+epilogue" if bias else "")
+        if fuse:  # an elementwise op that reads the product joins it as its epilogue: never streamed
+            del launched[:]
+            got = dev.read(dev.scale(dev.matmul_strided(a_gpu, b_gpu, *problem, bias=bias_gpu), -2.0))
+            assert_matches(got.reshape(want.shape), -2.0 * want)
+            assert launched == ["matmul_" + plain.name + "+epilogue"]
+    assert matmul_gen.can_stream(streaming, problem, "f32",
+                                 matmul_gen.Epilogue(bias=True) if bias else None) == streamed
+
+
+def test_the_unstreamed_tunable_has_no_stream_forms_and_its_own_cache_entries():
+    gpu = _GpuLike()
+    for dtype in ("f32", "f16"):
+        unstreamed, full = matmul_tune.UNSTREAMED[dtype], matmul_tune.TUNABLES[dtype]
+        assert not any(c.stream for c in unstreamed.known(gpu, None) if c is not None)
+        assert {c for c in full.known(gpu, None) if c is None or not c.stream} == set(unstreamed.known(gpu, None))
+        assert unstreamed.name != full.name and unstreamed.version == full.version
+
+
 class _GpuLike:
     """Enough of a device for matmul_tune's candidate lists: an H200's limits."""
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..ops import matmul_tune, norm_tune, softmax_tune, tuner
 from ..ops.matmul_gen import Problem
-from .timing import time_anygpu, time_host, time_torch
+from .timing import WARM_S, time_anygpu, time_host, time_torch
 
 
 @dataclass
@@ -361,6 +361,12 @@ def bench_overhead(dev, peers: Peers, sizes: Sizes) -> Row:
     return row
 
 
+def _warm_s(dev) -> float:
+    """How long a wall-clock row keeps the device busy before timing (GPUs only: their
+    clocks come up under steady work; a software driver has none to raise)."""
+    return 0.0 if getattr(dev, "adapter_type", "") == "CPU" else WARM_S
+
+
 def _train_step_row(dev, peers: Peers, sizes: Sizes, row: Row, build, x: np.ndarray, labels: np.ndarray,
                     captured: bool = False) -> Row:
     """Time one optimizer step (forward, cross-entropy, backward, update) of the model that
@@ -385,7 +391,8 @@ def _train_step_row(dev, peers: Peers, sizes: Sizes, row: Row, build, x: np.ndar
             opt.step()
             return loss
         run = ag.compile(train_step) if captured else train_step
-        row.anygpu = time_host(lambda: run(x_t, y_t), sync=dev.synchronize, budget_s=sizes.budget_s, rounds=3)
+        row.anygpu = time_host(lambda: run(x_t, y_t), sync=dev.synchronize, budget_s=sizes.budget_s, rounds=3,
+                               warm_s=_warm_s(dev))
     except Exception as exc:   # report, do not abort the suite
         row.note = f"skipped: {type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
         return row
@@ -412,7 +419,8 @@ def _train_step_row(dev, peers: Peers, sizes: Sizes, row: Row, build, x: np.ndar
             topt.zero_grad()
             torch.nn.functional.cross_entropy(tmodel(tx), ty).backward()
             topt.step()
-        row.peers["torch"] = time_host(torch_step, sync=peers.sync, budget_s=sizes.budget_s, rounds=3)
+        row.peers["torch"] = time_host(torch_step, sync=peers.sync, budget_s=sizes.budget_s, rounds=3,
+                                       warm_s=WARM_S if peers.device == "cuda" else 0.0)
     return row
 
 

@@ -12,7 +12,7 @@ import functools
 from ..runtime import GpuError, LimitError
 from . import fusion, matmul_tune
 from ._common import check_buffer, check_positive
-from .matmul_gen import Epilogue, Problem, launch
+from .matmul_gen import Epilogue, Problem, can_stream, launch
 
 
 def matmul_strided(dev, a, b, batch: int, m: int, n: int, k: int,
@@ -50,9 +50,20 @@ def matmul_strided(dev, a, b, batch: int, m: int, n: int, k: int,
                       bool(a_batch), bool(b_batch), float(alpha))
     # The tuned family reads f32 and f16 (summing in f32); i32 takes the simple kernel.
     config = matmul_tune.choose(dev, problem, a.dtype) if a.dtype != "i32" else None
+    unstreamed = config
+    if config is not None and config.stream:
+        # A stream-K winner runs its ordinary form where the product cannot stream (an
+        # epilogue, edge tiles): a grid of 128-wide tiles that may fill a few of the GPU's
+        # multiprocessors (an MLP's 256x512 layer: 8 workgroups, 99 us on an H200 where the
+        # best other tile took 25). Such products take the tuner's best without stream-K forms,
+        # chosen here, since tuning may wait for the GPU: not inside a deferred launch.
+        unstreamed = matmul_tune.choose(dev, problem, a.dtype, stream=False)
+        if bias is not None or not can_stream(config, problem, a.dtype):
+            config = unstreamed
     if dev.fuse and a.dtype in fusion.FUSABLE:
         return fusion.defer_product(dev, batch * m * n, a.dtype,
-                                    functools.partial(_launch, dev, config, problem, a, b, bias),
+                                    functools.partial(_launch, dev, config, problem, a, b, bias,
+                                                      unstreamed=unstreamed),
                                     3 if bias is not None else 2)
     out = dev.empty(batch * m * n, a.dtype)
     _launch(dev, config, problem, a, b, bias, out)
@@ -60,15 +71,18 @@ def matmul_strided(dev, a, b, batch: int, m: int, n: int, k: int,
 
 
 def _launch(dev, config, problem: Problem, a, b, bias, out, steps: tuple = (), written: tuple = (0,),
-            extras: tuple = (), outputs: tuple = (), values: tuple = ()) -> None:
+            extras: tuple = (), outputs: tuple = (), values: tuple = (), *, unstreamed=None) -> None:
     """Record the product into out with `config` (None: the simple kernel), falling back to
     the simple kernel where the config cannot run, through the epilogue of `bias` and the
     elementwise `steps` (see matmul_gen.Epilogue; extras, outputs and values: its other
-    inputs, other written values and scalars) when there is one."""
+    inputs, other written values and scalars) when there is one. unstreamed: the config
+    to use instead of a stream-K `config` when an epilogue came (matmul_strided)."""
     epilogue = None
     if bias is not None or steps:
         epilogue = Epilogue(bias is not None, steps, written)
         extras = ((bias,) if bias is not None else ()) + tuple(extras)
+        if config is not None and config.stream and unstreamed is not None:
+            config = unstreamed
     if config is not None:
         try:
             launch(dev, config, problem, a, b, out, epilogue, extras, outputs, values)

@@ -628,6 +628,12 @@ def streams(config: MatmulConfig | None, variant: Variant, epilogue: Epilogue | 
             and not (variant.check_m or variant.check_n or variant.check_k))
 
 
+def can_stream(config: MatmulConfig | None, problem: Problem, dtype: str, epilogue: Epilogue | None = None) -> bool:
+    """`streams` for `problem`: whether `config` runs it in its stream-K form."""
+    return config is not None and config.stream > 0 and streams(
+        config, Variant.of(config, problem.m, problem.n, problem.k, problem.trans_a, problem.trans_b, dtype), epilogue)
+
+
 def _stream_body(config: MatmulConfig, tile_lines: list[str], store_c: list[str], store_w: list[str]) -> list[str]:
     """The stream-K form's body: workgroup w runs k steps [w * per, (w + 1) * per) of the
     product's steps numbered tile by tile (tiles in row-major order, batch outermost),

@@ -161,12 +161,18 @@ class MatmulTunable(tuner.Tunable):
 
     tune_from = {"gpu": 1 << 22, "cpu": 1 << 27}  # flops
 
-    def __init__(self, dtype: str = "f32"):
+    def __init__(self, dtype: str = "f32", stream: bool = True):
         self.dtype = dtype
+        # stream=False: no stream-K forms among the candidates, for products that cannot
+        # run them (an epilogue, or edge tiles: matmul_gen.streams) -- a stream-K winner
+        # would run its ordinary form there, a 128-wide tile that may fill a few of the
+        # GPU's multiprocessors (an MLP's 256x512 layer: 8 workgroups; H200 99 us where
+        # a tuned plain tile takes far less).
+        self.stream = stream
         # The generated code's version, plus the dtype's candidate list version: a new one
         # is tuned afresh.
         self.version = FAMILY_VERSION + CANDIDATES_VERSION[dtype]
-        self.name = "matmul" if dtype == "f32" else f"matmul {dtype}"
+        self.name = ("matmul" if dtype == "f32" else f"matmul {dtype}") + ("" if stream else " unstreamed")
         # f16 results carry one f16 rounding (2^-11 of the value) beside f32 summation.
         self.rtol = 2e-3 if dtype == "f16" else 1e-4
 
@@ -198,7 +204,7 @@ class MatmulTunable(tuner.Tunable):
         pool = CPU_CANDIDATES if cpu else GPU_CANDIDATES
         if self.dtype == "f16":
             pool += CPU_F16_EXTRA if cpu else GPU_F16_EXTRA
-        elif not cpu:
+        elif not cpu and self.stream:
             pool += GPU_STREAM
         return [None] + [config for config in pool if fits(dev, config)]
 
@@ -234,14 +240,17 @@ class MatmulTunable(tuner.Tunable):
 
 TUNABLES = {dtype: MatmulTunable(dtype) for dtype in ("f32", "f16")}
 TUNABLE = TUNABLES["f32"]
+UNSTREAMED = {dtype: MatmulTunable(dtype, stream=False) for dtype in ("f32", "f16")}
 
 
-def choose(dev, problem: Problem, dtype: str = "f32") -> MatmulConfig | None:
+def choose(dev, problem: Problem, dtype: str = "f32", stream: bool = True) -> MatmulConfig | None:
     """The config to run `problem` on `dtype` (f32 or f16) operands with on `dev` (None:
-    the simple kernel)."""
-    return tuner.choose(dev, TUNABLES[dtype], key(problem, dtype))
+    the simple kernel). stream=False: among the configs without a stream-K form (for a
+    product that cannot stream; see MatmulTunable)."""
+    return tuner.choose(dev, (TUNABLES if stream else UNSTREAMED)[dtype], key(problem, dtype))
 
 
 def forget(dev, config: MatmulConfig, reason: str, dtype: str = "f32") -> None:
     """Mark `config` unusable for `dtype` operands on `dev` (it failed to compile or run)."""
     tuner.forget(dev, TUNABLES[dtype], config, reason)
+    tuner.forget(dev, UNSTREAMED[dtype], config, reason)
