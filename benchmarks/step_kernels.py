@@ -22,35 +22,16 @@ import numpy as np
 import wgpu
 
 import anygpu as ag
-import anygpu.nn.functional as F
 
-from step_overhead import HIDDEN, _cnn, _mlp
+from step_overhead import HIDDEN, _cnn, _mlp, make_step, wall_per_step
 
 
 def _captured(dev, build, batch):
-    ag.manual_seed(0)
-    model, opt, x, y = build(batch, np.random.default_rng(0))
-    x_t, y_t = ag.tensor(x), ag.tensor(y.astype(np.int32), dtype="int32")
-
-    def step(x_in, y_in):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x_in), y_in)
-        loss.backward()
-        opt.step()
-        return loss
+    step, (x_t, y_t) = make_step(build, batch)
     run = ag.compile(step)
-    for _ in range(6):
-        run(x_t, y_t)
-    dev.synchronize()
-    walls = []
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(20):
-            run(x_t, y_t)
-        dev.synchronize()
-        walls.append((time.perf_counter() - start) / 20)
+    wall = wall_per_step(dev, run, x_t, y_t)
     (entry,) = run._signatures.values()
-    return entry.replay, statistics.median(walls), (model, opt, run)
+    return entry.replay, wall, run
 
 
 def per_dispatch(dev, replay, repeats: int) -> list[dict]:
@@ -98,7 +79,7 @@ def main() -> None:
     dev = ag.gpu()
     result = {"device": dev.adapter_name, "driver": dev.driver, "date": time.strftime("%Y-%m-%d")}
     for name, build, batch in (("mlp_sgd", _mlp, args.batch), ("cnn_adam", _cnn, 32)):
-        replay, wall, _keep = _captured(dev, build, batch)
+        replay, wall, _run = _captured(dev, build, batch)
         rows = per_dispatch(dev, replay, args.repeats)
         total = sum(r["us"] for r in rows)
         result[name] = {"wall_us": round(wall * 1e6, 1), "sum_us": round(total, 1), "dispatches": rows}
