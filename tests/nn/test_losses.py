@@ -248,3 +248,91 @@ def test_loss_signatures_take_torch_positional_order():
     assert nn.MSELoss(None, None, "sum").reduction == "sum"
     assert nn.MSELoss(size_average=False).reduction == "sum"
     assert nn.NLLLoss(None, None, 5).ignore_index == 5
+
+
+# ------------------------------------------------- reduction='mean' of class-index losses: two kernels
+
+
+def _mean_case(logits, target, weight=None, ignore_index=-100, log_probs=False, scale=1.0):
+    """Loss and d logits of cross_entropy (nll_loss when log_probs) against torch; NaN where torch's is."""
+    tx = torch.tensor(logits, requires_grad=True)
+    ax = ag.tensor(logits, requires_grad=True)
+    kwargs = dict(ignore_index=ignore_index)
+    t_fn, a_fn = (TF.nll_loss, F.nll_loss) if log_probs else (TF.cross_entropy, F.cross_entropy)
+    expected = t_fn(tx, torch.tensor(target.astype(np.int64)),
+                    weight=None if weight is None else torch.tensor(weight), **kwargs)
+    actual = a_fn(ax, ag.tensor(target.astype(np.int32)), weight=None if weight is None else ag.tensor(weight),
+                  **kwargs)
+    assert actual.shape == ()
+    np.testing.assert_allclose(actual.numpy(), expected.detach().numpy(), rtol=1e-5, atol=1e-6)
+    (expected * scale).backward()
+    (actual * scale).backward()
+    np.testing.assert_allclose(ax.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-6)
+    return actual
+
+
+@pytest.mark.parametrize("shape", [(37, 11), (1, 3), (5, 4, 3, 2), (300, 7)])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cross_entropy_mean_matches_torch_with_weights_and_ignored_rows(shape, weighted):
+    classes = shape[1]
+    logits = rng.standard_normal(shape).astype(np.float32) * 3
+    target = rng.integers(0, classes, size=(shape[0],) + shape[2:])
+    if target.size > 2:
+        target.flat[::3] = 1   # an ignored class on a third of the rows
+    weight = rng.uniform(0.2, 2.0, size=classes).astype(np.float32) if weighted else None
+    _mean_case(logits, target, weight, ignore_index=1 if target.size > 2 else -100, scale=2.5)
+    log_probs = torch.log_softmax(torch.tensor(logits), 1).numpy()
+    _mean_case(log_probs, target, weight, log_probs=True, scale=-0.5)
+
+
+def test_cross_entropy_mean_edges_like_torch():
+    logits = rng.standard_normal((6, 4)).astype(np.float32)
+    target = np.array([0, 3, 2, 2, 1, 0])
+    # every row ignored: 0/0 = NaN loss, zero gradients
+    loss = _mean_case(logits, np.full(6, 2), ignore_index=2)
+    assert np.isnan(loss.numpy())
+    # large logits do not overflow; a NaN or inf logit spoils the loss (and its row's gradient) as in torch
+    _mean_case(logits * 1e4, target)
+    for bad in (np.nan, np.inf):
+        spoiled = logits.copy()
+        spoiled[4, 1] = bad
+        x = ag.tensor(spoiled, requires_grad=True)
+        got = F.cross_entropy(x, ag.tensor(target.astype(np.int32)))
+        tx = torch.tensor(spoiled, requires_grad=True)
+        want = TF.cross_entropy(tx, torch.tensor(target))
+        assert np.isnan(got.numpy()) and np.isnan(want.item())
+        got.backward()
+        want.backward()
+        np.testing.assert_array_equal(np.isnan(x.grad.numpy()), np.isnan(tx.grad.numpy()))
+
+
+def test_cross_entropy_mean_takes_two_kernels_and_one_backward():
+    """The fast path: rows + mean forward, one fused backward (general path: 5 and 4); other
+    reductions and label smoothing keep the general path, with the same numbers as torch."""
+    dev = ag.gpu()
+    logits = rng.standard_normal((64, 10)).astype(np.float32)
+    target = ag.tensor(rng.integers(0, 10, 64).astype(np.int32))
+    counts = {}
+    for name, kwargs in (("mean", {}), ("smoothed", dict(label_smoothing=0.1))):
+        x = ag.tensor(logits, requires_grad=True)
+        dev.synchronize()
+        before = dev.stats["dispatches"]
+        loss = F.cross_entropy(x, target, **kwargs)
+        dev.flush()
+        forward = dev.stats["dispatches"] - before
+        loss.backward()
+        x.grad.numpy()
+        counts[name] = (forward, dev.stats["dispatches"] - before - forward)
+    assert counts["mean"][0] == 2 and counts["mean"][1] <= 2   # the backward: its seed and one kernel
+    assert counts["smoothed"][0] > 2
+
+
+def test_cross_entropy_mean_over_many_rows_takes_the_general_path_alike():
+    from anygpu.ops.lossfn import MEAN_ROWS
+    rows = MEAN_ROWS + 3
+    logits = rng.standard_normal((rows, 2)).astype(np.float32)
+    _mean_case(logits, rng.integers(0, 2, rows))
+    with pytest.raises(ValueError, match="cross_entropy_mean: at most"):
+        dev = ag.gpu()
+        dev.cross_entropy_mean(dev.upload(logits.reshape(-1)), dev.upload(np.zeros(rows, np.int32)),
+                               dev.upload(np.ones(2, np.float32)), rows, 2)

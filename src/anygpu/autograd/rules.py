@@ -461,6 +461,14 @@ def cross_entropy_rows_backward(dev, grad_out, logits, target, weight, stats, ro
                                             ignore_index, log_probs),)
 
 
+@rule("cross_entropy_mean")
+def cross_entropy_mean_backward(dev, grad_out, logits, target, weight, stats, rows: int, classes: int,
+                                ignore_index: int, log_probs: bool):
+    """loss = reduction='mean' of the rows' nll (ops/lossfn.py): one fused kernel."""
+    return (dev.cross_entropy_rows_backward(grad_out, logits, target, weight, stats, rows, classes,
+                                            ignore_index, log_probs, mean=True),)
+
+
 # ============================================================ images and normalisation
 
 def _conv_grad_bias(dev, grad_out, batch: int, out_c: int, out_h: int, out_w: int, needs):

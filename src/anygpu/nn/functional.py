@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import weakref
 from typing import Sequence
 
 import numpy as np
@@ -21,6 +22,7 @@ from ..autograd.rules import backward as rule
 from ..ops import gpu
 from ..ops._common import check_pair
 from ..ops.conv import conv_output_size, conv_transpose_output_size
+from ..ops.lossfn import MEAN_ROWS
 from ..ops.nd import broadcast_shapes, contiguous_strides, numel
 from ..tensor import linked_empty, zeros
 from ..tensor import (
@@ -425,6 +427,19 @@ def _check_classes(op: str, target: Tensor, classes: int, ignore_index: int) -> 
                          f"(valid: 0..{classes - 1}, or ignore_index={ignore_index})")
 
 
+# Per device, class count -> a Buffer of ones: the class weights of an unweighted loss, made
+# once (a fill kernel per call otherwise; the same buffer keeps a captured step's inputs fixed).
+_UNIT_WEIGHTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _unit_weights(dev, classes: int):
+    known = _UNIT_WEIGHTS.setdefault(dev, {})
+    buf = known.get(classes)
+    if buf is None:
+        buf = known[classes] = dev.upload(np.ones(classes, np.float32))
+    return buf
+
+
 def _class_loss(op: str, input: Tensor, target: Tensor, weight, ignore_index: int, reduction: str,
                 label_smoothing: float, log_probs: bool) -> Tensor:
     """cross_entropy / nll_loss with class-index targets, on the fused row kernel."""
@@ -439,7 +454,15 @@ def _class_loss(op: str, input: Tensor, target: Tensor, weight, ignore_index: in
             return input.reshape(none_shape)
         linked = input.sum() * 0.0
         return linked if reduction == "sum" else linked + math.nan
-    weight_buf = weight._buf if weight is not None else ones(classes)._buf
+    weight_buf = weight._buf if weight is not None else _unit_weights(dev, classes)
+    if reduction == "mean" and not label_smoothing and rows <= MEAN_ROWS:
+        # The common training loss: rows and their weighted mean in two kernels, the backward
+        # in one (the general path below takes five and four).
+        loss_buf, stats = dev.cross_entropy_mean(logits._buf, flat_target._buf, weight_buf, rows, classes,
+                                                 ignore_index, log_probs)
+        return _record(op, Tensor(loss_buf, ()), (logits,),
+                       rule("cross_entropy_mean", dev, logits._buf, flat_target._buf, weight_buf, stats, rows,
+                            classes, ignore_index, log_probs))
     parts_buf, stats, row_weight = dev.cross_entropy_rows(logits._buf, flat_target._buf, weight_buf, rows, classes,
                                                           ignore_index, log_probs)
     parts = Tensor(parts_buf, (2, rows))

@@ -105,6 +105,7 @@ class Device(runtime.Device):
     layer_norm_backward = layernorm.layer_norm_backward
     # lossfn.py
     cross_entropy_rows = lossfn.cross_entropy_rows
+    cross_entropy_mean = lossfn.cross_entropy_mean
     cross_entropy_rows_backward = lossfn.cross_entropy_rows_backward
     # pool.py
     pool2d_output_size = pool.pool2d_output_size
