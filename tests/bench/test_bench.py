@@ -166,3 +166,24 @@ def test_time_host_keeps_the_work_going_for_warm_s_before_timing():
     calls.clear(), syncs.clear()
     time_host(lambda: calls.append(1), sync=lambda: syncs.append(len(calls)), budget_s=0.001, rounds=1, warm_s=0.02)
     assert len(calls) > plain + 8 and syncs[0] == 8
+
+
+def test_bench_tune_also_tunes_the_unstreamed_list_when_the_winner_streams(monkeypatch):
+    """--tune pre-warms both entries a product may use: the winner's list, and (a stream-K
+    winner) the list without stream-K forms that products with epilogues or edges take."""
+    from anygpu.ops import matmul_gen, matmul_tune, tuner
+    from anygpu.bench.suite import bench_matmul
+    streaming = matmul_gen.MatmulConfig.parse("64x64x8_8x8_v4ps3")
+    plain = matmul_gen.MatmulConfig.parse("64x64x8_8x8_v4p")
+    tuned, stored = [], []
+
+    def tune(dev, tunable, key, **kwargs):
+        tuned.append(tunable.name)
+        return tuner.TuneResult(streaming if tunable.stream else plain, 1e-3, {"simple": 2e-3})
+    monkeypatch.setattr(tuner, "tune", tune)
+    monkeypatch.setattr(tuner, "store", lambda dev, tunable, key, result: stored.append((tunable.name, result.choice)))
+    row = bench_matmul(ag.gpu(), Peers(use_torch=False), 64, 64, 64, 0.01, tune=True)
+    assert tuned == ["matmul", "matmul unstreamed"]
+    assert stored == [("matmul", streaming), ("matmul unstreamed", plain)]
+    assert row.detail["max_rel_err"] < 1e-4
+    assert matmul_tune.UNSTREAMED["f32"].name == "matmul unstreamed"

@@ -166,6 +166,9 @@ def bench_matmul(dev, peers: Peers, m: int, n: int, k: int, budget_s: float, tun
     if tune:
         result = tuner.tune(dev, tunable, key)
         tuner.store(dev, tunable, key, result)
+        if result.choice is not None and result.choice.stream:  # and the list products with epilogues use
+            unstreamed = matmul_tune.UNSTREAMED[dtype]
+            tuner.store(dev, unstreamed, key, tuner.tune(dev, unstreamed, key))
         tuner.forget_choices(dev)
         row.detail["tuning"] = {name: t if isinstance(t, str) else t * 1e3
                                 for name, t in result.timings.items()}   # ms per product, or why skipped
