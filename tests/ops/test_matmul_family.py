@@ -236,13 +236,17 @@ def test_stream_k_form_is_only_for_whole_tile_plain_f32_products():
     (Problem(2, 129, 128, 48), False, False),    # an edge tile cannot stream
     (Problem(1, 64, 192, 40, True, True), True, False),
 ])
+@pytest.mark.parametrize("unstreamed", ["32x32x16_4x4_v4", None])
 def test_a_product_that_cannot_stream_takes_the_best_unstreamed_config(dev, rng, monkeypatch, problem, bias,
-                                                                        streamed):
+                                                                        streamed, unstreamed):
     """Where the tuned winner is a stream-K form the product cannot run (an epilogue, edge
-    tiles), the product takes the tuner's best without stream-K forms instead of the winner's
-    ordinary grid (a few 128-wide tiles on a 132-multiprocessor GPU); also when the epilogue
-    comes later, fused from an elementwise op that reads the product. Right either way."""
-    streaming, plain = MatmulConfig.parse("64x64x8_8x8_v4ps3"), MatmulConfig.parse("32x32x16_4x4_v4")
+    tiles), the product takes the tuner's best without stream-K forms (which may be the simple
+    kernel, None) instead of the winner's ordinary grid (a few 128-wide tiles on a
+    132-multiprocessor GPU); also when the epilogue comes later, fused from an elementwise op
+    that reads the product. Right either way."""
+    streaming = MatmulConfig.parse("64x64x8_8x8_v4ps3")
+    plain = MatmulConfig.parse(unstreamed) if unstreamed else None
+    plain_name = "matmul_" + plain.name if plain else "matmul_tiled"
     asked = []
 
     def choose(dev_, problem_, dtype="f32", stream=True):
@@ -266,12 +270,12 @@ def test_a_product_that_cannot_stream_takes_the_best_unstreamed_config(dev, rng,
         got = dev.read(dev.matmul_strided(a_gpu, b_gpu, *problem, bias=bias_gpu)).reshape(want.shape)
         assert_matches(got, want)
         assert asked == [True, False]
-        assert launched[0] == "matmul_" + (streaming if streamed else plain).name + ("+epilogue" if bias else "")
+        assert launched[0] == ("matmul_" + streaming.name if streamed else plain_name) + ("+epilogue" if bias else "")
         if fuse:  # an elementwise op that reads the product joins it as its epilogue: never streamed
             del launched[:]
             got = dev.read(dev.scale(dev.matmul_strided(a_gpu, b_gpu, *problem, bias=bias_gpu), -2.0))
             assert_matches(got.reshape(want.shape), -2.0 * want)
-            assert launched == ["matmul_" + plain.name + "+epilogue"]
+            assert launched == [plain_name + "+epilogue"]
     assert matmul_gen.can_stream(streaming, problem, "f32",
                                  matmul_gen.Epilogue(bias=True) if bias else None) == streamed
 

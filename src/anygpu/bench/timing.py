@@ -27,12 +27,13 @@ WARM_AFTER_S = 0.05
 WARM_S = 0.3
 
 
-def _keep_busy(dev, run, seconds: float) -> None:
+def _keep_busy(run, sync, seconds: float) -> None:
+    """Call `run` for `seconds`, with `sync()` after every 8 calls (clocks up before timing)."""
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         for _ in range(8):
             run()
-        dev.synchronize()
+        sync()
 
 
 def time_anygpu(dev, run, budget_s: float = 0.2, rounds: int = 5, detail: dict | None = None) -> float:
@@ -46,7 +47,7 @@ def time_anygpu(dev, run, budget_s: float = 0.2, rounds: int = 5, detail: dict |
     run()
     dev.synchronize()   # compile, tune, fill caches
     if time.perf_counter() - first > WARM_AFTER_S and getattr(dev, "adapter_type", "") != "CPU":
-        _keep_busy(dev, run, WARM_S)
+        _keep_busy(run, dev.synchronize, WARM_S)
     dispatches = dev.stats["dispatches"]
     start = time.perf_counter()
     run()
@@ -79,11 +80,7 @@ def time_host(fn, sync=None, budget_s: float = 0.2, rounds: int = 5, warm_s: flo
     first 0.2 s of captured MLP steps at 842 us each, the next at 355)."""
     sync = sync or (lambda: None)
     if warm_s > 0:
-        end = time.perf_counter() + warm_s
-        while time.perf_counter() < end:
-            for _ in range(8):
-                fn()
-            sync()
+        _keep_busy(fn, sync, warm_s)
     rounds, repeats = _plan(fn, sync, budget_s, rounds)
     samples = []
     for _ in range(rounds):

@@ -63,26 +63,26 @@ def matmul_strided(dev, a, b, batch: int, m: int, n: int, k: int,
     if dev.fuse and a.dtype in fusion.FUSABLE:
         return fusion.defer_product(dev, batch * m * n, a.dtype,
                                     functools.partial(_launch, dev, config, problem, a, b, bias,
-                                                      unstreamed=unstreamed),
+                                                      fused_config=unstreamed),
                                     3 if bias is not None else 2)
     out = dev.empty(batch * m * n, a.dtype)
-    _launch(dev, config, problem, a, b, bias, out)
+    _launch(dev, config, problem, a, b, bias, out, fused_config=unstreamed)
     return out
 
 
 def _launch(dev, config, problem: Problem, a, b, bias, out, steps: tuple = (), written: tuple = (0,),
-            extras: tuple = (), outputs: tuple = (), values: tuple = (), *, unstreamed=None) -> None:
+            extras: tuple = (), outputs: tuple = (), values: tuple = (), *, fused_config) -> None:
     """Record the product into out with `config` (None: the simple kernel), falling back to
     the simple kernel where the config cannot run, through the epilogue of `bias` and the
     elementwise `steps` (see matmul_gen.Epilogue; extras, outputs and values: its other
-    inputs, other written values and scalars) when there is one. unstreamed: the config
-    to use instead of a stream-K `config` when an epilogue came (matmul_strided)."""
+    inputs, other written values and scalars) when there is one. fused_config: the config
+    to use when there is an epilogue (matmul_strided: `config`, or for a stream-K `config` the
+    tuner's best without stream-K forms, which may be the simple kernel, None)."""
     epilogue = None
     if bias is not None or steps:
         epilogue = Epilogue(bias is not None, steps, written)
         extras = ((bias,) if bias is not None else ()) + tuple(extras)
-        if config is not None and config.stream and unstreamed is not None:
-            config = unstreamed
+        config = fused_config
     if config is not None:
         try:
             launch(dev, config, problem, a, b, out, epilogue, extras, outputs, values)
