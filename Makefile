@@ -14,7 +14,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(BIN)/python -m pip install -q -e '.[test,dist]'
+	$(BIN)/python -m pip install -q -e '.[test,dist,dawn,tensorboard,onnx]'
 	touch $@
 
 setup: $(VENV)/.installed driver
