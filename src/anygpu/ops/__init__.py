@@ -12,11 +12,13 @@ from . import elementwise, matmul, nd, optim
 from . import attention, broadcast, conv, loss, norm, reduce, shape, softmax, upsample
 from . import batchnorm, index, layernorm, lossfn, pool, random
 from . import intmath
+from . import sparse
 
 _OP_MODULES = [elementwise, matmul, nd, reduce, broadcast, shape, upsample, softmax, attention, conv, norm,
                loss, optim]
 _OP_MODULES += [batchnorm, index, layernorm, lossfn, pool, random]  # the ops behind nn.functional
 _OP_MODULES += [intmath]  # integer tensors and sorting
+_OP_MODULES += [sparse]  # sparse matrices as segments of entries (anygpu.sparse)
 
 
 class Device(runtime.Device):
@@ -121,6 +123,12 @@ class Device(runtime.Device):
     matmul_int = intmath.matmul_int
     sort_rows = intmath.sort_rows
     index_put = intmath.index_put
+    # sparse.py
+    spmm = sparse.spmm
+    sddmm = sparse.sddmm
+    segment_sum = sparse.segment_sum
+    segment_softmax = sparse.segment_softmax
+    segment_softmax_backward = sparse.segment_softmax_backward
 
 
 def unbound_ops() -> list[str]:
