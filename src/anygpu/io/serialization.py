@@ -11,13 +11,14 @@ written atomically by `checkpoint.save`, so a changed byte is a `TamperedError` 
 A flat dict of str -> tensor/array (a state dict) is written exactly as `anygpu.save`
 always wrote it, with no structure entry, and loads as a dict of Tensors, as before.
 
-PyTorch's own ``.pt`` files are zip archives of pickles; unpickling runs code chosen by
-whoever wrote the file, so anygpu refuses them with a one-line conversion to run where
-PyTorch is installed.
+PyTorch's own ``.pt``/``.pth`` files (zip archives of pickles) are read by `anygpu.io.pth`,
+whose restricted unpickler allows only what torch's ``weights_only=True`` loader allows and
+runs no code from the file.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
@@ -26,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from anygpu.io import checkpoint
+from anygpu.io import checkpoint, pth
 
 __all__ = ["save", "load", "FORMAT_KEY", "STRUCTURE_KEY"]
 
@@ -124,6 +125,10 @@ class _Writer:
                            for i, item in enumerate(value)]}
         if type(value).__name__ == "device" and hasattr(value, "type") and hasattr(value, "index"):
             return {"device": str(value)}
+        if hasattr(value, "state_dict") and hasattr(value, "named_parameters"):  # an nn.Module
+            raise ValueError(f"save: {where} is a whole module ({type(value).__name__}); saving one needs pickle, "
+                             "which anygpu never writes: save model.state_dict() instead and load it into a new "
+                             "model with load_state_dict")
         raise ValueError(f"save: {where} is a {type(value).__name__}; anygpu saves tensors, arrays, numbers, "
                          "strings, None and bools, in dicts, lists and tuples (it never pickles objects)")
 
@@ -224,32 +229,16 @@ def save(obj, f, metadata: Mapping[str, str] | None = None, *, pickle_module=Non
     return checkpoint.save(arrays, f, metadata=meta)
 
 
-# A PyTorch .pt file: a zip archive (torch >= 1.6) or a legacy pickle stream, whose first
-# opcodes are PROTO 2 and a LONG1 magic number. A safetensors file has its JSON header
-# ("{") at byte 8, which neither has.
-_ZIP_MAGIC = b"PK\x03\x04"
-_LEGACY_MAGIC = b"\x80\x02\x8a\x0a"
-
-
-def _torch_file_help(where: str) -> str:
-    return (f"load: {where} is a PyTorch checkpoint (a zip of pickles); anygpu never unpickles, since a "
-            "pickle can run any code. Convert it once where PyTorch and anygpu are installed:\n"
-            f"    python -c \"import torch, anygpu; anygpu.save(torch.load({where!r}, map_location='cpu', "
-            f"weights_only=True), {where + '.safetensors'!r})\"\n"
-            "then load the .safetensors file (bfloat16 tensors become float32; without anygpu there, "
-            "safetensors.torch.save_file(state_dict, path) writes a flat state dict that "
-            "anygpu.load(path, allow_unsigned=True) reads)")
-
-
-def _check_not_torch_file(path) -> None:
+# A PyTorch .pt/.pth file (a zip archive or a legacy pickle stream) is read by anygpu.io.pth's
+# restricted unpickler, which runs no code from the file.
+def _is_torch_file(path) -> bool:
     try:
         # open_regular: a FIFO or device is refused here instead of blocking or reading forever
         with checkpoint.nanosign.open_regular(path, "load") as handle:
             head = handle.read(9)
     except (IsADirectoryError, PermissionError):
-        return  # checkpoint.load gives its own error
-    if (head.startswith(_ZIP_MAGIC) or head.startswith(_LEGACY_MAGIC)) and head[8:9] != b"{":
-        raise ValueError(_torch_file_help(os.fspath(path)))
+        return False  # checkpoint.load gives its own error
+    return pth.is_pth(head)
 
 
 def load(f, map_location=None, pickle_module=None, *, weights_only: bool | None = None, mmap: bool | None = None,
@@ -261,8 +250,8 @@ def load(f, map_location=None, pickle_module=None, *, weights_only: bool | None 
     safetensors file) loads as a dict of Tensors; a nested one as the object saved, with
     Tensors, NumPy arrays and Python values where they were. `map_location` and
     `weights_only` are accepted: tensors load onto the process's adapter, and the format
-    holds data only, so every load is as safe as torch's weights_only=True. A PyTorch .pt
-    file raises ValueError explaining how to convert it."""
+    holds data only, so every load is as safe as torch's weights_only=True. A PyTorch .pt/.pth
+    file is read by `anygpu.io.pth` (restricted to torch's weights_only globals, always)."""
     from anygpu import placement
     from anygpu.tensor import tensor
     if pickle_module is not None:
@@ -276,11 +265,12 @@ def load(f, map_location=None, pickle_module=None, *, weights_only: bool | None 
             path = os.path.join(folder, "checkpoint.safetensors")
             with open(path, "wb") as handle:
                 handle.write(data)
-            if (data.startswith(_ZIP_MAGIC) or data.startswith(_LEGACY_MAGIC)) and data[8:9] != b"{":
-                raise ValueError(_torch_file_help(str(where)))
+            if pth.is_pth(data[:9]):  # a PyTorch checkpoint: the restricted reader, no code run
+                return pth.load(io.BytesIO(data), where=str(where))
             arrays, metadata = checkpoint.load_with_metadata(path, allow_unsigned=allow_unsigned)
     else:
-        _check_not_torch_file(f)
+        if _is_torch_file(f):
+            return pth.load(f)
         arrays, metadata = checkpoint.load_with_metadata(f, allow_unsigned=allow_unsigned)
     if STRUCTURE_KEY not in metadata:
         return {name: tensor(array) for name, array in arrays.items()}
