@@ -603,3 +603,47 @@ def index_put_backward(dev, grad_out, positions, x_len: int):
     n = positions.len
     grad_x = dev.index_put(dev.copy(grad_out), positions, dev.alloc(n))
     return grad_x, dev.gather_axis(grad_out, positions, 1, x_len, n, 1)
+
+
+# ============================================================ sparse COO tensors (anygpu.sparse)
+
+@rule("spmm")
+def spmm_backward(dev, grad_out, values, dense, forward, transposed, out_rows: int, dense_rows: int, cols: int,
+                  needs=BOTH):
+    """out [out_rows, cols] = A @ X for a sparse A whose entries are listed by output row in
+    `forward` and by dense row in `transposed` (each (ptr, perm, seg, other), ops/sparse.py),
+    with `values` A's values and X = dense [dense_rows, cols] -> (d values, d X): each entry's
+    d value = dot(dY[its row], X[its column]) (sddmm), d X = A^T dY."""
+    ptr, perm, seg, other = forward
+    grad_values = dev.sddmm(perm, seg, other, grad_out, dense, out_rows, dense_rows, cols) if needs[0] else None
+    grad_dense = None
+    if needs[1]:
+        t_ptr, t_perm, _, t_other = transposed
+        grad_dense = dev.spmm(t_ptr, t_perm, t_other, values, grad_out, dense_rows, out_rows, cols)
+    return grad_values, grad_dense
+
+
+@rule("segment_sum")
+def segment_sum_backward(dev, grad_out, segment_of, segments: int, inner: int):
+    """out [segments, inner] = the sum of each segment's entries (coalescing duplicates, a sparse
+    sum over dims): each entry gets its segment's gradient (segment_of [entries], i32)."""
+    return (dev.gather_axis(grad_out, segment_of, 1, segments, segment_of.len, inner),)
+
+
+@rule("sparse_softmax")
+def sparse_softmax_backward(dev, grad_out, y, ptr, perm, segments: int, inner: int):
+    """y = softmax over the entries of each segment: y * (g - sum over the segment of g * y)."""
+    return (dev.segment_softmax_backward(ptr, perm, y, grad_out, segments, inner),)
+
+
+@rule("sparse_to_dense")
+def sparse_to_dense_backward(dev, grad_out, positions, total: int):
+    """out [total] = zeros with out[positions] = values (distinct positions): the gradient there."""
+    return (dev.gather_axis(grad_out, positions, 1, total, positions.len, 1),)
+
+
+@rule("sparse_gather")
+def sparse_gather_backward(dev, grad_out, positions, total: int):
+    """values = x.flatten()[positions] (to_sparse; distinct positions): the gradient scattered
+    back into zeros of x's size."""
+    return (dev.index_put(dev.alloc(total), positions, grad_out),)
