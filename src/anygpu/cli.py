@@ -1,4 +1,4 @@
-"""The ``anygpu`` command: ``info``, ``bench``, ``train``, and NanoSign's ``sign|verify|strip|hash``.
+"""The ``anygpu`` command: ``info``, ``bench``, ``train``, ``tune``, and NanoSign's ``sign|verify|strip|hash``.
 
 Exit codes: 0 success; 2 bad arguments or bad data, reported as ONE line on stderr
 (``anygpu: error: ...``) and never a traceback. ``verify`` and ``strip`` also use 1 for a
@@ -149,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.register(subparsers)
     infer.register(subparsers)  # predict, eval, sample
     nanosign_cli.register(subparsers)
+    from anygpu import tune_cli
+
+    tune_cli.register(subparsers)  # anygpu tune -- CMD
     return parser
 
 
