@@ -24,7 +24,7 @@ fn row_body(r: u32, t: u32) {
     let base = r * P.classes;
     var row_max = 0.0;
     if (P.log_probs == 0u) {
-        var m = -3.4028235e38;
+        var m = -3.40282346e38;  // -FLT_MAX (Tint refuses 3.4028235e38: above FLT_MAX before rounding)
         for (var c = t; c < P.classes; c += WG) { m = max(m, logits[base + c]); }
         row_max = workgroup_max(t, m);  // P.log_probs is uniform: every thread takes this branch
     }
@@ -52,7 +52,8 @@ fn row_body(r: u32, t: u32) {
         return;
     }
     if (target_class < 0 || target_class >= i32(P.classes)) {
-        let nan = bitcast<f32>(0x7fc00000u);
+        var nan_bits = 0x7fc00000u;  // a var: Tint refuses a NaN made by a constant expression
+        let nan = bitcast<f32>(nan_bits);
         parts[r] = nan;
         parts[P.rows + r] = nan;
         row_weight[r] = nan;

@@ -26,7 +26,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let in_h = i32(P.in_h);
     let in_w = i32(P.in_w);
     if (P.mode == 0u) {
-        var best = bitcast<f32>(0xff800000u);  // -inf: a window wholly in the padding, as in torch
+        // -inf: a window wholly in the padding, as in torch. Read from a var: Tint (Dawn) refuses
+        // an inf that a constant expression makes, as bitcast<f32>(0xff800000u) would be.
+        var neg_inf_bits = 0xff800000u;
+        var best = bitcast<f32>(neg_inf_bits);
         var best_index = -1;
         for (var r = 0i; r < i32(P.kh); r++) {
             let ih = h0 + r * i32(P.dil_h);

@@ -26,9 +26,6 @@ def _nan(x: str) -> str:
     return f"((bitcast<u32>({x}) & 0x7fffffffu) > 0x7f800000u)"
 
 
-_INF, _NEG_INF = "bitcast<f32>(0x7f800000u)", "bitcast<f32>(0xff800000u)"
-
-
 def _pow_expr(base: str, exponent: str) -> str:
     """base ** exponent as torch: real results for negative bases and integer exponents,
     x ** 0 = 1 (NaN too), NaN ** y = NaN, 0 ** negative = inf (-inf for -0 and odd y)."""
@@ -38,8 +35,9 @@ def _pow_expr(base: str, exponent: str) -> str:
     # Exponents -1, 2, 3 exactly, as torch: exp2(y * log2(x)) loses bits near 1e38.
     core = (f"select(select(select({core}, {base} * {base} * {base}, {exponent} == 3.0), {base} * {base},"
             f" {exponent} == 2.0), 1.0 / {base}, {exponent} == -1.0)")
-    negative_zero = f"(bitcast<u32>({base}) & 0x80000000u) != 0u"
-    at_zero = f"select({_INF}, select({_INF}, {_NEG_INF}, {negative_zero}), {odd})"
+    # inf, with the base's sign for odd exponents. Built from the base's bits: Tint (Dawn)
+    # refuses an inf that a constant expression makes (bitcast<f32>(0x7f800000u)).
+    at_zero = f"bitcast<f32>(select(0x7f800000u, 0x7f800000u | (bitcast<u32>({base}) & 0x80000000u), {odd}))"
     return (f"select(select({core}, {base}, {_nan(base)} && {exponent} != 0.0), {at_zero},"
             f" {base} == 0.0 && {exponent} < 0.0)")
 

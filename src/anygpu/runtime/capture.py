@@ -34,10 +34,9 @@ import functools
 import threading
 from collections.abc import Callable
 
-import wgpu
-
 from . import native
 from .errors import GpuError
+from .webgpu import wgpu  # the runtime's module (wgpu-native or Dawn): its GPUError is the one raised
 
 
 class CaptureError(RuntimeError):

@@ -36,12 +36,13 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-import wgpu
 
 from .dtypes import DTYPES, FROM_NUMPY, dtype_of, storage_numpy, to_host, to_storage
 from . import native, shaders
 from . import staging as host_staging
+from . import webgpu
 from .errors import GpuError, LimitError
+from .webgpu import wgpu  # wgpu-native's or Dawn's module, as ANYGPU_RUNTIME chooses
 
 # Commands recorded before a forced submit. Bounds host memory for the pending
 # list and the uniform ring, and keeps the GPU busy while Python records more: a
@@ -156,6 +157,10 @@ class Device:
                  power_preference: str = "high-performance"):
         adapter = adapter if adapter is not None else os.environ.get("ANYGPU_ADAPTER") or None
         backend = backend if backend is not None else os.environ.get("ANYGPU_BACKEND") or None
+        runtime = webgpu.current()
+        # "wgpu" (wgpu-native) or "dawn", and why (runtime/webgpu.py: ANYGPU_RUNTIME).
+        self.runtime: str = runtime.name
+        self.runtime_reason: str = runtime.reason
         self._adapter = choose_adapter(adapter, backend, power_preference)
         info = self._adapter.info
         # Known when chosen by index: tells apart cards of the same name (None: look it up by info).
@@ -164,14 +169,19 @@ class Device:
         self.backend: str = info.get("backend_type", "unknown")
         self.adapter_type: str = info.get("adapter_type", "unknown")
         self.driver: str = info.get("description", "")
-        wanted = {"timestamp-query", "timestamp-query-inside-passes", "subgroup", "shader-f16"}
-        self.features = frozenset(f for f in self._adapter.features if f in wanted)
+        # anygpu's names (runtime/webgpu.py maps Dawn's): timestamp-query(-inside-passes),
+        # subgroup, shader-f16; on Dawn also subgroup-matrix, implicit-device-synchronization.
         self.limits = dict(self._adapter.limits)
         try:
-            self._device = self._adapter.request_device_sync(
-                required_features=sorted(self.features), required_limits=self.limits)
-        except wgpu.GPUError as exc:
+            self._device, granted = webgpu.open_device(
+                self._adapter, webgpu.adapter_features(self._adapter), self.limits)
+        except (wgpu.GPUError, RuntimeError) as exc:
             raise GpuError(f"could not open {self.adapter_name}: {exc}") from exc
+        self.features = frozenset(granted)
+        # Subgroup-matrix configs (Dawn): dicts with M, N, K, component_type, result_type,
+        # min/max_subgroup_size and checked (the self-check's verdict; None: not checkable).
+        self.matrix_configs: list[dict] = (webgpu.device_matrix_configs(self._adapter, self._device)
+                                           if "subgroup-matrix" in self.features else [])
         self._queue = self._device.queue
         self.max_buffer_bytes = min(self.limits["max-buffer-size"],
                                     self.limits["max-storage-buffer-binding-size"])
@@ -228,7 +238,7 @@ class Device:
                       "fused_ops": 0, "fused_kernels": 0}
 
     def __repr__(self) -> str:
-        return f"Device({self.adapter_name!r}, backend={self.backend!r})"
+        return f"Device({self.adapter_name!r}, backend={self.backend!r}, runtime={self.runtime!r})"
 
     def realize_lazy(self) -> None:
         """Record the kernels of every deferred elementwise expression now (see the module
@@ -959,7 +969,7 @@ class PendingRead:
 def list_adapters():
     """Every adapter wgpu can see, as wgpu adapter objects."""
     try:
-        return list(wgpu.gpu.enumerate_adapters_sync())
+        return list(webgpu.quiet_stderr(wgpu.gpu.enumerate_adapters_sync))
     except Exception as exc:  # no loader, broken ICD
         raise GpuError(f"wgpu could not enumerate adapters: {exc}") from exc
 
@@ -1026,7 +1036,7 @@ def choose_adapter(name: str | None, backend: str | None, power_preference: str)
         rank = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "CPU": 3}
         found.sort(key=lambda a: rank.get(a.info.get("adapter_type"), 4))
         return found[0]
-    adapter = wgpu.gpu.request_adapter_sync(power_preference=power_preference)
+    adapter = webgpu.quiet_stderr(lambda: wgpu.gpu.request_adapter_sync(power_preference=power_preference))
     if adapter is None:
         raise GpuError(NO_ADAPTER_HELP)
     return adapter

@@ -13,7 +13,12 @@
 line `//! trusted` declares that it checks every index itself (and that its loops end):
 its module is made by wgpu-native's `wgpuDeviceCreateShaderModuleTrusted` without the
 runtime checks naga would otherwise add (bounds clamps, loop counters). ANYGPU_TRUSTED_SHADERS=0
-turns that off (every module checked), as does a wgpu build without the function.
+turns that off (every module checked), as does a wgpu build without the function, and
+Dawn, which has no per-module switch (its device toggle disable_robustness is all or nothing).
+
+The two compilers differ on one directive: Tint (Dawn) needs `enable subgroups;` before a
+kernel uses subgroup builtins, naga (wgpu-native 29) rejects it. Kernels do not write it;
+`create_module` adds it on Dawn.
 """
 
 from __future__ import annotations
@@ -81,10 +86,26 @@ def trusted(code: str) -> bool:
             and os.environ.get("ANYGPU_TRUSTED_SHADERS", "1").strip().lower() not in ("0", "false", "off", "no"))
 
 
+_SUBGROUP_USE = re.compile(r"\bsubgroup(?!Matrix)[A-Z]\w*\s*\(|@builtin\(\s*(?:subgroup_\w+|num_subgroups)\s*\)")
+_SUBGROUPS_ENABLED = re.compile(r"^\s*enable\b[^;]*\bsubgroups\b", re.M)
+
+
+def for_dawn(code: str) -> str:
+    """`code` as Tint needs it: `enable subgroups;` first where subgroup builtins are used."""
+    if _SUBGROUP_USE.search(code) and not _SUBGROUPS_ENABLED.search(code):
+        return "enable subgroups;\n" + code
+    return code
+
+
 def create_module(gpu_device, label: str, code: str):
-    """The wgpu shader module of WGSL `code` on a wgpu-py device: trusted (no runtime
-    checks) when `trusted(code)` and wgpu-native offers it, else wgpu-py's ordinary module.
-    Errors are wgpu's (GPUValidationError), as from create_shader_module."""
+    """The wgpu shader module of WGSL `code` on a wgpu-py (or wgpudawn) device: trusted (no
+    runtime checks) when `trusted(code)` and wgpu-native offers it, else the ordinary module
+    (on Dawn, with the directives Tint needs: `for_dawn`). Errors are wgpu's
+    (GPUValidationError), as from create_shader_module."""
+    from .webgpu import current
+
+    if current().name == "dawn":
+        return gpu_device.create_shader_module(label=label, code=for_dawn(code))
     if not trusted(code):
         return gpu_device.create_shader_module(label=label, code=code)
     try:

@@ -8,7 +8,7 @@ A `HostStage` is a pair of persistent host-visible wgpu buffers of one size:
 `Device.read` maps a fresh staging buffer through wgpu-py, copies the mapped bytes into a
 bytearray and then into a numpy array, and `Device.write` stages the array once more inside
 wgpu (``queue.write_buffer``). A stage instead maps both of its buffers through wgpu-native
-directly (``wgpuBufferMapAsync`` / ``wgpuBufferGetMappedRange`` via cffi) and hands the
+directly (``wgpuBufferMapAsync`` / ``wgpuBuffer[Const]MappedRange`` via cffi) and hands the
 mapped memory itself, as numpy views, to the caller's `work` -- then one
 ``copy_buffer_to_buffer`` takes the result back to the GPU. (MPI itself is not given the
 mapped memory: MPICH's single-copy path cannot read driver-mapped pages, see `host_arrays`;
@@ -17,7 +17,8 @@ mapped memory: MPICH's single-copy path cannot read driver-mapped pages, see `ho
 Threads: `record_download`, `submit` and `record_upload` record GPU work and belong to the
 thread that records everything else (the Device is not thread-safe). `exchange` may run on
 another thread (anygpu.distributed's MPI worker): wgpu-native's map, poll and unmap are
-thread-safe; a map request completes once the submissions that use the buffer are done, and
+thread-safe (Dawn's with the feature implicit-device-synchronization, which Device asks for
+there; its poll is ``wgpuInstanceProcessEvents``, see native.py); a map request completes once the submissions that use the buffer are done, and
 `exchange` polls without blocking (see `_wait_mapped`), so the recording thread keeps
 submitting meanwhile (DistributedDataParallel reduces one bucket while backward is still
 being recorded and run). Between `submit` and the end of `exchange` the stage's
@@ -33,18 +34,29 @@ import weakref
 from typing import Callable, TypeVar
 
 import numpy as np
-import wgpu
 
 from . import native
 from .errors import GpuError
+from .webgpu import wgpu
 
 __all__ = ["HostStage", "stage_for", "read_when_done", "AVAILABLE"]
 
 T = TypeVar("T")
 
-AVAILABLE = native.AVAILABLE and all(
-    hasattr(native.lib, name) for name in ("wgpuBufferMapAsync", "wgpuBufferGetMappedRange", "wgpuBufferUnmap",
-                                           "wgpuDevicePoll"))
+
+
+def _available() -> bool:
+    return bool(native.AVAILABLE) and all(hasattr(native.lib, name) for name in (
+        "wgpuBufferMapAsync", "wgpuBufferGetMappedRange", "wgpuBufferGetConstMappedRange", "wgpuBufferUnmap"))
+
+
+def __getattr__(name: str):
+    # AVAILABLE: whether host staging works on the chosen runtime (known once it is chosen).
+    if name == "AVAILABLE":
+        value = globals()["AVAILABLE"] = _available()
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 _CALLBACK = "void(WGPUMapAsyncStatus, WGPUStringView, void *, void *)"
 MAP_TIMEOUT = 600.0  # seconds a map may wait for the GPU before it counts as a lost device
 # Stages kept per device by stage_for (one per size class), at most this many bytes in all.
@@ -98,7 +110,9 @@ class _Mapping:
         native.lib.wgpuBufferMapAsync(self.buffer._internal, self.mode, 0, nbytes, self.info[0])
 
     def view(self, nbytes: int, dtype) -> np.ndarray:
-        pointer = native.lib.wgpuBufferGetMappedRange(self.buffer._internal, 0, nbytes)
+        lib = native.lib  # a buffer mapped for reading has only a const range on Dawn
+        get = lib.wgpuBufferGetConstMappedRange if self.mode == lib.WGPUMapMode_Read else lib.wgpuBufferGetMappedRange
+        pointer = get(self.buffer._internal, 0, nbytes)
         if pointer == native.ffi.NULL:
             raise GpuError("host staging: wgpu returned no mapped range")
         return np.frombuffer(native.ffi.buffer(native.ffi.cast("char *", pointer), nbytes), dtype=dtype)
@@ -114,8 +128,8 @@ class HostStage:
     ``work`` (the caller's function on the mapped memory, e.g. the MPI all-reduce)."""
 
     def __init__(self, dev, nbytes: int):
-        if not AVAILABLE:
-            raise GpuError("host staging needs wgpu-native's C API through wgpu-py (runtime/native.py)")
+        if not _available():
+            raise GpuError("host staging needs the runtime's C API (runtime/native.py)")
         self.dev = dev
         self.nbytes = -(-max(int(nbytes), 4) // 8) * 8  # maps move whole words; keep 8-byte granules
         usage = wgpu.BufferUsage
@@ -230,8 +244,8 @@ def _poll_until(dev, done: Callable[[], bool], deadline: float, last_wait: float
     had run dry (gfx-rs/wgpu#9470, fixed after wgpu 29). The sleep grows from POLL_SLEEP
     to POLL_SLEEP_MAX (POLL_SLEEP_MAX_CPU on a software adapter) the longer the GPU takes,
     so short waits end within microseconds and long ones cost little CPU."""
-    lib = native.lib
-    device = dev._device._internal
+    poll = native.poll
+    device = dev._device
     _fine_timer_slack()
     # Every wake-up takes the GIL from the recording thread (which drops it at each C call):
     # sleep most of the last wait in one go, then poll finely.
@@ -240,7 +254,7 @@ def _poll_until(dev, done: Callable[[], bool], deadline: float, last_wait: float
         time.sleep(min(0.7 * last_wait, 0.05))
     pause = POLL_SLEEP
     while not done():
-        lib.wgpuDevicePoll(device, False, native.ffi.NULL)
+        poll(device)
         if done():
             return
         if time.perf_counter() > deadline:
