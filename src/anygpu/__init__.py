@@ -61,3 +61,7 @@ autograd.function = _custom_function  # type: ignore[name-defined]  # noqa: F821
 _sys.modules.setdefault(__name__ + ".autograd.function", _custom_function)  # from torch.autograd.function import ...
 autograd.Variable = lambda data, requires_grad=False, volatile=False: (  # type: ignore[name-defined]  # noqa: F821 (legacy wrapper: the tensor itself)
     data.requires_grad_(True) if requires_grad else data)
+# torch.sparse (sparse COO tensors); importing it attaches Tensor.to_sparse / to_dense / is_sparse / layout.
+from . import sparse  # noqa: E402
+from .sparse import layout, sparse_coo, sparse_coo_tensor, strided  # noqa: E402,F401
+from .sparse import matmul  # noqa: E402,F811  (torch.matmul taking sparse operands too; dense ones as before)

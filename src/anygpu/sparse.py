@@ -472,7 +472,7 @@ class SparseTensor(Tensor):
         return _add(self, -other)
 
     def __rsub__(self, other):
-        return _add(other, -self)
+        return _add(other, -self)  # dense - sparse
 
     def sub(self, other, alpha=1):
         return _add(self, -(other * alpha) if alpha != 1 else -other)
@@ -652,7 +652,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1) -> Tensor:
 
 def _add(a, b):
     """sparse + sparse -> sparse (indices joined, duplicates summed when both were coalesced);
-    sparse + dense (either order) -> dense."""
+    dense + sparse -> dense. sparse + dense is refused, as torch refuses it."""
     if isinstance(a, SparseTensor) and isinstance(b, SparseTensor):
         if a.shape != b.shape:
             raise ValueError(f"add: sparse tensors of shapes {a.shape} and {b.shape} cannot be added; "
@@ -669,7 +669,8 @@ def _add(a, b):
         joined = SparseTensor._make(_Pattern(indices, a._pattern.sparse_shape), cat([va, vb], 0), a.shape, False)
         return joined.coalesce() if a._coalesced and b._coalesced else joined
     if isinstance(a, SparseTensor):
-        return a.to_dense() + b
+        raise ValueError(f"add: sparse + dense ({type(b).__name__}) is not supported, as in torch; write "
+                         f"dense + sparse")
     return a + b.to_dense()
 
 
@@ -791,3 +792,19 @@ Tensor.to_dense = _to_dense  # type: ignore[attr-defined]
 Tensor.is_sparse = property(lambda self: False)  # type: ignore[attr-defined]
 Tensor.layout = property(lambda self: strided)  # type: ignore[attr-defined]
 SparseTensor.to_sparse_coo = SparseTensor.to_sparse  # type: ignore[attr-defined]
+
+
+def _sparse_aware(dense_method):
+    """A dense Tensor method of a product (x.mm(y), x.matmul(y)) that hands a sparse `other`
+    to the sparse product (Python's reflected operators do this for `x @ y` already)."""
+    def method(self, other):
+        if isinstance(other, SparseTensor):
+            return matmul(self, other) if dense_method.__name__ == "matmul" else mm(self, other)
+        return dense_method(self, other)
+    method.__name__, method.__qualname__, method.__doc__ = (dense_method.__name__, dense_method.__qualname__,
+                                                            dense_method.__doc__)
+    return method
+
+
+Tensor.mm = _sparse_aware(Tensor.mm)  # type: ignore[method-assign]
+Tensor.matmul = _sparse_aware(Tensor.matmul)  # type: ignore[method-assign]
