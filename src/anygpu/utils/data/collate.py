@@ -16,13 +16,66 @@ import numpy as np
 from ... import dtypes
 from ...tensor import Tensor, float32, int64, stack, tensor
 
-__all__ = ["default_collate", "default_convert"]
+__all__ = ["default_collate", "default_convert", "host_collate", "host_convert", "HostArray"]
 
 _FOUND = "default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found {}"
 
 
+class HostArray:
+    """A batch field made on the host (in a DataLoader worker process): a NumPy array and the
+    dtype its tensor gets. Pickled, it rebuilds as a Tensor where it is unpickled (the main
+    process), so workers never make or send GPU buffers."""
+
+    __slots__ = ("array", "dtype")
+
+    def __init__(self, array: np.ndarray, dtype=None):
+        self.array, self.dtype = array, dtype
+
+    def __reduce__(self):
+        return host_to_tensor, (self.array, None if self.dtype is None else self.dtype.name)
+
+
+def host_to_tensor(array: np.ndarray, dtype_name: str | None):
+    """The Tensor a HostArray (or a Tensor made in a worker) stands for, on this process's GPU."""
+    return tensor(array, dtype=None if dtype_name is None else dtypes._BY_NAME[dtype_name])
+
+
+class _OnDevice:
+    """default_collate's leaves as Tensors (the main process)."""
+
+    @staticmethod
+    def stack(tensors):
+        return stack(list(tensors), 0)
+
+    @staticmethod
+    def array(array: np.ndarray, dtype=None):
+        return tensor(array, dtype=dtype)
+
+
+class _OnHost:
+    """default_collate's leaves as HostArrays (a worker process)."""
+
+    @staticmethod
+    def stack(tensors):
+        return HostArray(stack(list(tensors), 0).numpy(), tensors[0].dtype)  # one read-back per field
+
+    @staticmethod
+    def array(array: np.ndarray, dtype=None):
+        return HostArray(array, dtype)
+
+
 def default_collate(batch):
     """One batch from a list of samples (see the module docstring for the rules)."""
+    return _collate(batch, _OnDevice)
+
+
+def host_collate(batch):
+    """default_collate with every tensor field left on the host as a HostArray (what a
+    DataLoader worker sends; it becomes the same batch of Tensors in the main process)."""
+    return _collate(batch, _OnHost)
+
+
+def _collate(batch, leaves):
     if not isinstance(batch, Sequence) or isinstance(batch, (str, bytes)) or len(batch) == 0:
         raise ValueError(f"default_collate: expected a non-empty list of samples, got {type(batch).__name__}"
                          + (" of length 0" if isinstance(batch, Sequence) else ""))
@@ -32,7 +85,7 @@ def default_collate(batch):
         if len(shapes) != 1:
             raise ValueError(f"default_collate: stack expects each tensor to be equal size, got shapes "
                              f"{sorted(shapes)}")
-        return stack(list(batch), 0)
+        return leaves.stack(batch)
     if isinstance(elem, (np.ndarray, np.generic)) and not isinstance(elem, (np.str_, np.bytes_)):
         arrays = [np.asarray(b) for b in batch]
         if elem.dtype.kind not in "biuf":
@@ -40,29 +93,29 @@ def default_collate(batch):
         if len({a.shape for a in arrays}) != 1:
             raise ValueError(f"default_collate: stack expects each array to be equal size, got shapes "
                              f"{sorted({a.shape for a in arrays})}")
-        return tensor(np.stack(arrays))
+        return leaves.array(np.stack(arrays))
     if isinstance(elem, bool):
-        return tensor(list(batch), dtype=dtypes.bool)
+        return leaves.array(np.array(batch, dtype=np.bool_), dtypes.bool)
     if isinstance(elem, int):
-        return tensor(list(batch), dtype=int64)
+        return leaves.array(np.array(batch, dtype=np.int64), int64)
     if isinstance(elem, float):
-        return tensor(list(batch), dtype=float32)
+        return leaves.array(np.array(batch, dtype=np.float32), float32)
     if isinstance(elem, (str, bytes)):
         return batch
     if isinstance(elem, Mapping):
-        collated = {key: default_collate([sample[key] for sample in batch]) for key in elem}
+        collated = {key: _collate([sample[key] for sample in batch], leaves) for key in elem}
         try:
             return type(elem)(collated)
         except TypeError:  # a mapping type that cannot be built from a dict
             return collated
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # named tuple
-        return type(elem)(*(default_collate(list(field)) for field in zip(*batch)))
+        return type(elem)(*(_collate(list(field), leaves) for field in zip(*batch)))
     if isinstance(elem, Sequence):
         sizes = {len(sample) for sample in batch}
         if len(sizes) != 1:
             raise ValueError(f"default_collate: each element in list of batch should be of equal size, "
                              f"got sizes {sorted(sizes)}")
-        fields = [default_collate(list(field)) for field in zip(*batch)]
+        fields = [_collate(list(field), leaves) for field in zip(*batch)]
         if isinstance(elem, tuple):
             return fields
         try:
@@ -75,21 +128,30 @@ def default_collate(batch):
 def default_convert(data):
     """What DataLoader applies to each sample when batching is off (batch_size=None): NumPy
     arrays and scalars become tensors, containers are converted element by element."""
+    return _convert(data, _OnDevice)
+
+
+def host_convert(data):
+    """default_convert with NumPy leaves kept as HostArrays (a worker process)."""
+    return _convert(data, _OnHost)
+
+
+def _convert(data, leaves):
     if isinstance(data, (np.ndarray, np.generic)) and not isinstance(data, (np.str_, np.bytes_)):
-        return tensor(data) if data.dtype.kind in "biuf" else data
+        return leaves.array(np.asarray(data)) if data.dtype.kind in "biuf" else data
     if isinstance(data, Mapping):
-        converted = {key: default_convert(value) for key, value in data.items()}
+        converted = {key: _convert(value, leaves) for key, value in data.items()}
         try:
             return type(data)(converted)
         except TypeError:
             return converted
     if isinstance(data, tuple) and hasattr(data, "_fields"):
-        return type(data)(*(default_convert(d) for d in data))
+        return type(data)(*(_convert(d, leaves) for d in data))
     if isinstance(data, tuple):
-        return [default_convert(d) for d in data]
+        return [_convert(d, leaves) for d in data]
     if isinstance(data, Sequence) and not isinstance(data, (str, bytes)):
         try:
-            return type(data)([default_convert(d) for d in data])
+            return type(data)([_convert(d, leaves) for d in data])
         except TypeError:
-            return [default_convert(d) for d in data]
+            return [_convert(d, leaves) for d in data]
     return data

@@ -1,13 +1,26 @@
 """DataLoader: iterate a dataset in batches, with torch's arguments and checks.
 
-Batches are loaded in the main process: `num_workers`, `pin_memory`, `prefetch_factor`,
-`persistent_workers`, `timeout` and `worker_init_fn` are accepted (so scripts run
-unchanged) and change nothing; `get_worker_info()` is None, as in torch's main process.
+With `num_workers=0` batches are loaded in the main process. With `num_workers > 0` and a
+dataset (with collate_fn and worker_init_fn) that pickles, that many worker processes load
+whole batches in parallel (see worker.py: spawn start method, torch's seeding, batches
+returned in the sampler's order, `prefetch_factor` batches in flight per worker,
+`persistent_workers` kept from epoch to epoch, a worker's exception re-raised here naming
+the worker); a dataset that does not pickle is loaded in the main process with a warning.
 A TensorDataset (or a Subset of one) batched with the default collate gathers each batch
-with one indexed read per tensor instead of one read per sample; the values are the same.
+with one indexed GPU read per tensor instead of one read per sample, always in the main
+process (workers could only add copies); the values are the same. `pin_memory` and
+`pin_memory_device` change nothing (batches are uploaded to the GPU when they are made).
 """
 
 from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import queue
+import time
+import warnings
+import weakref
 
 import numpy as np
 
@@ -15,13 +28,11 @@ from ... import generator as streams
 from .collate import default_collate, default_convert
 from .dataset import IterableDataset, Subset, TensorDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
+from .worker import Exhausted, WorkerError, get_worker_info, host_dumps, worker_loop
 
 __all__ = ["DataLoader", "get_worker_info"]
 
-
-def get_worker_info():
-    """None: anygpu loads every batch in the main process."""
-    return None
+_POLL_S = 1.0  # how often the main process checks its workers while waiting for a batch
 
 
 def _rows_source(dataset):
@@ -40,16 +51,21 @@ class _LoaderIter:
     """The iterator `iter(loader)` returns: `next()` gives a batch; `len()` the batch count."""
 
     def __init__(self, loader: "DataLoader"):
-        if loader.generator is not None:
+        pool_payload = loader._worker_payload()
+        base_seed = None
+        if loader.generator is not None or pool_payload is not None:
             # torch's iterator takes a base seed (for workers) from the generator every epoch;
             # drawing it too keeps the sampler's orders equal to torch's, epoch after epoch.
-            streams.seed_from(loader.generator, "DataLoader")
+            base_seed = streams.seed_from(loader.generator, "DataLoader")
         self._length = None
         try:
             self._length = len(loader)
         except TypeError:  # an iterable dataset without __len__
             pass
-        self._batches = loader._generate()
+        if pool_payload is None:
+            self._batches = loader._generate()
+        else:
+            self._batches = _WorkerEpoch(loader, pool_payload, base_seed)
 
     def __iter__(self):
         return self
@@ -126,9 +142,67 @@ class DataLoader:
         if collate_fn is None:
             collate_fn = default_collate if self._auto_collation else default_convert
         self.collate_fn = collate_fn
+        if prefetch_factor is not None and num_workers == 0:
+            raise ValueError("DataLoader: prefetch_factor option could only be specified in multiprocessing. "
+                             "let num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor to None.")
+        if prefetch_factor is not None and (isinstance(prefetch_factor, bool) or not isinstance(prefetch_factor, int)
+                                            or prefetch_factor < 0):
+            raise ValueError(f"DataLoader: prefetch_factor option should be a non-negative integer, got "
+                             f"{prefetch_factor!r}")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("DataLoader: persistent_workers option needs num_workers > 0")
+        self._payload: bytes | None = None
+        self._pool: _WorkerPool | None = None
 
     def __iter__(self) -> _LoaderIter:
         return _LoaderIter(self)
+
+    def _worker_payload(self) -> bytes | None:
+        """What worker processes start from (the pickled dataset, collate_fn, ...), or None to
+        load in the main process."""
+        if self.num_workers == 0:
+            return None
+        if self._default_collate and _rows_source(self.dataset) is not None:
+            return None  # a TensorDataset's rows are on the GPU already: workers could only add copies
+        if self._payload is None:
+            collate = ("collate" if self._auto_collation else "convert") if self._default_collate \
+                else self.collate_fn
+            try:
+                self._payload = host_dumps((self.dataset, collate, self.worker_init_fn, self._auto_collation,
+                                            self.batch_size, self.drop_last))
+            except Exception as exc:  # lambdas, local classes, open files, ...
+                warnings.warn(f"DataLoader: the dataset, collate_fn or worker_init_fn cannot be pickled "
+                              f"({type(exc).__name__}: {exc}); loading in the main process instead of "
+                              f"{self.num_workers} worker processes", stacklevel=3)
+                self._payload = b""
+        return self._payload or None
+
+    def _context(self):
+        context = self.multiprocessing_context
+        if context is None:
+            return multiprocessing.get_context("spawn")
+        if isinstance(context, str):
+            if context not in multiprocessing.get_all_start_methods():
+                raise ValueError(f"DataLoader: multiprocessing_context option should specify a valid start "
+                                 f"method in {multiprocessing.get_all_start_methods()!r}, but got "
+                                 f"multiprocessing_context={context!r}")
+            return multiprocessing.get_context(context)
+        return context
+
+    def _shutdown_workers(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def __del__(self):
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.shutdown()
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_pool"] = None
+        return state
 
     def __len__(self) -> int:
         if isinstance(self.dataset, IterableDataset):
@@ -186,3 +260,176 @@ class DataLoader:
                 raise IndexError(f"DataLoader: index {i} is out of range for a TensorDataset of {count} samples")
         picks = tensor(np.asarray(indices, dtype=np.int64) % count, dtype=int64)
         return [t.index_select(0, picks) for t in tensors]
+
+
+class _WorkerPool:
+    """The worker processes of a loader: one task queue each, one shared result queue."""
+
+    def __init__(self, loader: DataLoader, payload: bytes, base_seed: int):
+        context = loader._context()
+        forked = context.get_start_method() == "fork"
+        self.result_queue = context.Queue()
+        self.index_queues = [context.Queue() for _ in range(loader.num_workers)]
+        self.workers = []
+        for worker_id, index_queue in enumerate(self.index_queues):
+            process = context.Process(target=worker_loop, daemon=True,
+                                      args=(worker_id, loader.num_workers, base_seed, payload, index_queue,
+                                            self.result_queue, os.getpid(), forked))
+            process.start()
+            self.workers.append(process)
+        self.epoch = 0
+        self._finalizer = weakref.finalize(self, _stop, self.workers, self.index_queues, self.result_queue)
+
+    def shutdown(self) -> None:
+        self._finalizer()
+
+
+def _stop(workers, index_queues, result_queue) -> None:
+    for index_queue in index_queues:
+        try:
+            index_queue.put(None)
+        except (OSError, ValueError):  # already closed
+            pass
+    deadline = time.monotonic() + 5.0
+    for process in workers:
+        process.join(max(0.0, deadline - time.monotonic()))
+        if process.is_alive():
+            process.terminate()
+            process.join(1.0)
+    for q in (*index_queues, result_queue):
+        q.cancel_join_thread()
+        q.close()
+
+
+class _WorkerEpoch:
+    """One epoch's batches from the loader's workers, in the sampler's order (in_order=True,
+    torch's default) or as they arrive; at most prefetch_factor tasks in flight per worker."""
+
+    def __init__(self, loader: DataLoader, payload: bytes, base_seed: int):
+        self._loader = loader
+        pool = loader._pool if loader.persistent_workers else None
+        if pool is None:
+            pool = _WorkerPool(loader, payload, base_seed)
+            if loader.persistent_workers:
+                loader._pool = pool
+        pool.epoch += 1
+        self._pool, self._epoch = pool, pool.epoch
+        self._own_pool = not loader.persistent_workers
+        self._iterable = isinstance(loader.dataset, IterableDataset)
+        if self._iterable:
+            self._tasks = None
+        elif loader.batch_sampler is not None:
+            self._tasks = iter(loader.batch_sampler)
+        else:
+            self._tasks = iter(loader.sampler)
+        self._active = [True] * len(pool.workers)
+        self._next_worker = 0
+        self._sent = 0  # tasks sent (the next task's index)
+        self._wanted = 0  # the index of the next batch to return
+        self._owner: dict[int, int] = {}  # index of a task in flight -> its worker
+        self._arrived: dict[int, object] = {}
+        self._done = False
+        prefetch = 2 if loader.prefetch_factor is None else loader.prefetch_factor
+        for _ in range(max(1, prefetch) * len(pool.workers)):
+            if not self._send():
+                break
+
+    def _send(self) -> bool:
+        """Give the next task to the next active worker; False when there is none."""
+        if not any(self._active):
+            return False
+        if self._iterable:
+            indices = None
+        else:
+            try:
+                indices = next(self._tasks)
+            except StopIteration:
+                return False
+            if isinstance(indices, (tuple, range)) or hasattr(indices, "tolist"):
+                indices = list(indices.tolist() if hasattr(indices, "tolist") else indices)
+        while not self._active[self._next_worker]:
+            self._next_worker = (self._next_worker + 1) % len(self._active)
+        worker = self._next_worker
+        self._next_worker = (worker + 1) % len(self._active)
+        self._pool.index_queues[worker].put((self._epoch, self._sent, indices))
+        self._owner[self._sent] = worker
+        self._sent += 1
+        return True
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._done:
+            raise StopIteration
+        while True:
+            if self._loader.in_order:
+                # Skip tasks of workers whose iterable ran out: they will not be answered.
+                while self._wanted in self._owner and self._wanted not in self._arrived \
+                        and not self._active[self._owner[self._wanted]]:
+                    del self._owner[self._wanted]
+                    self._wanted += 1
+                if self._wanted in self._arrived:
+                    index = self._wanted
+                    self._wanted += 1
+                    data = self._arrived.pop(index)
+                    del self._owner[index]
+                    if isinstance(data, Exhausted):
+                        self._send()
+                        continue
+                    return self._deliver(data)
+            elif self._arrived:
+                index = next(iter(self._arrived))
+                data = self._arrived.pop(index)
+                del self._owner[index]
+                if isinstance(data, Exhausted):
+                    self._send()
+                    continue
+                return self._deliver(data)
+            if not self._owner:
+                self._finish()
+                raise StopIteration
+            self._receive()
+
+    def _deliver(self, data):
+        """A batch to return (a worker's error is raised in its batch's turn, as torch does)."""
+        if isinstance(data, WorkerError):
+            self._finish()
+            data.reraise()
+        self._send()
+        return data
+
+    def _receive(self) -> None:
+        """Wait for one answer of this epoch and keep it (an error is raised here)."""
+        timeout = self._loader.timeout
+        started = time.monotonic()
+        while True:
+            try:
+                epoch, index, worker, data = self._pool.result_queue.get(timeout=_POLL_S)
+            except queue.Empty:
+                dead = [p for p in self._pool.workers if not p.is_alive()]
+                if dead:
+                    self._finish()
+                    pids = ", ".join(str(p.pid) for p in dead)
+                    raise RuntimeError(f"DataLoader worker (pid(s) {pids}) exited unexpectedly "
+                                       f"(exit code {dead[0].exitcode})") from None
+                if timeout and time.monotonic() - started > timeout:
+                    self._finish()
+                    raise RuntimeError(f"DataLoader timed out after {timeout} seconds") from None
+                continue
+            if epoch != self._epoch or index not in self._owner:
+                continue  # an answer to an abandoned epoch of persistent workers
+            result = pickle.loads(data)  # our own workers' bytes, never a user file
+            if isinstance(result, Exhausted):
+                self._active[worker] = False
+            self._arrived[index] = result
+            return
+
+    def _finish(self) -> None:
+        self._done = True
+        if self._own_pool:
+            self._pool.shutdown()
+
+    def __del__(self):
+        if getattr(self, "_own_pool", False) and not self._done:
+            self._pool.shutdown()

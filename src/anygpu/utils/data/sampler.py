@@ -26,6 +26,8 @@ def _positive_int(op: str, name: str, value) -> int:
 
 
 T_co = TypeVar("T_co", covariant=True)
+_CHUNK = 32  # indices a replacement sampler draws at a time (torch's chunk)
+_WEIGHTED_CHUNK = 4096  # draws per chunk of a WeightedRandomSampler with replacement
 
 
 class Sampler(Generic[T_co]):
@@ -77,7 +79,12 @@ class RandomSampler(Sampler):
         generator = self.generator if self.generator is not None else \
             streams.Generator().manual_seed(streams.seed_from(None, "RandomSampler"))
         if self.replacement:
-            yield from streams.randint_below(n, self.num_samples, generator, "RandomSampler")
+            # Lazily, in chunks of 32 as torch draws them: num_samples may be 1e10 (an "infinite"
+            # loader) and the generator is left where torch's would be after the same batches.
+            full_chunks, rest = divmod(self.num_samples, _CHUNK)
+            for _ in range(full_chunks):
+                yield from streams.randint_below(n, _CHUNK, generator, "RandomSampler")
+            yield from streams.randint_below(n, rest, generator, "RandomSampler")
             return
         for _ in range(self.num_samples // n):
             yield from streams.randperm(n, generator, "RandomSampler")
@@ -124,9 +131,19 @@ class WeightedRandomSampler(Sampler):
 
     def __iter__(self) -> Iterator[int]:
         rng = streams._stream(self.generator, "WeightedRandomSampler")
-        picks = rng.choice(self.weights.size, size=self.num_samples, replace=self.replacement,
-                           p=self.weights / self.weights.sum())
-        return iter(int(i) for i in picks)
+        if not self.replacement:  # num_samples <= len(weights): one draw
+            picks = rng.choice(self.weights.size, size=self.num_samples, replace=False,
+                               p=self.weights / self.weights.sum())
+            yield from picks.tolist()
+            return
+        # With replacement num_samples may be huge: inverse-CDF draws, a chunk at a time.
+        cumulative = np.cumsum(self.weights)
+        cumulative /= cumulative[-1]
+        last = int(np.flatnonzero(self.weights)[-1])  # rounding must never pick a zero weight
+        for start in range(0, self.num_samples, _WEIGHTED_CHUNK):
+            count = min(_WEIGHTED_CHUNK, self.num_samples - start)
+            picks = np.searchsorted(cumulative, rng.random(count), side="right")
+            yield from np.minimum(picks, last).tolist()
 
     def __len__(self) -> int:
         return self.num_samples
