@@ -34,6 +34,7 @@ from .tensor import get_rng_state, initial_seed, seed, set_rng_state  # noqa: E4
 from .placement import device  # noqa: E402
 from .generator import Generator, default_generator  # noqa: E402
 from . import accelerator, amp, backends, cuda, distributed, futures, multiprocessing, utils  # noqa: E402  (each a torch.<name> module)
+from . import onnx  # noqa: E402  (torch.onnx.export; the onnx package is imported only by export)
 from .amp import autocast  # noqa: E402
 from .backends import get_float32_matmul_precision, set_float32_matmul_precision  # noqa: E402
 from .io.serialization import load, save  # noqa: E402  (torch.save / torch.load; flat state dicts as before)
