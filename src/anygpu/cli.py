@@ -15,7 +15,7 @@ from importlib import metadata
 from typing import Sequence
 
 import anygpu as ag
-from anygpu import infer, nanosign_cli, train
+from anygpu import convert_cli, infer, nanosign_cli, train
 from anygpu.distributed import DistributedError
 from anygpu.io.datasets import DataError
 from anygpu.io.nanosign import TamperedError
@@ -149,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.register(subparsers)
     infer.register(subparsers)  # predict, eval, sample
     nanosign_cli.register(subparsers)
+    convert_cli.register(subparsers)  # convert a PyTorch checkpoint to safetensors
     from anygpu import tune_cli
 
     tune_cli.register(subparsers)  # anygpu tune -- CMD

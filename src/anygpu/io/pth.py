@@ -456,7 +456,7 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, where: str, si
         with archive.open(info) as member:
             data = member.read(info.file_size)
             extra = member.read(1)  # reaching the end makes zipfile check the CRC
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError, NotImplementedError) as error:
+    except Exception as error:  # zipfile's many ways to meet damage: BadZipFile, EOFError, struct.error, zlib.error
         raise PthError(f"load: {where}: {info.filename!r} cannot be read ({error}); the file is damaged "
                        "or truncated") from None
     if len(data) != info.file_size or extra:
@@ -468,7 +468,7 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, where: str, si
 def _read_zip(file: BinaryIO, where: str, file_size: int):
     try:
         archive = zipfile.ZipFile(file)
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as error:
+    except Exception as error:  # BadZipFile, EOFError, struct.error, UnicodeDecodeError, ...
         raise PthError(f"load: {where}: not a readable zip archive ({error}); the file is damaged or "
                        "truncated") from None
     with archive:
@@ -478,8 +478,8 @@ def _read_zip(file: BinaryIO, where: str, file_size: int):
             if info.compress_type == zipfile.ZIP_STORED and info.header_offset + info.compress_size > file_size:
                 raise PthError(f"load: {where}: {info.filename!r} reaches beyond the end of the file; the file is "
                                "truncated")
-        pickles = [info for info in members if info.filename.endswith("data.pkl")
-                   and info.filename.count("/") <= 1]
+        pickles = [info for info in members if info.filename.count("/") <= 1
+                   and info.filename.rpartition("/")[2] == "data.pkl"]
         if len(pickles) != 1:
             raise PthError(f"load: {where}: a zip archive with {len(pickles)} data.pkl records; a PyTorch "
                            "checkpoint has exactly one")
