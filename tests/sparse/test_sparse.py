@@ -7,7 +7,6 @@ import pytest
 
 import anygpu as ag
 import anygpu.nn.functional as F
-import anygpu.sparse as sparse
 
 torch = pytest.importorskip("torch")
 

@@ -3,6 +3,7 @@
 from . import functional
 from . import init
 from . import parallel
+from .parallel import DataParallel  # torch.nn.DataParallel (nn.parallel.DistributedDataParallel stays there)
 from .modules import (
     AvgPool2d, BatchNorm2d, Conv2d, ConvTranspose2d, CrossEntropyLoss, Dropout, Embedding, Flatten, GELU,
     GroupNorm, Identity, IncompatibleKeys, LayerNorm, Linear, MaxPool2d, Module, ModuleList, MSELoss,

@@ -37,7 +37,7 @@ from anygpu.tensor import Tensor, float32, grad_ready_hooks, is_grad_enabled, po
 
 from .modules import Module
 
-__all__ = ["DistributedDataParallel"]
+__all__ = ["DistributedDataParallel", "DataParallel", "data_parallel"]
 
 # The bucket backward completes last (the first layers) holds at most this many bytes
 # (ANYGPU_DDP_LAST_BUCKET_MB, default 1; 0: no smaller last bucket, every bucket at the cap).
@@ -593,3 +593,102 @@ class DistributedDataParallel(Module):
         if self.rank != 0:
             for t, offset in zip(floats, offsets):
                 dev.copy(flat, t._buf, t.numel(), src_offset=offset)
+
+
+# ---------------------------------------------------------------------- DataParallel (single process)
+
+def _device_index(op: str, value, name: str) -> int:
+    """An adapter index from an int, "cuda:N" or a device (torch's _get_device_index), checked
+    against the adapters wgpu sees."""
+    from anygpu import placement
+
+    if isinstance(value, bool):
+        raise ValueError(f"{op}: {name} must be a device index or device, got {value!r}")
+    if isinstance(value, int):
+        index = value
+    else:
+        try:
+            parsed = value if isinstance(value, placement.device) else placement.device(value)
+        except ValueError as exc:
+            raise ValueError(f"{op}: {name}: {exc}") from None
+        if parsed.type == "cpu":
+            raise ValueError(f"{op}: {name} must name a GPU adapter, got {parsed}")
+        index = placement.current_index() if parsed.index is None else parsed.index
+    count = placement.adapter_count()
+    if not 0 <= index < count:
+        raise ValueError(f"{op}: {name} = {value!r} is not an adapter index; wgpu sees {count} adapter(s) "
+                         f"(0..{count - 1})")
+    return index
+
+
+def _data_parallel_devices(op: str, device_ids, output_device, dim) -> tuple[list[int], int]:
+    """Check torch's DataParallel arguments; the devices the batch would be split over, and
+    the output device. anygpu computes on one adapter per process (placement.py), so the
+    whole batch runs on the process's adapter, which must be device_ids[0]: with more than
+    one device a warning says so once."""
+    import warnings
+
+    from anygpu import placement
+
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise ValueError(f"{op}: dim must be an int, got {dim!r}")
+    if device_ids is None:
+        ids = list(range(placement.adapter_count()))
+        ids = [placement.current_index()] + [i for i in ids if i != placement.current_index()]
+    else:
+        ids = [_device_index(op, d, f"device_ids[{k}]") for k, d in enumerate(device_ids)]
+        if not ids:
+            raise ValueError(f"{op}: device_ids is empty; give at least one adapter index or None for all")
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"{op}: device_ids {list(device_ids)} names an adapter twice")
+    output = ids[0] if output_device is None else _device_index(op, output_device, "output_device")
+    placement.select_adapter(ids[0], op)  # the module lives on device_ids[0], as in torch
+    if output != ids[0]:
+        placement.select_adapter(output, op)
+    if len(ids) > 1 and not _DATA_PARALLEL_WARNED:
+        _DATA_PARALLEL_WARNED.append(True)
+        warnings.warn(f"{op}: anygpu computes on one adapter per process, so the whole batch runs on adapter "
+                      f"{ids[0]} rather than split over adapters {ids}; for several GPUs run one process each "
+                      f"with DistributedDataParallel (mpiexec -n N)", stacklevel=3)
+    return ids, output
+
+
+_DATA_PARALLEL_WARNED: list = []
+
+
+class DataParallel(Module):
+    """torch.nn.DataParallel(module, device_ids=None, output_device=None, dim=0).
+
+    torch replicates the module on each of device_ids, splits the batch along `dim`, runs the
+    parts and concatenates the outputs on output_device. anygpu computes on one adapter per
+    process, so forward runs the module on the whole batch on that adapter: torch's own
+    behaviour with a single device (``module(*inputs, **kwargs)``). With several adapters
+    listed it warns once and does the same; outputs and gradients equal the split run's
+    except for layers whose result depends on the batch split (BatchNorm's training
+    statistics are per part in torch). For several GPUs use DistributedDataParallel.
+    The module is ``.module``; the state dict's keys start with ``module.``, as torch's."""
+
+    def __init__(self, module: Module, device_ids=None, output_device=None, dim: int = 0):
+        super().__init__()
+        if not isinstance(module, Module):
+            raise ValueError(f"DataParallel: expected an nn.Module, got {type(module).__name__}")
+        self.device_ids, self.output_device = _data_parallel_devices("DataParallel", device_ids, output_device,
+                                                                     dim)
+        self.dim = dim
+        self.module = module
+
+    def forward(self, *inputs, **kwargs):
+        return self.module(*inputs, **kwargs)
+
+
+def data_parallel(module, inputs, device_ids=None, output_device=None, dim: int = 0, module_kwargs=None):
+    """torch.nn.parallel.data_parallel: the functional DataParallel (see DataParallel): the
+    module applied to `inputs` (a tuple of arguments, or one argument) and module_kwargs."""
+    if not callable(module):
+        raise ValueError(f"data_parallel: expected a module, got {type(module).__name__}")
+    _data_parallel_devices("data_parallel", device_ids, output_device, dim)
+    if not isinstance(inputs, tuple):
+        inputs = (inputs,) if inputs is not None else ()
+    if module_kwargs is not None and not isinstance(module_kwargs, dict):
+        raise ValueError(f"data_parallel: module_kwargs must be a dict, got {type(module_kwargs).__name__}")
+    return module(*inputs, **(module_kwargs or {}))
