@@ -30,6 +30,7 @@ import threading
 import warnings
 
 from . import dtypes, placement
+from .tensor.elementwise import register_autocast
 
 __all__ = ["autocast", "GradScaler", "is_autocast_available"]
 
@@ -74,6 +75,9 @@ def policy(op: str):
     if fast is None:
         return None
     return fast if op in LOWER else dtypes.float32 if op in FLOAT32 else None
+
+
+register_autocast(_state, policy)  # the tensor package reads the region through this hook
 
 
 def is_autocast_enabled(device_type: str | None = None) -> bool:

@@ -53,6 +53,10 @@ class Generator:
         """The NumPy generator that draws this stream (what anygpu's factories use)."""
         return self._numpy_rng
 
+    def _torch_randperm(self, n: int) -> list[int]:
+        """randperm(n) from this stream in torch's CPU order (anygpu.randperm calls it)."""
+        return randperm(n, self)
+
     def manual_seed(self, seed) -> "Generator":
         seed = int(seed)
         if seed < 0:  # torch wraps negative seeds into the unsigned 64-bit range

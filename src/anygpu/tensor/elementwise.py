@@ -1,0 +1,248 @@
+"""Elementwise math: dtype promotion, casts, unary and binary ops (float and exact integer),
+comparisons, autocast of operands."""
+
+from __future__ import annotations
+
+
+import threading
+
+import numpy as np
+
+from .. import dtypes
+from ..autograd.rules import backward as rule
+from ..dtypes import float16, float32, int64, promote
+from ..ops import gpu
+
+from .core import Tensor, _BUF_DTYPE, _check_half, _is_int, bool_
+from .recording import _attach, _record
+from .creation import full, tensor
+
+# Autocast lives above this package (anygpu.amp) and registers its per-thread region state
+# and its op policy here when imported (`register_autocast`); until then no region exists.
+_autocast_state = threading.local()
+_autocast_policy = None
+
+
+def register_autocast(state: threading.local, policy) -> None:
+    """Install autocast's thread-local region state and `policy(op) -> dtype or None`."""
+    global _autocast_state, _autocast_policy
+    _autocast_state, _autocast_policy = state, policy
+
+
+def _autocast(op: str, *operands):
+    """The operands as autocast wants them for `op` (amp.policy): float tensors converted
+    to float16 (matmul-type ops) or float32 (reductions, softmax, exp/log/pow), through
+    recorded conversions; unchanged outside autocast and for other ops."""
+    want = _autocast_policy(op) if _autocast_state.__dict__ else None
+    if want is None:
+        return operands
+    return tuple(_cast(t, want) if isinstance(t, Tensor) and t.dtype.is_floating_point and t.dtype is not want
+                 else t for t in operands)
+
+
+def _to_tensor(value, like: Tensor | None = None) -> Tensor:
+    """A Tensor for an operand: Python numbers become 0-d tensors of their own kind
+    (bool, int64 or float32), so integer arithmetic stays integer."""
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return full((), bool(value), dtype=bool_)
+    if isinstance(value, (int, np.integer)):
+        return full((), int(value), dtype=int64)
+    if isinstance(value, (float, np.floating)):
+        return full((), float(value))
+    return tensor(value)
+
+
+def _number_dtype(value) -> dtypes.dtype:
+    if isinstance(value, (bool, np.bool_)):
+        return bool_
+    return int64 if isinstance(value, (int, np.integer)) else float32
+
+
+def _result_dtype(a, b) -> dtypes.dtype:
+    """torch's type promotion for a binary op: a tensor of higher category (bool < int <
+    float) wins; a Python number or 0-d tensor only lifts the category, not the width."""
+    def rank(dt):
+        return 2 if dt.is_floating_point else 1 if _is_int(dt) else 0
+
+    def strength(x):  # a tensor with dims > a 0-d tensor > a Python number
+        return 0 if not isinstance(x, Tensor) else 1 if x.ndim == 0 else 2
+
+    da = a.dtype if isinstance(a, Tensor) else _number_dtype(a)
+    db = b.dtype if isinstance(b, Tensor) else _number_dtype(b)
+    if strength(a) == strength(b):
+        return promote(da, db)
+    (strong, strong_dt), (weak, weak_dt) = sorted(((a, da), (b, db)), key=lambda p: -strength(p[0]))
+    if rank(weak_dt) <= rank(strong_dt):
+        return strong_dt
+    if isinstance(weak, Tensor):
+        return weak_dt
+    return float32 if rank(weak_dt) == 2 else int64
+
+
+def _float_operand(t: Tensor):
+    return t._buf if t._buf.dtype == "f32" else gpu().cast(t._buf, "f32")
+
+
+def _float_operands(*tensors: Tensor) -> tuple:
+    """The Buffers an elementwise float kernel reads: the f16 Buffers themselves when every
+    operand is float16 (f16 storage, f32 math, the result rounded to f16 once: torch's half
+    kernels, without converted copies), else each operand as f32 (mixed float16/float32
+    computes in float32, as torch promotes)."""
+    if all(t._buf.dtype == "f16" for t in tensors):
+        return tuple(t._buf for t in tensors)
+    return tuple(_float_operand(t) for t in tensors)
+
+
+def _int_operand(t: Tensor):
+    """t's elements as an i32 Buffer (bool's 0/1 words converted)."""
+    return t._buf if t._buf.dtype == "i32" else gpu().cast(t._buf, "i32")
+
+
+def _cast(x: Tensor, dtype, copy: bool = False) -> Tensor:
+    """x converted to `dtype` (a new tensor unless the dtype is x's already): float -> int
+    truncates toward zero, anything -> bool is `!= 0`, as torch."""
+    if dtype is x.dtype:
+        return x.clone() if copy else x
+    dev = gpu()
+    if dtype is bool_:
+        return _compare("ne", x, 0)
+    if dtype.is_floating_point:
+        store = _BUF_DTYPE[dtype]
+        if dtype is float16:
+            _check_half("to")
+        buf = dev.copy(x._buf) if x._buf.dtype == store else dev.cast(x._buf, store)
+        out = Tensor(buf, x.shape, dtype)
+        if not x.dtype.is_floating_point:
+            return out
+        source = x._buf.dtype  # float <-> float: the gradient goes back converted to x's dtype
+        return _attach("to", out, (x,), rule("to", dev, source))
+    buf = dev.copy(x._buf) if x._buf.dtype == "i32" else dev.cast(x._buf, "i32")
+    out = Tensor(buf, x.shape, dtype)
+    out._host = x._host if _is_int(x.dtype) else None
+    return out
+
+
+_INT_BINARY_OPS = {"add", "sub", "mul", "floordiv", "remainder", "pow", "maximum", "minimum",
+                   "bitwise_and", "bitwise_or", "bitwise_xor"}
+
+
+def _int_binary(name: str, a, b, out_dtype) -> Tensor:
+    """Exact integer (or bool) arithmetic on the i32 kernels; never differentiable."""
+    if name not in _INT_BINARY_OPS:
+        raise ValueError(f"{name}: not defined for integer tensors (dtype {out_dtype})")
+    if name == "pow" and not isinstance(b, Tensor) and b < 0:
+        raise ValueError("pow: integers to negative integer powers are not allowed (use a float base)")
+    if name == "sub" and out_dtype is bool_:
+        raise ValueError("sub: subtracting bool tensors is not supported; use logical_xor or ~ instead")
+    a, b = _to_tensor(a), _to_tensor(b)
+    buf, shape = gpu().broadcast_binary_int(name, _int_operand(a), a.shape, _int_operand(b), b.shape)
+    out = Tensor(buf, shape, int64 if out_dtype is bool_ else out_dtype)
+    return _compare("ne", out, 0) if out_dtype is bool_ else out
+
+
+def _is_scalar(value) -> bool:
+    return isinstance(value, (int, float, np.number)) and not isinstance(value, np.bool_)
+
+
+def _binary(name: str, a, b) -> Tensor:
+    if name == "pow":
+        a, b = _autocast(name, a, b)
+    out_dtype = _result_dtype(a, b)
+    if name == "div" or (name == "pow" and isinstance(b, float)):
+        out_dtype = float32
+    if not out_dtype.is_floating_point:
+        return _int_binary(name, a, b, out_dtype)
+    if name in ("floordiv", "remainder"):  # floats: floor(a / b) and a - b * floor(a / b), as torch
+        quotient = _unary("floor", _binary("div", a, b))
+        return quotient if name == "floordiv" else _binary("sub", a, _binary("mul", b, quotient))
+    if name in _SCALAR_OPS and isinstance(a, Tensor) and _is_scalar(b):
+        return _scalar_binary(name, a, float(b), reverse=False)
+    if name in _SCALAR_OPS and isinstance(b, Tensor) and _is_scalar(a):
+        return _scalar_binary(name, b, float(a), reverse=True)
+    a = _to_tensor(a)
+    b = _to_tensor(b)
+    dev = gpu()
+    a_buf, b_buf = _float_operands(a, b)  # the backward reads these, never int bits
+    buf, shape = dev.broadcast_binary(name, a_buf, a.shape, b_buf, b.shape)
+    out = Tensor(buf, shape)
+
+    needs = (a.requires_grad, b.requires_grad)
+    backward = rule(name, dev, a_buf, b_buf, buf, shapes=(a.shape, b.shape, shape), needs=needs)
+    return _record(name, out, (a, b), backward, native=buf.dtype == "f16")
+
+
+# Tensor-with-Python-scalar arithmetic as one unary launch: name -> (forward op, reversed op).
+_SCALAR_OPS = {"add": ("add_scalar", "add_scalar"), "sub": ("add_scalar", "rsub_scalar"),
+               "mul": ("scale", "scale"), "div": ("div_scalar", "rdiv_scalar"), "pow": ("pow_scalar", None)}
+
+
+def _scalar_binary(name: str, x: Tensor, s: float, reverse: bool) -> Tensor:
+    """x op s (or s op x when reverse) for a Python number s, with its backward."""
+    op = _SCALAR_OPS[name][1 if reverse else 0]
+    if op is None:  # s ** x: through the broadcasting kernel
+        return _binary(name, full((), s), x)
+    dev = gpu()
+    xb, = _float_operands(x)
+    alpha = -s if (name, reverse) == ("sub", False) else s
+    out = Tensor(dev.unary(op, xb, alpha), x.shape)
+
+    backward = rule(op, dev, xb, out._buf, alpha)
+    return _record(name, out, (x,), backward, native=xb.dtype == "f16")
+
+
+def _compare(name: str, a, b) -> Tensor:
+    """An elementwise comparison: a bool tensor (never differentiable). Integers compare
+    exactly on the i32 kernel, anything with a float on the float kernel."""
+    exact_int = not _result_dtype(a, b).is_floating_point
+    a = _to_tensor(a)
+    b = _to_tensor(b)
+    if exact_int:
+        buf, shape = gpu().broadcast_binary_int(name, _int_operand(a), a.shape, _int_operand(b), b.shape)
+    else:
+        a_buf, b_buf = _float_operands(a, b)  # float16 with float16: compared as stored
+        buf, shape = gpu().broadcast_binary(name, a_buf, a.shape, b_buf, b.shape)
+    return Tensor(buf, shape, bool_)
+
+
+def _int_unary(name: str, x: Tensor, alpha, beta) -> Tensor:
+    """The unary ops that keep an integer dtype in torch, on the exact integer kernels."""
+    if x.dtype is bool_:
+        x = _cast(x, int64)
+    if name == "neg":
+        return _int_binary("sub", 0, x, x.dtype)
+    if name == "abs":
+        return _int_binary("maximum", x, _int_binary("sub", 0, x, x.dtype), x.dtype)
+    if name == "square":
+        return _int_binary("mul", x, x, x.dtype)
+    if name == "relu":
+        return _int_binary("maximum", x, 0, x.dtype)
+    out = x  # clamp with integer bounds (None = no bound)
+    if alpha is not None:
+        out = _int_binary("maximum", out, int(alpha), x.dtype)
+    if beta is not None:
+        out = _int_binary("minimum", out, int(beta), x.dtype)
+    return out.clone() if out is x else out
+
+
+_INT_KEEPING_UNARY = {"neg", "abs", "square", "relu", "clamp"}
+
+
+def _unary(name: str, x: Tensor, alpha: float = 0.0, beta: float = 0.0) -> Tensor:
+    x, = _autocast(name, x)
+    if not x.dtype.is_floating_point and name in _INT_KEEPING_UNARY:
+        return _int_unary(name, x, alpha, beta)
+    dev = gpu()
+    xb, = _float_operands(x)
+    out = Tensor(dev.unary(name, xb, alpha, beta), x.shape)
+    return _record(name, out, (x,), rule(name, dev, xb, out._buf, alpha, beta), native=xb.dtype == "f16")
+
+
+def unary_op(name: str, x: Tensor, alpha: float = 0.0, beta: float = 0.0) -> Tensor:
+    """Apply a recorded unary op by name (relu, sigmoid, tanh, silu, gelu, exp, ...)."""
+    return _unary(name, x, alpha, beta)
+
+
+def _as_float(t: Tensor) -> Tensor:
+    return t if t.dtype.is_floating_point else t.float()

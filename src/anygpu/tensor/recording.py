@@ -1,0 +1,114 @@
+"""Autograd glue: attach an op's backward rule to its result (`_record`, with float16
+conversions), and the graph walk backward uses."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+
+from ..autograd.engine import Entry
+from ..dtypes import float16, float32
+from ..ops import gpu
+
+from .core import Tensor, _is_int
+from .grad_mode import is_grad_enabled
+
+
+def _view_host(source: Tensor, host):
+    """The host copy a view of `source` (sharing its buffer) may keep: integer tensors'
+    only (index checks read it). Float buffers are updated in place (optimizers, running
+    statistics), which would leave a view's copy stale."""
+    return host if _is_int(source.dtype) else None
+
+
+def _half_result(parents: Sequence[Tensor]) -> bool:
+    """Whether torch's result of a float op on `parents` is float16: the float operands that
+    decide (those with dims, else all; Python numbers arrive as 0-d float32) are all float16."""
+    floats = [p for p in parents if p.dtype.is_floating_point]
+    strong = [p for p in floats if p.ndim] or floats
+    return bool(strong) and all(p.dtype is float16 for p in strong)
+
+
+def _record(name: str, out: Tensor, parents: Sequence[Tensor], backward, native: bool = False) -> Tensor:
+    """Attach the backward rule of the op that produced `out` (when grad is wanted).
+
+    float16 operands: the ops compute in f32 (their kernels load f16 as f32, or their
+    operands were converted), so a float32 result of float16 operands is rounded to f16
+    here, once, and the backward converts: the rule runs on f32 gradients and each
+    input's gradient is returned in its own storage dtype. `native`: the forward ran on
+    the f16 Buffers themselves (elementwise ops of float16 operands, see _float_operands),
+    so the rule runs on f16 gradients too (its kernels store f16 and compute in f32)."""
+    if out.dtype is not float16 and not any(p.dtype is float16 for p in parents):
+        return _attach(name, out, parents, backward)  # no float16 anywhere: the common path
+    computed = out._buf.dtype if native or name in _HALF_RULES else "f32"
+    if out.dtype is float32 and _half_result(parents):
+        out._buf, out.dtype = gpu().cast(out._buf, "f16"), float16
+    if backward is not None:
+        backward = _converting_backward(backward, computed, tuple(p._buf.dtype for p in parents))
+    return _attach(name, out, parents, backward)
+
+
+# Ops whose forward ran on f16 Buffers and whose backward rule runs on them too (f16 stored,
+# f32 math): matmul's gradients are matmuls of the f16 gradient with the f16 operands (summed
+# in f32), softmax's backward reads the f16 gradient and output.
+_HALF_RULES = {"matmul", "bmm", "softmax"}
+
+
+def _converting_backward(backward, computed: str, wanted: tuple):
+    """backward run on a gradient of the dtype the forward computed in (f32 for most rules:
+    the values they saved are f32, or f16 loaded as f32), with each input's gradient
+    converted to its storage dtype."""
+    def run(grad_out):
+        dev = gpu()
+        grads = backward(grad_out if grad_out.dtype == computed else dev.cast(grad_out, computed))
+        return tuple(g if g is None or want not in ("f32", "f16") or g.dtype == want else dev.cast(g, want)
+                     for g, want in zip(grads, wanted))
+    return run
+
+
+def _attach(name: str, out: Tensor, parents: Sequence[Tensor], backward) -> Tensor:
+    if is_grad_enabled() and any(p.requires_grad for p in parents):
+        out.requires_grad = True
+        out._parents = tuple(parents)
+        out._entry = Entry(name, tuple(p._key for p in parents), out._key, backward)
+    return out
+
+
+def _freed_entry(entry: Entry) -> Entry:
+    """What a backward without retain_graph leaves of a non-leaf's entry: its name, no saved
+    values, and a rule that raises torch's error if a later backward reaches it."""
+    def spent(grad):
+        raise RuntimeError(
+            f"Trying to backward through the graph a second time (through {entry.name}, whose saved values "
+            f"were freed by the first backward). Specify retain_graph=True the first time, or detach() what "
+            f"a new graph reuses")
+    return Entry(entry.name, (), entry.output, spent)
+
+
+def _topological_order(root: Tensor) -> list[Tensor]:
+    """Every tensor behind `root` that has an entry, inputs before outputs."""
+    order, seen = [], set()
+    stack = [(root, False)]
+    while stack:
+        t, expanded = stack.pop()
+        if expanded:
+            order.append(t)
+            continue
+        if id(t) in seen or t._entry is None:
+            continue
+        seen.add(id(t))
+        stack.append((t, True))
+        for p in t._parents:
+            if p._entry is not None and id(p) not in seen:
+                stack.append((p, False))
+    return order
+
+
+def sum_dims(buf, shape, dims):
+    """Sum a contiguous buffer of `shape` over `dims` (kept as size 1); see ops.nd.sum_dims."""
+    return gpu().sum_dims(buf, shape, dims)
+
+
+def sum_to_shape(grad_buf, grad_shape, shape):
+    """Sum a broadcast gradient back down to `shape` (the inverse of broadcasting)."""
+    return gpu().sum_to_shape(grad_buf, grad_shape, shape)
