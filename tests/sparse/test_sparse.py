@@ -369,3 +369,77 @@ def test_gat_style_attention_trains_like_torch(rng):
         losses[lib.__name__] = run
     np.testing.assert_allclose(losses["anygpu"], losses["torch"], rtol=1e-5, atol=1e-5)
     assert losses["torch"][-1] < losses["torch"][0]  # it learns: the comparison is not of constants
+
+
+def test_log_softmax_and_addmm(rng):
+    idx, vals = _pattern(rng, 5, 6, 14)
+    v, tv = ag.tensor(vals, requires_grad=True), torch.tensor(vals, requires_grad=True)
+    s = ag.sparse.log_softmax(ag.sparse_coo_tensor(idx, v, (5, 6)), 1)
+    t = torch.sparse.log_softmax(torch.sparse_coo_tensor(torch.tensor(idx), tv, (5, 6)), 1)
+    _close(s.values(), t.coalesce().values())
+    s.values().sum().backward()
+    t.coalesce().values().sum().backward()
+    _close(v.grad, tv.grad)
+    bias = rng.standard_normal((5, 3)).astype(np.float32)
+    dense = rng.standard_normal((6, 3)).astype(np.float32)
+    ours = ag.sparse.addmm(ag.tensor(bias), ag.sparse_coo_tensor(idx, vals, (5, 6)), ag.tensor(dense),
+                           beta=0.5, alpha=2.0)
+    theirs = torch.sparse.addmm(torch.tensor(bias), torch.sparse_coo_tensor(torch.tensor(idx), torch.tensor(vals),
+                                                                            (5, 6)), torch.tensor(dense),
+                                beta=0.5, alpha=2.0)
+    _close(ours, theirs)
+
+
+def test_hybrid_softmax_and_coalesce(rng):
+    idx, _ = _pattern(rng, 4, 5, 10)
+    vals = rng.standard_normal((10, 3)).astype(np.float32)
+    weight = rng.standard_normal((10, 3)).astype(np.float32)
+    for dim in (0, 1, 2):
+        v, tv = ag.tensor(vals, requires_grad=True), torch.tensor(vals, requires_grad=True)
+        s = ag.sparse.softmax(ag.sparse_coo_tensor(idx, v, (4, 5, 3)), dim)
+        t = torch.sparse.softmax(torch.sparse_coo_tensor(torch.tensor(idx), tv, (4, 5, 3)), dim)
+        _close(s.to_dense(), t.to_dense())
+        w = weight[:s._nnz()]
+        (s.values() * ag.tensor(w)).sum().backward()
+        (t.coalesce().values() * torch.tensor(w)).sum().backward()
+        _close(v.grad, tv.grad)
+
+
+def test_non_finite_values_stay_in_their_entries(rng):
+    idx = np.array([[0, 1, 2], [0, 1, 1]])
+    vals = np.array([np.nan, 2.0, np.inf], np.float32)
+    dense = rng.standard_normal((3, 4)).astype(np.float32)
+    dense[2] = np.inf  # row 2 of the dense operand is read by no entry: no NaN from 0 * inf
+    ours = ag.sparse.mm(ag.sparse_coo_tensor(idx, vals, (3, 3)), ag.tensor(dense))
+    theirs = torch.sparse.mm(torch.sparse_coo_tensor(torch.tensor(idx), torch.tensor(vals), (3, 3)),
+                             torch.tensor(dense))
+    np.testing.assert_array_equal(np.isnan(ours.numpy()), np.isnan(theirs.numpy()))
+    np.testing.assert_array_equal(np.isinf(ours.numpy()), np.isinf(theirs.numpy()))
+    finite = np.isfinite(theirs.numpy())
+    np.testing.assert_allclose(ours.numpy()[finite], theirs.numpy()[finite], rtol=1e-6)
+
+
+def test_larger_random_product(rng):
+    rows, inner, cols, nnz = 301, 203, 33, 2500
+    idx, vals = _pattern(rng, rows, inner, nnz)
+    dense = rng.standard_normal((inner, cols)).astype(np.float32)
+    grad = rng.standard_normal((rows, cols)).astype(np.float32)
+    v, x = ag.tensor(vals, requires_grad=True), ag.tensor(dense, requires_grad=True)
+    tv, tx = torch.tensor(vals, requires_grad=True), torch.tensor(dense, requires_grad=True)
+    out = ag.sparse_coo_tensor(idx, v, (rows, inner)) @ x
+    t_out = torch.sparse_coo_tensor(torch.tensor(idx), tv, (rows, inner)) @ tx
+    _close(out, t_out, 1e-4)
+    (out * ag.tensor(grad)).sum().backward()
+    (t_out * torch.tensor(grad)).sum().backward()
+    _close(x.grad, tx.grad, 1e-4)
+    _close(v.grad, tv.grad, 1e-4)
+
+
+def test_dtype_conversions(rng):
+    idx = np.array([[0, 1], [1, 0]])
+    s = ag.sparse_coo_tensor(idx, [3, 4], (2, 2))
+    assert s.dtype is ag.int64
+    f = s.float()
+    assert f.is_sparse and f.dtype is ag.float32 and s.to("cuda") is s and s.cpu() is s
+    _close(f.to_dense(), np.array([[0, 3], [4, 0]], np.float32))
+    _close(ag.sparse.sum(s, dtype=ag.float32), np.float32(7))
