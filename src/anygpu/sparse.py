@@ -22,6 +22,8 @@ tensor with s's indices."""
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from . import dtypes, placement
@@ -127,6 +129,34 @@ class _Pattern:
         return found
 
 
+# Patterns of recent index Tensors (id -> (weak reference, host array, sparse shape, pattern)):
+# a graph network makes `sparse_coo_tensor(edge_index, scores, size)` at every step from the
+# same edge_index, whose sorted lists and GPU buffers are then made once. A hit needs the same
+# Tensor object holding the same host array (an in-place write replaces or drops it).
+_PATTERNS: dict = {}
+_PATTERNS_KEPT = 32
+
+
+def _known_pattern(indices, sparse_shape: tuple):
+    if not isinstance(indices, Tensor) or indices._host is None:
+        return None
+    found = _PATTERNS.get(id(indices))
+    if found is None:
+        return None
+    ref, host, shape, pattern = found
+    if ref() is indices and host is indices._host and shape == sparse_shape:
+        return pattern
+    return None
+
+
+def _remember_pattern(indices, pattern: "_Pattern") -> None:
+    if not isinstance(indices, Tensor) or indices._host is None:
+        return
+    if len(_PATTERNS) >= _PATTERNS_KEPT:
+        del _PATTERNS[next(iter(_PATTERNS))]
+    _PATTERNS[id(indices)] = (weakref.ref(indices), indices._host, pattern.sparse_shape, pattern)
+
+
 def _host_indices(op: str, indices) -> np.ndarray:
     """Indices (a Tensor, array or nested list) as a host int64 array [sparse_dim, nnz]."""
     if isinstance(indices, Tensor):
@@ -206,7 +236,10 @@ def sparse_coo_tensor(indices, values, size=None, dtype=None, device=None, requi
         if not vals.dtype.is_floating_point:
             raise ValueError(f"{op}: only float tensors can require gradients, got dtype {vals.dtype}")
         vals = vals.detach().clone().requires_grad_(True)
-    pattern = _Pattern(idx, shape[:sparse_dim])
+    pattern = _known_pattern(indices, shape[:sparse_dim])
+    if pattern is None or not np.array_equal(pattern.indices, idx):
+        pattern = _Pattern(idx, shape[:sparse_dim])
+        _remember_pattern(indices, pattern)
     coalesced = bool(is_coalesced) if is_coalesced is not None else False
     if coalesced and not pattern.sorted_unique:
         raise ValueError(f"{op}: is_coalesced=True but the indices are not sorted and distinct")
@@ -400,10 +433,13 @@ class SparseTensor(Tensor):
             return SparseTensor._make(pattern, self._values, self.shape, True)
         ptr, perm, segment_of, uniq, count = pattern.grouping(tuple(range(self.sparse_dim())))
         values = _segment_sum(self._values, ptr, perm, segment_of, count)
-        indices = np.stack(np.unravel_index(uniq, pattern.sparse_shape)).astype(np.int64).reshape(
-            self.sparse_dim(), count)
-        indices.setflags(write=False)
-        return SparseTensor._make(_Pattern(indices, pattern.sparse_shape), values, self.shape, True)
+        merged = pattern._cache.get("coalesced")
+        if merged is None:
+            indices = np.stack(np.unravel_index(uniq, pattern.sparse_shape)).astype(np.int64).reshape(
+                self.sparse_dim(), count)
+            indices.setflags(write=False)
+            merged = pattern._cache["coalesced"] = _Pattern(indices, pattern.sparse_shape)
+        return SparseTensor._make(merged, values, self.shape, True)
 
     def to_dense(self, dtype=None, *, masked_grad=None) -> Tensor:
         """The dense tensor (duplicates summed), differentiable in the values."""

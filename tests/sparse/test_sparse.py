@@ -443,3 +443,18 @@ def test_dtype_conversions(rng):
     assert f.is_sparse and f.dtype is ag.float32 and s.to("cuda") is s and s.cpu() is s
     _close(f.to_dense(), np.array([[0, 3], [4, 0]], np.float32))
     _close(ag.sparse.sum(s, dtype=ag.float32), np.float32(7))
+
+
+def test_pattern_of_a_reused_index_tensor_is_kept_until_it_changes(rng):
+    edges = ag.tensor(np.array([[2, 0, 1, 0], [0, 1, 2, 2]]))
+    dense = ag.tensor(rng.standard_normal((3, 2)).astype(np.float32))
+    first = ag.sparse_coo_tensor(edges, ag.ones(4), (3, 3))
+    second = ag.sparse_coo_tensor(edges, ag.full((4,), 2.0), (3, 3))
+    assert second._pattern is first._pattern
+    edges[1, 3] = 1  # an in-place write: a new pattern, the right product
+    third = ag.sparse_coo_tensor(edges, ag.ones(4), (3, 3))
+    assert third._pattern is not first._pattern
+    expected = np.zeros((3, 3), np.float32)
+    np.add.at(expected, ([2, 0, 1, 0], [0, 1, 2, 1]), 1.0)
+    _close(third @ dense, expected @ dense.numpy())
+    _close(second @ dense, 2 * first.to_dense().numpy() @ dense.numpy())
