@@ -31,7 +31,10 @@ What makes replay correct:
 from __future__ import annotations
 
 import functools
+import os
+import struct
 import threading
+import traceback
 from collections.abc import Callable
 
 from . import native
@@ -50,7 +53,8 @@ class Recording:
         self.dev = dev
         self.commands: list[tuple] = []
         self.created: set = set()  # wgpu buffers the pool handed out while recording
-        self.reads = 0
+        self._reads = 0
+        self.read_at: str | None = None  # where the step first read a value back (for the reason)
         self.unsupported: str | None = None
         self.hooks: list[tuple] = []  # (fn, first dispatch ordinal, end ordinal)
         self.n_dispatches = 0
@@ -70,6 +74,17 @@ class Recording:
             dev.flush()
         finally:
             dev._recording = None
+
+    @property
+    def reads(self) -> int:
+        """How many times the host read values back while recording."""
+        return self._reads
+
+    @reads.setter
+    def reads(self, value: int) -> None:  # Device.read counts here: note where the first read came from
+        if self.read_at is None and value > self._reads:
+            self.read_at = _where()
+        self._reads = value
 
     # called by Device while recording
     def add_batch(self, pending, params, slot: int) -> None:
@@ -113,7 +128,7 @@ class Recording:
 
     def why_not_replayable(self) -> str | None:
         if self.reads:
-            return "the step reads values back to the host"
+            return "the step reads values back to the host" + (f" ({self.read_at})" if self.read_at else "")
         if self.unsupported:
             return f"the step records {self.unsupported}"
         if not self.n_dispatches:
@@ -145,6 +160,25 @@ class paused:
         return False
 
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _where() -> str | None:
+    """The calling code's place, for a reason: 'at FILE:LINE in FUNCTION: SOURCE' of the
+    innermost frame outside anygpu's runtime (an op's `.item()`, GradScaler's inf check),
+    and the user's own line that led there when that is another."""
+    inside = (os.path.join(_PACKAGE, "runtime"), os.path.join(_PACKAGE, "tensor"))
+    frames = [f for f in traceback.extract_stack()[:-2] if not f.filename.startswith(inside)]
+    if not frames:
+        return None
+    inner = frames[-1]
+    user = next((f for f in reversed(frames) if not f.filename.startswith(_PACKAGE)), None)
+    text = f"at {os.path.basename(inner.filename)}:{inner.lineno} in {inner.name}: {(inner.line or '').strip()}"
+    if user is not None and user is not inner:
+        text += f", from {os.path.basename(user.filename)}:{user.lineno}: {(user.line or '').strip()}"
+    return text
+
+
 def _buffers_of(cmd) -> tuple:
     kind = cmd[0]
     if kind == "dispatch":
@@ -156,41 +190,78 @@ def _buffers_of(cmd) -> tuple:
     return (cmd[1],)
 
 
-def same_step(a: Recording, b: Recording) -> str | None:
-    """None when recordings a and b ran the same step; else what differs."""
-    if len(a.commands) != len(b.commands):
-        return f"{len(a.commands)} commands, then {len(b.commands)}"
-    if [(h[1], h[2]) for h in a.hooks] != [(h[1], h[2]) for h in b.hooks]:
-        return "the dynamic parts differ"
+def _describe(cmd, ordinal: int | None = None) -> str:
+    kind = cmd[0]
+    if kind == "dispatch":
+        return f"dispatch {ordinal} ({cmd[1].name}, grid {cmd[4]})"
+    if kind == "copy":
+        return f"a copy of {cmd[5]} bytes"
+    if kind == "clear":
+        return f"a clear of {cmd[2]} bytes"
+    if kind == "write":
+        return f"an upload of {len(cmd[2])} bytes"
+    return f"a host {kind} ({getattr(cmd[1], '__qualname__', cmd[1])})"
+
+
+def _first_word(x: bytes, y: bytes) -> str:
+    """The first 4-byte word where parameter blocks x and y differ, as u32 and f32."""
+    for at in range(0, min(len(x), len(y)) - 3, 4):
+        if x[at:at + 4] != y[at:at + 4]:
+            (ux,), (uy,) = struct.unpack("<I", x[at:at + 4]), struct.unpack("<I", y[at:at + 4])
+            (fx,), (fy,) = struct.unpack("<f", x[at:at + 4]), struct.unpack("<f", y[at:at + 4])
+            return f"parameter word {at // 4}: {ux} (as f32 {fx:.7g}), then {uy} (as f32 {fy:.7g})"
+    return f"parameter blocks of {len(x)} and {len(y)} bytes"
+
+
+def same_step(a: Recording, b: Recording, inputs: tuple = ((), ())) -> str | None:
+    """None when recordings a and b ran the same step; else the first difference.
+
+    inputs: (a's, b's) lists of wgpu buffers that are the step's inputs by position (tensors
+    a compiled step closes over): input i may be another buffer in each recording."""
+    slots_a = {id(x): i for i, x in enumerate(inputs[0])}
+    slots_b = {id(x): i for i, x in enumerate(inputs[1])}
     dynamic = set()
     for _, first, end in b.hooks:
         dynamic.update(range(first, end))
     ordinal = 0
     for i, (ca, cb) in enumerate(zip(a.commands, b.commands)):
+        where = f"command {i}, {_describe(cb, ordinal)}"
         if ca[0] != cb[0]:
-            return f"command {i} is a {ca[0]}, then a {cb[0]}"
+            return f"command {i} is {_describe(ca, ordinal)}, then {_describe(cb, ordinal)}"
         kind = ca[0]
         if kind == "dispatch":
             if ca[1] is not cb[1] or ca[4] != cb[4]:
-                return f"dispatch {ordinal} runs {ca[1].name} {ca[4]}, then {cb[1].name} {cb[4]}"
+                return (f"command {i}: dispatch {ordinal} runs {ca[1].name} {ca[4]}, then {cb[1].name} {cb[4]} "
+                        f"(another kernel or grid: a changed shape, or the autotuner changed its choice)")
             if ordinal not in dynamic and ca[3] != cb[3]:
-                return f"dispatch {ordinal} ({ca[1].name}) gets other parameters (a host value changed)"
+                return (f"{where} gets other parameters (a host value changed: {_first_word(ca[3], cb[3])}; "
+                        f"launch such work inside Device.dynamic)")
             ordinal += 1
         elif kind == "copy":
             if ca[2] != cb[2] or ca[4] != cb[4] or ca[5] != cb[5]:
-                return f"command {i}: a copy of another range"
+                return f"{where}: a copy of another range"
         elif kind == "clear":
             if ca[2] != cb[2]:
-                return f"command {i}: a clear of another size"
+                return f"{where}: a clear of another size"
         elif kind in ("call", "gate"):
             if ca[1:] != cb[1:]:
-                return f"command {i}: a host {kind} of another function"
+                return f"{where}: a host {kind} of another function"
         elif ca[2] != cb[2]:
-            return f"command {i}: an upload of other data"
-        for xa, xb in zip(_buffers_of(ca), _buffers_of(cb)):
+            return (f"{where}: an upload of other data (a tensor made from host values inside the step, "
+                    f"e.g. ag.tensor(...) of a new batch: pass it as an argument)")
+        for slot, (xa, xb) in enumerate(zip(_buffers_of(ca), _buffers_of(cb))):
             external_a, external_b = xa not in a.created, xb not in b.created
-            if external_a != external_b or (external_b and xa is not xb):
-                return f"command {i} uses another buffer that existed before the step"
+            if external_a != external_b:
+                return f"{where}, buffer {slot}: made inside the step in one call, not in the other"
+            if external_b and xa is not xb and not (id(xa) in slots_a and slots_a[id(xa)] == slots_b.get(id(xb))):
+                return (f"{where}, buffer {slot}: another buffer that existed before the step (a tensor the "
+                        f"step reads was replaced between calls and is not an argument or a variable the step "
+                        f"names: pass it as an argument)")
+    if len(a.commands) != len(b.commands):
+        return (f"{len(a.commands)} commands, then {len(b.commands)} (the step's work changed; the first "
+                f"{min(len(a.commands), len(b.commands))} agree)")
+    if [(h[1], h[2]) for h in a.hooks] != [(h[1], h[2]) for h in b.hooks]:
+        return "the dynamic parts differ (an optimizer's or scheduler's launches)"
     return None
 
 
@@ -231,12 +302,50 @@ def _hoisted(commands: list, touched: list, host_filled) -> list[int]:
     return order
 
 
+def _rebound(cmd, mapping: dict) -> tuple:
+    """cmd with its buffers replaced as `mapping` says."""
+    kind = cmd[0]
+    get = mapping.get
+    if kind == "dispatch":
+        return (*cmd[:2], tuple(get(b, b) for b in cmd[2]), *cmd[3:])
+    if kind == "copy":
+        return (kind, get(cmd[1], cmd[1]), cmd[2], get(cmd[3], cmd[3]), *cmd[4:])
+    if kind in ("call", "gate"):
+        return cmd
+    return (kind, get(cmd[1], cmd[1]), *cmd[2:])
+
+
+def written(rec: Recording) -> set:
+    """ids of the wgpu buffers the recorded commands write (dispatch outputs, copy and
+    upload destinations, clears)."""
+    out = set()
+    for cmd in rec.commands:
+        kind = cmd[0]
+        if kind == "dispatch":
+            out.update(id(b) for b in cmd[2][cmd[1].n_in:])
+        elif kind == "copy":
+            out.add(id(cmd[3]))
+        elif kind in ("clear", "write"):
+            out.add(id(cmd[1]))
+    return out
+
+
 class Replay:
     """A recording turned into a re-runnable command list over pinned buffers."""
 
-    def __init__(self, rec: Recording):
+    def __init__(self, rec: Recording, rebind: dict | None = None):
+        """rebind: {wgpu buffer: wgpu buffer} used in place of the recorded ones (a compiled
+        step's own copies of the tensors it closes over)."""
         dev = self.dev = rec.dev
-        self._buffers = rec.buffers()
+        if rebind:
+            rec_commands = [_rebound(cmd, rebind) for cmd in rec.commands]
+        else:
+            rec_commands = rec.commands
+        seen: dict = {}
+        for cmd in rec_commands:
+            for b in _buffers_of(cmd):
+                seen[id(b)] = b
+        self._buffers = list(seen.values())
         self.externals = [b for b in self._buffers if b not in rec.created]
         self._pin()
         slot = dev._slot
@@ -252,7 +361,7 @@ class Replay:
         groups: dict = {}
         commands = []
         self._dispatch_info = []  # per dispatch ordinal: (kernel, buffers, grid)
-        for cmd in rec.commands:
+        for cmd in rec_commands:
             kind = cmd[0]
             if kind == "dispatch":
                 _, kernel, buffers, data, grid = cmd
@@ -274,7 +383,7 @@ class Replay:
             else:
                 commands.append(cmd)
         self._groups = groups
-        touched = [_buffers_of(cmd) for cmd in rec.commands]
+        touched = [_buffers_of(cmd) for cmd in rec_commands]
         order = _hoisted(commands, touched, dev.stage_buffers)
         self.commands = [commands[i] for i in order]
         self._touched = [touched[i] for i in order]  # the buffers each command uses
