@@ -232,6 +232,11 @@ def sparse_coo_tensor(indices, values, size=None, dtype=None, device=None, requi
                 d, found, limit = too_big[0]
                 raise ValueError(f"{op}: index {found} in dim {d} is out of range for size {shape} "
                                  f"(it must be below {limit})")
+    elements = 1
+    for extent in shape[:sparse_dim]:
+        elements *= extent
+    if elements > 2**62:
+        raise ValueError(f"{op}: size {shape} has {elements} sparse positions, more than anygpu indexes (2**62)")
     if requires_grad:
         if not vals.dtype.is_floating_point:
             raise ValueError(f"{op}: only float tensors can require gradients, got dtype {vals.dtype}")
@@ -262,11 +267,17 @@ class SparseTensor(Tensor):
     @classmethod
     def _make(cls, pattern: _Pattern, values: Tensor, shape: tuple, coalesced: bool) -> "SparseTensor":
         out = cls.__new__(cls)
+        # Tensor's own fields as its constructor sets them for a value without data (written
+        # through Tensor's slots: `_buf`, `requires_grad` and `grad` are properties here).
+        template = Tensor(None, shape, values.dtype)
+        for name in getattr(Tensor, "__slots__", ()):
+            slot = vars(Tensor).get(name)
+            if name != "__weakref__" and hasattr(slot, "__set__") and hasattr(template, name):
+                slot.__set__(out, slot.__get__(template))
+        vars(Tensor)["_key"].__set__(out, id(out))
         out._pattern, out._values, out._coalesced = pattern, values, coalesced
         out.shape = tuple(shape)
         out.dtype = values.dtype
-        out._entry, out._parents, out._host, out._retain = None, (), None, False
-        out._hooks, out._key, out._torch_strides = None, id(out), None
         out._grad_view = None
         return out
 
@@ -601,8 +612,9 @@ def _spmm(op: str, s: SparseTensor, x: Tensor, transposed: bool) -> Tensor:
         shape = (rows, inner)
         raise ValueError(f"{op}: shapes {shape} (sparse) and {x.shape} cannot be multiplied ({inner} != {x.shape[0]})")
     cols = x.shape[1]
-    if rows * cols > _INDEX_LIMIT or x.numel() > _INDEX_LIMIT:
-        raise ValueError(f"{op}: {rows}x{cols} result is over anygpu's 32-bit limit")
+    if max(rows, inner, rows * cols, x.numel()) > _INDEX_LIMIT:
+        raise ValueError(f"{op}: a product of {(rows, inner)} (sparse) and {x.shape} is over anygpu's 32-bit "
+                         f"limit for one tensor")
     x = x.contiguous()
     values = s._values.contiguous()
     dev = gpu()

@@ -289,6 +289,11 @@ def test_errors_name_the_op(rng):
         ag.sparse_coo_tensor(idx, vals, (3, 4, 2))
     with pytest.raises(ValueError, match="add: sparse tensors of shapes"):
         s + ag.sparse_coo_tensor(idx, vals, (3, 5))
+    with pytest.raises(ValueError, match="sparse_coo_tensor: size .* more than anygpu indexes"):
+        ag.sparse_coo_tensor(np.array([[1], [2]]), np.ones(1, np.float32), (2**40, 2**40))
+    huge = ag.sparse_coo_tensor(np.array([[1], [2]]), np.ones(1, np.float32), (2**33, 3))
+    with pytest.raises(ValueError, match="sparse.mm: a product .* 32-bit limit"):
+        ag.sparse.mm(huge, ag.ones(3, 0))
     with pytest.raises(NotImplementedError, match="sparse @ sparse"):
         ag.sparse.mm(s, s)
     with pytest.raises(ValueError, match="float32"):
