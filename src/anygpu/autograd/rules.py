@@ -26,9 +26,18 @@ from typing import Callable
 import numpy as np
 
 from ..ops.conv import conv_output_size, conv_transpose_output_size
-from ..ops.nd import contiguous_strides, sum_to_shape
+from ..ops.nd import contiguous_strides, numel
+from ..ops.nd import sum_to_shape as _sum_nonempty
 
 RULES: dict[str, Callable] = {}
+
+
+def sum_to_shape(dev, grad, grad_shape, shape):
+    """ops.nd.sum_to_shape, where a gradient with no elements sums to zeros (x - x.mean(1,
+    keepdim=True) over an empty dim 1: the mean's gradient), as torch."""
+    if numel(tuple(grad_shape)) == 0 and tuple(grad_shape) != tuple(shape):
+        return dev.alloc(numel(tuple(shape)), grad.dtype)
+    return _sum_nonempty(dev, grad, grad_shape, shape)
 
 BOTH = (True, True)
 ALL3 = (True, True, True)
@@ -103,7 +112,9 @@ UNARY_RULES: dict[str, Callable] = {
     "div_scalar": lambda dev, g, x, y, a, b: dev.unary("div_scalar", g, a),
     "rsub_scalar": lambda dev, g, x, y, a, b: dev.scale(g, -1.0),
     "rdiv_scalar": lambda dev, g, x, y, a, b: dev.scale(dev.mul(g, dev.binary("div", y, x)), -1.0),  # -y / x
-    "pow_scalar": lambda dev, g, x, y, a, b: dev.mul(g, dev.scale(dev.unary("pow_scalar", x, a - 1.0), a)),
+    # x ** 0 has gradient 0 everywhere (x^-1 would make 0 * inf at x = 0 and +-inf), as torch
+    "pow_scalar": lambda dev, g, x, y, a, b: _zeros_like(dev, g) if a == 0 else
+    dev.mul(g, dev.scale(dev.unary("pow_scalar", x, a - 1.0), a)),
 }
 
 
@@ -170,16 +181,16 @@ def div_backward(dev, grad_out, a, b, out, shapes=None, needs=BOTH):
 @rule("pow")
 def pow_backward(dev, grad_out, a, b, out, shapes=None, needs=BOTH):
     """out = a ** b: (grad_out * b * a^(b-1), grad_out * out * log(a)); a^(b-1) is computed,
-    not out / a, so a = 0 divides nothing."""
+    not out / a, so a = 0 divides nothing; where b = 0 the first is 0 (mask_mul), as torch."""
     a_shape, b_shape, out_shape = shapes or (None, None, None)
     ga = gb = None
     if needs[0]:
         b_minus_1 = dev.unary("add_scalar", b, -1.0)
         if shapes is None:
-            ga = dev.mul(grad_out, dev.mul(dev.binary("pow", a, b_minus_1), b))
+            ga = dev.mul(grad_out, dev.binary("mask_mul", dev.binary("pow", a, b_minus_1), b))
         else:
             p, _ = dev.broadcast_binary("pow", a, a_shape, b_minus_1, b_shape)
-            ga = dev.mul(grad_out, dev.broadcast_binary("mul", p, out_shape, b, b_shape)[0])
+            ga = dev.mul(grad_out, dev.broadcast_binary("mask_mul", p, out_shape, b, b_shape)[0])
     if needs[1]:
         ga_log = dev.unary("log", a)
         gb = dev.mul(grad_out, _times(dev, out, out_shape, ga_log, a_shape))

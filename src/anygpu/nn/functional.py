@@ -349,11 +349,17 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     if not training and (running_mean is None or running_var is None):
         raise ValueError("batch_norm: running_mean and running_var are required when training=False")
     batch, spatial = input.shape[0], numel(input.shape[2:])
-    if training and batch * spatial <= 1:
+    if training and batch * spatial == 1:
         raise ValueError(f"batch_norm: expected more than 1 value per channel when training, "
                          f"got input of shape {input.shape}")
-    if input.numel() == 0:
-        return input.clone()
+    if input.numel() == 0:  # an empty result; weight and bias stay in the graph (zero gradients)
+        out = input.clone()
+        broadcast = (1, channels) + (1,) * (input.ndim - 2)
+        if weight is not None:
+            out = out * weight.reshape(broadcast)
+        if bias is not None:
+            out = out + bias.reshape(broadcast)
+        return out
     dev = gpu()
     track = training and running_mean is not None and running_var is not None
     if track and momentum is None:
@@ -1361,14 +1367,13 @@ def mish(input: Tensor, inplace: bool = False) -> Tensor:
 
 
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
-    """input / max(||input||_p over dim, eps)."""
+    """input / max(||input||_p over dim, eps). The norm's gradient is 0 at a zero vector (as
+    torch's norm), so a zero vector's gradient is grad / eps, not NaN."""
     _tensor("normalize", "input", input)
-    if p == 2:
-        norm = (input * input).sum(dim, keepdim=True).sqrt()
-    elif p == 1:
+    if p == 1:
         norm = input.abs().sum(dim, keepdim=True)
     else:
-        norm = (input.abs() ** p).sum(dim, keepdim=True) ** (1.0 / p)
+        norm = input.norm(p, dim, keepdim=True)
     return input / norm.clamp(min=eps)
 
 

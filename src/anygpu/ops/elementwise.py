@@ -26,20 +26,41 @@ def _nan(x: str) -> str:
     return f"((bitcast<u32>({x}) & 0x7fffffffu) > 0x7f800000u)"
 
 
-def _pow_expr(base: str, exponent: str) -> str:
+def _pow_expr(base: str, exponent: str, scalar: bool = False) -> str:
     """base ** exponent as torch: real results for negative bases and integer exponents,
-    x ** 0 = 1 (NaN too), NaN ** y = NaN, 0 ** negative = inf (-inf for -0 and odd y)."""
+    x ** 0 = 1 (NaN too), NaN ** y = NaN, 0 ** negative = inf (-inf for -0 and odd y),
+    (+-inf) ** y by IEEE's rules whatever the driver's pow does there (NVIDIA's gave NaN for
+    inf ** 1.5), NaN for a negative base and a non-integer exponent. `scalar`: a Python
+    exponent, where torch takes x ** 0.5 as sqrt(x) and x ** -0.5 as 1 / sqrt(x)
+    ((-inf) ** 0.5 is NaN there, not IEEE's inf)."""
     odd = f"abs({exponent} - 2.0 * floor({exponent} * 0.5)) == 1.0"
+    # A NaN built from the base's bits: Tint (Dawn) refuses a NaN or inf that a constant
+    # expression makes, and a compiler may fold arithmetic such as x - x.
+    nan = f"bitcast<f32>(bitcast<u32>({base}) | 0x7fc00000u)"
     core = (f"select(select(select(pow(abs({base}), {exponent}), -pow(abs({base}), {exponent}), {odd}),"
-            f" pow({base}, {exponent}), {base} >= 0.0 || {exponent} != floor({exponent})), 1.0, {exponent} == 0.0)")
+            f" pow({base}, {exponent}), {base} >= 0.0), {nan}, {base} < 0.0 && {exponent} != floor({exponent}))")
+    # An infinite base: inf (0 for a negative exponent), negative for -inf and odd exponents.
+    magnitude = f"select(0.0, abs({base}), {exponent} > 0.0)"
+    at_inf = f"select({magnitude}, -{magnitude}, {base} < 0.0 && {odd})"
+    core = f"select({core}, {at_inf}, {_inf(base)} && !{_nan(exponent)})"
+    core = f"select({core}, 1.0, {exponent} == 0.0)"
     # Exponents -1, 2, 3 exactly, as torch: exp2(y * log2(x)) loses bits near 1e38.
     core = (f"select(select(select({core}, {base} * {base} * {base}, {exponent} == 3.0), {base} * {base},"
             f" {exponent} == 2.0), 1.0 / {base}, {exponent} == -1.0)")
+    if scalar:
+        root = f"select(sqrt({base}), {nan}, {base} < 0.0)"
+        core = f"select(select({core}, {root}, {exponent} == 0.5), 1.0 / {root}, {exponent} == -0.5)"
     # inf, with the base's sign for odd exponents. Built from the base's bits: Tint (Dawn)
     # refuses an inf that a constant expression makes (bitcast<f32>(0x7f800000u)).
-    at_zero = f"bitcast<f32>(select(0x7f800000u, 0x7f800000u | (bitcast<u32>({base}) & 0x80000000u), {odd}))"
+    signed = f"({odd} || {exponent} == -0.5)" if scalar else odd  # torch: 1 / sqrt(-0) = -inf
+    at_zero = f"bitcast<f32>(select(0x7f800000u, 0x7f800000u | (bitcast<u32>({base}) & 0x80000000u), {signed}))"
     return (f"select(select({core}, {base}, {_nan(base)} && {exponent} != 0.0), {at_zero},"
             f" {base} == 0.0 && {exponent} < 0.0)")
+
+
+def _inf(x: str) -> str:
+    """WGSL test that f32 `x` is +-inf, from its bits (see _nan)."""
+    return f"((bitcast<u32>({x}) & 0x7fffffffu) == 0x7f800000u)"
 
 
 # Expressions of `v` (input), `alpha`, `beta` (parameters).
@@ -75,7 +96,7 @@ UNARY = {
     "rsub_scalar": "alpha - v",
     "rdiv_scalar": "alpha / v",
     # v ** alpha with torch's real results for negative bases and integer exponents.
-    "pow_scalar": _pow_expr("v", "alpha"),
+    "pow_scalar": _pow_expr("v", "alpha", scalar=True),
     # log(1 + v), accurate for |v| < 0.1 by its series to v^10 (1 + v rounds v away, and
     # drivers' log is least accurate near 1: lavapipe's is off by ~5e-8 there).
     "log1p": "select(log(1.0 + v), v * " + "".join(f"({1 / k:.9g} - v * " for k in range(1, 10)) + "0.1"
