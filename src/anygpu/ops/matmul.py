@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 
 from ..runtime import GpuError, LimitError
-from . import fusion, matmul_tune
+from . import fusion, matmul_tune, sgmat
 from ._common import check_buffer, check_positive
 from .matmul_gen import Epilogue, Problem, can_stream, launch
 
@@ -48,6 +48,17 @@ def matmul_strided(dev, a, b, batch: int, m: int, n: int, k: int,
             raise ValueError(f"{op}: bias must be of the operands' float dtype ({a.dtype}), got {bias.dtype}")
     problem = Problem(int(batch), int(m), int(n), int(k), bool(trans_a), bool(trans_b),
                       bool(a_batch), bool(b_batch), float(alpha))
+    if a.dtype == "f16":
+        matrix = sgmat.choose(dev)
+        if matrix is not None:
+            # Matrix units (tensor cores, ...): launched at once, not deferred; a bias is added
+            # in the kernel's store, later elementwise ops run as their own (fused) kernels.
+            out = dev.empty(batch * m * n, "f16")
+            try:
+                sgmat.launch(dev, matrix, problem, a, b, out, bias)
+                return out
+            except GpuError as exc:
+                sgmat.forget(dev, str(exc))
     # The tuned family reads f32 and f16 (summing in f32); i32 takes the simple kernel.
     config = matmul_tune.choose(dev, problem, a.dtype) if a.dtype != "i32" else None
     unstreamed = config

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import functools
 import re
-import struct
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from ..runtime import load_shader
 from . import fusion
+from .matmul_problem import PARAM_FORMAT, Problem  # noqa: F401  (re-exported: the family's callers)
 from .thread_grid import ThreadGrid, outer_product_lines
 
 # Bump when the generated code changes in a way that can change which config is fastest:
@@ -669,45 +668,7 @@ def _stream_body(config: MatmulConfig, tile_lines: list[str], store_c: list[str]
             + ["        " + x for x in store_w] + ["    }", "    it += s1 - s0;", "}"])
 
 
-class Problem(NamedTuple):
-    """One strided, batched product: C[z] = alpha * op(A[z]) @ op(B[z]) for z < batch,
-    C row-major [batch, m, n]; A stored [m, k] ([k, m] if trans_a), B [k, n]
-    ([n, k] if trans_b); a_batch/b_batch False broadcast one matrix over the batch."""
-
-    batch: int
-    m: int
-    n: int
-    k: int
-    trans_a: bool = False
-    trans_b: bool = False
-    a_batch: bool = True
-    b_batch: bool = True
-    alpha: float = 1.0
-
-    @property
-    def flops(self) -> int:
-        return 2 * self.batch * self.m * self.n * self.k
-
-    @property
-    def a_len(self) -> int:
-        return (self.batch if self.a_batch else 1) * self.m * self.k
-
-    @property
-    def b_len(self) -> int:
-        return (self.batch if self.b_batch else 1) * self.k * self.n
-
-    def params(self) -> tuple:
-        """The kernels' uniform block (kernels/lib/matmul_params.wgsl)."""
-        m, n, k = self.m, self.n, self.k
-        a_rs, a_cs = (1, m) if self.trans_a else (k, 1)
-        b_rs, b_cs = (1, k) if self.trans_b else (n, 1)
-        alpha_bits = struct.unpack("<I", struct.pack("<f", self.alpha))[0]
-        return (m, n, k, self.batch, a_rs, a_cs, b_rs, b_cs,
-                m * k if self.a_batch else 0, k * n if self.b_batch else 0, m * n, alpha_bits)
-
-
 SIMPLE_TILE = 64  # output tile of kernels/matmul_tiled.wgsl
-PARAM_FORMAT = "I" * 12
 
 
 _PLAIN_ROW = "\n".join(f"    if (c{f' + {j}u' if j else ''} < P.n) {{ C[o + c{f' + {j}u' if j else ''}] = {{{{T}}}}(v.{comp}); }}"

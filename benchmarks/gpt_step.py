@@ -1,0 +1,125 @@
+"""One training step of nanoGPT's unmodified model.py, with torch or with anygpu as torch.
+
+nanoGPT is not part of this repository: pass its model.py (`git clone
+https://github.com/karpathy/nanoGPT`). The model is the issue's shape (6 layers, 384 wide,
+6 heads, block 256, vocabulary 65, batch 64, dropout 0, AdamW with nanoGPT's
+configure_optimizers, gradient clipping at 1.0 as its train.py does), trained on a fixed
+synthetic character stream (a noisy periodic text, the same for every run).
+
+    python benchmarks/gpt_step.py MODEL.py --backend anygpu --precision fp16-autocast
+    python benchmarks/gpt_step.py MODEL.py --backend torch --precision bf16-autocast
+    precisions: fp32, tf32 (torch only), fp16-autocast (with GradScaler), bf16-autocast
+
+Prints one JSON line: ms per step (median of --timed steps, each timed to its loss.item()
+after --warmup steps) and the first --losses losses."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import sys
+import time
+
+import numpy as np
+
+
+def tokens(n: int, vocab: int, seed: int = 0) -> np.ndarray:
+    """A periodic character stream (period 97) with 10% of the characters replaced at random."""
+    rng = np.random.default_rng(seed)
+    base = rng.integers(0, vocab, 97)
+    out = np.resize(base, n)
+    noise = rng.random(n) < 0.1
+    out[noise] = rng.integers(0, vocab, int(noise.sum()))
+    return out.astype(np.int64)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("--backend", choices=("torch", "anygpu"), default="anygpu")
+    ap.add_argument("--precision", choices=("fp32", "tf32", "fp16-autocast", "bf16-autocast"), default="fp32")
+    ap.add_argument("--layers", type=int, default=6)
+    ap.add_argument("--width", type=int, default=384)
+    ap.add_argument("--heads", type=int, default=6)
+    ap.add_argument("--block", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--timed", type=int, default=20)
+    ap.add_argument("--losses", type=int, default=0, help="train this many steps and report their losses")
+    args = ap.parse_args()
+    if args.backend == "anygpu":
+        sys.path.insert(0, __import__("os").path.join(__import__("os").path.dirname(__file__), "..", "tests", "compat"))
+        from torch_shim import AnygpuAsTorch
+        sys.meta_path.insert(0, AnygpuAsTorch())
+    import torch
+    spec = importlib.util.spec_from_file_location("nanogpt_model", args.model)
+    model_py = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(model_py)
+    torch.manual_seed(1337)
+    device = "cuda"
+    if args.precision == "tf32" and args.backend == "torch":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    elif args.backend == "torch":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    conf = model_py.GPTConfig(block_size=args.block, vocab_size=65, n_layer=args.layers, n_head=args.heads,
+                              n_embd=args.width, dropout=0.0, bias=True)
+    model = model_py.GPT(conf).to(device)
+    opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), "cuda")
+    autocast = args.precision.endswith("autocast")
+    dtype = torch.float16 if args.precision.startswith("fp16") else torch.bfloat16
+    scaler = torch.cuda.amp.GradScaler(enabled=args.precision == "fp16-autocast")
+    data = tokens(2_000_000, 65)
+    rng = np.random.default_rng(1)
+
+    def batch():
+        ix = rng.integers(0, len(data) - args.block - 1, args.batch)
+        x = np.stack([data[i:i + args.block] for i in ix])
+        y = np.stack([data[i + 1:i + 1 + args.block] for i in ix])
+        return torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)
+
+    def step(x, y):
+        if autocast:
+            with torch.autocast(device_type="cuda", dtype=dtype):
+                _, loss = model(x, y)
+        else:
+            _, loss = model(x, y)
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    result = {"backend": args.backend, "precision": args.precision}
+    if args.backend == "anygpu":
+        import anygpu
+        dev = anygpu.ops.gpu() if hasattr(anygpu, "ops") else None
+        if dev is not None:
+            result["runtime"] = getattr(dev, "runtime", "wgpu")
+            result["adapter"] = dev.adapter_name if hasattr(dev, "adapter_name") else None
+    losses = []
+    if args.losses:
+        for _ in range(args.losses):
+            losses.append(float(step(*batch()).item()))
+        result["losses"] = losses
+    else:
+        for _ in range(args.warmup):
+            step(*batch()).item()
+        times = []
+        for _ in range(args.timed):
+            x, y = batch()
+            t0 = time.perf_counter()
+            step(x, y).item()
+            times.append((time.perf_counter() - t0) * 1e3)
+        result["ms_per_step"] = round(statistics.median(times), 2)
+        result["ms_min"] = round(min(times), 2)
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

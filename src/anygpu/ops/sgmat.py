@@ -1,0 +1,416 @@
+"""Matrix products on the GPU's matrix units (Layer 0): tensor cores on NVIDIA, WMMA on AMD,
+XMX on Intel, simdgroup matrices on Apple, reached through WGSL subgroup matrices
+(Dawn's `chromium_experimental_subgroup_matrix`; the runtime offers them as
+`dev.matrix_configs`, see runtime/).
+
+One generated kernel family, C[z] = alpha * op(A[z]) @ op(B[z]) (+ bias), f16 operands,
+f32 accumulation, an f16 or f32 result:
+
+- a workgroup computes a BM x BN tile of C with `wm x wn` subgroups, each holding
+  `tm x tn` result matrices of m0 x n0 (one of the adapter's configs) in f32;
+- k advances TK at a time through two stages of workgroup memory: the next stage's
+  global loads are issued into registers before the current stage's multiplies, and
+  stored after them, so one barrier per step separates the stages;
+- workgroup memory keeps each operand tile as it is stored in memory (rows of A or of
+  A^T, of B or of B^T), so global loads are contiguous in every transpose case: a
+  transposed tile is read into matrices with `col_major` loads;
+- loads are 8 halves (one vec4<u32>) per thread where the operand's rows are multiples of
+  8 halves long, single halves otherwise; everything out of range is read as zero, so any
+  m, n, k works (edge tiles);
+- the store: a whole-tile f32 product with alpha 1 and no bias goes straight from the
+  matrices to C; otherwise each result matrix passes through a small per-subgroup f32
+  scratch, from which the subgroup's lanes write it with bounds checks, alpha, the bias
+  and the conversion to f16.
+
+Kernels are chosen by the tuner among `candidates()` (ops/sgmat_tune.py)."""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+from .matmul_problem import PARAM_FORMAT, Problem
+
+
+class SgConfig(NamedTuple):
+    """One member of the family: the matrix config (m0, n0, k0) and subgroup size sg, the
+    subgroup grid wm x wn, the matrices per subgroup tm x tn and the k step tk."""
+
+    m0: int = 16
+    n0: int = 16
+    k0: int = 16
+    sg: int = 32
+    wm: int = 2
+    wn: int = 4
+    tm: int = 4
+    tn: int = 2
+    tk: int = 32
+
+    @property
+    def bm(self) -> int:
+        return self.wm * self.tm * self.m0
+
+    @property
+    def bn(self) -> int:
+        return self.wn * self.tn * self.n0
+
+    @property
+    def threads(self) -> int:
+        return self.wm * self.wn * self.sg
+
+    @property
+    def name(self) -> str:
+        return (f"sg{self.m0}x{self.n0}x{self.k0}s{self.sg}_w{self.wm}x{self.wn}"
+                f"_t{self.tm}x{self.tn}_k{self.tk}")
+
+    @classmethod
+    def parse(cls, name: str) -> "SgConfig":
+        """The config that `name` names (as stored in the tuner cache)."""
+        try:
+            head, w, t, k = name.split("_")
+            mnk, sg = head[2:].split("s")
+            m0, n0, k0 = (int(x) for x in mnk.split("x"))
+            wm, wn = (int(x) for x in w[1:].split("x"))
+            tm, tn = (int(x) for x in t[1:].split("x"))
+            return cls(m0, n0, k0, int(sg), wm, wn, tm, tn, int(k[1:]))
+        except (ValueError, IndexError):
+            raise ValueError(f"sgmat: not a subgroup-matrix config name: {name!r}") from None
+
+    def fits(self, problem) -> bool:
+        """Whether this config computes `problem` (a direct config, tk 0, has no bounds
+        checks: whole tiles and whole k steps only)."""
+        return self.tk > 0 or (problem.m % self.bm == 0 and problem.n % self.bn == 0 and problem.k % self.k0 == 0)
+
+    def workgroup_bytes(self) -> int:
+        if self.tk == 0:
+            return 4 * self.wm * self.wn * self.m0 * self.n0
+        # the larger of the two layouts of each operand (plain or transposed)
+        a = max(self.bm * (self.tk + _PAD), self.tk * (self.bm + _PAD))
+        b = max(self.tk * (self.bn + _PAD), self.bn * (self.tk + _PAD))
+        return 2 * 2 * (a + b) + 4 * self.wm * self.wn * self.m0 * self.n0
+
+    def valid(self, max_invocations: int = 1024, max_workgroup_bytes: int = 49152) -> bool:
+        return (self.threads <= max_invocations and self.workgroup_bytes() <= max_workgroup_bytes
+                and self.tk % self.k0 == 0 and self.tk % 8 == 0)
+
+
+# The matmul family's uniform block (kernels/lib/matmul_params.wgsl, matmul_gen.PARAM_FORMAT).
+_PARAMS = """struct Params {
+    m: u32, n: u32, k: u32, batch: u32,
+    a_rs: u32, a_cs: u32, b_rs: u32, b_cs: u32,
+    a_bs: u32, b_bs: u32, c_bs: u32, alpha_bits: u32,
+}
+@group(0) @binding(0) var<uniform> P: Params;"""
+_PAD = 8  # halves of padding per workgroup-memory row (16 bytes), against bank conflicts
+
+
+class Layout(NamedTuple):
+    """What the source depends on besides the config: transposes, the load width of each
+    operand (8: vec4<u32> loads, 1: single halves), the result type, a bias, and whether
+    the store may go straight from the matrices to C."""
+
+    trans_a: bool
+    trans_b: bool
+    vec_a: int
+    vec_b: int
+    out: str          # "f32" or "f16"
+    bias: bool
+    direct: bool      # whole tiles, f32, alpha 1, no bias
+
+
+def layout(config: SgConfig, problem: Problem, out: str, bias: bool) -> Layout:
+    """The Layout of `problem` under `config` with result type `out`."""
+    m, n, k = problem.m, problem.n, problem.k
+    a_ld = m if problem.trans_a else k      # halves per stored row
+    b_ld = k if problem.trans_b else n
+    vec_a = 8 if a_ld % 8 == 0 else 1
+    vec_b = 8 if b_ld % 8 == 0 else 1
+    direct = (out == "f32" and not bias and problem.alpha == 1.0 and m % config.bm == 0
+              and n % config.bn == 0)
+    return Layout(problem.trans_a, problem.trans_b, vec_a, vec_b, out, bias, direct)
+
+
+def _tile_copy(name: str, src: str, rows: int, cols: int, vec: int, threads: int, ld: str,
+               r0: str, c0: str, rmax: str, cmax: str, base: str, reg: str) -> tuple[list[str], list[str]]:
+    """Lines that fetch a rows x cols tile (stored rows of `ld` halves starting at row r0,
+    column c0 of the matrix at `base`) into registers, and lines that stash the registers in
+    workgroup array `name` (rows of cols + _PAD halves). Out of range reads as zero."""
+    pitch = cols + _PAD
+    units = rows * cols // vec
+    per = -(-units // threads)
+    guard = "" if units % threads == 0 else f" && e < {units}u"   # the last round of a ragged split
+    fetch, stash = [], []
+    for u in range(per):
+        fetch += [
+            "{",
+            f"  let e = li + {u * threads}u;",
+            f"  let r = e / {cols // vec}u;",
+            f"  let c = (e % {cols // vec}u) * {vec}u;",
+            f"  let gr = {r0} + r;",
+            f"  let gc = {c0} + c;",
+        ]
+        if vec == 8:
+            fetch += [f"  {reg}{u} = vec4<u32>(0u);",
+                      f"  if (gr < {rmax} && gc < {cmax}{guard}) {{ {reg}{u} = {src}[({base} + gr * {ld} + gc) / 8u]; }}"]
+        else:
+            fetch += [f"  {reg}{u} = 0.0h;",
+                      f"  if (gr < {rmax} && gc < {cmax}{guard}) {{ {reg}{u} = {src}[{base} + gr * {ld} + gc]; }}"]
+        fetch.append("}")
+        stash += ["{", f"  let e = li + {u * threads}u;"]
+        if guard and u == per - 1:
+            stash.append(f"  if (e < {units}u) {{")
+        stash += [f"  let s = stage + (e / {cols // vec}u) * {pitch}u + (e % {cols // vec}u) * {vec}u;"]
+        if vec == 8:
+            for w, comp in enumerate("xyzw"):
+                stash.append(f"  let h{w} = bitcast<vec2<f16>>({reg}{u}.{comp});")
+                stash.append(f"  {name}[s + {2 * w}u] = h{w}.x; {name}[s + {2 * w + 1}u] = h{w}.y;")
+        else:
+            stash.append(f"  {name}[s] = {reg}{u};")
+        if guard and u == per - 1:
+            stash.append("  }")
+        stash.append("}")
+    return fetch, stash
+
+
+@functools.lru_cache(maxsize=None)
+def _direct_loop(c: SgConfig, lay: Layout) -> list[str]:
+    """The k loop of a config with tk == 0: each subgroup loads its matrices straight from
+    A and B (the caches keep what neighbouring subgroups share)."""
+    L = [f"  let row0 = wrow + sgm * {c.tm * c.m0}u;", f"  let col0 = wcol + sgn * {c.tn * c.n0}u;"]
+    for i in range(c.tm):
+        for j in range(c.tn):
+            L.append(f"  var acc{i}_{j} = AM();")
+    L.append(f"  for (var k = 0u; k < P.k; k += {c.k0}u) {{")
+    for i in range(c.tm):
+        if lay.trans_a:
+            L.append(f"    let a{i} = subgroupMatrixLoad<LM, col_major>(&A, a_base + k * P.m + row0 + {i * c.m0}u, P.m);")
+        else:
+            L.append(f"    let a{i} = subgroupMatrixLoad<LM, row_major>(&A, a_base + (row0 + {i * c.m0}u) * P.k + k, P.k);")
+    for j in range(c.tn):
+        if lay.trans_b:
+            L.append(f"    let b{j} = subgroupMatrixLoad<RM, col_major>(&B, b_base + (col0 + {j * c.n0}u) * P.k + k, P.k);")
+        else:
+            L.append(f"    let b{j} = subgroupMatrixLoad<RM, row_major>(&B, b_base + k * P.n + col0 + {j * c.n0}u, P.n);")
+    for i in range(c.tm):
+        for j in range(c.tn):
+            L.append(f"    acc{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, acc{i}_{j});")
+    L.append("  }")
+    return L
+
+
+def generate(config: SgConfig, lay: Layout) -> str:
+    """The WGSL of `config` for layout `lay` (bindings: 0 the matmul uniform block, 1 A,
+    2 B, [3 bias,] then C)."""
+    c = config
+    bm, bn, tk, nt = c.bm, c.bn, c.tk, c.threads
+    # Operand tiles as stored: A is [m, k] (rows of k) or, transposed, [k, m] (rows of m).
+    a_rows, a_cols = (tk, bm) if lay.trans_a else (bm, tk)
+    b_rows, b_cols = (bn, tk) if lay.trans_b else (tk, bn)
+    a_size = a_rows * (a_cols + _PAD)
+    b_size = b_rows * (b_cols + _PAD)
+    direct = tk == 0   # matrices loaded straight from A and B (whole tiles only: no bounds)
+    a_ty = "vec4<u32>" if lay.vec_a == 8 and not direct else "f16"
+    b_ty = "vec4<u32>" if lay.vec_b == 8 and not direct else "f16"
+    L = ["diagnostic(off, chromium.subgroup_matrix_uniformity);", "enable f16;", "enable subgroups;",
+         "enable chromium_experimental_subgroup_matrix;",
+         _PARAMS,
+         f"@group(0) @binding(1) var<storage, read> A: array<{a_ty}>;",
+         f"@group(0) @binding(2) var<storage, read> B: array<{b_ty}>;"]
+    cb = 3
+    if lay.bias:
+        L.append("@group(0) @binding(3) var<storage, read> Bias: array<f16>;")
+        cb = 4
+    L += [f"@group(0) @binding({cb}) var<storage, read_write> C: array<{lay.out}>;",
+          f"alias LM = subgroup_matrix_left<f16, {c.k0}, {c.m0}>;",
+          f"alias RM = subgroup_matrix_right<f16, {c.n0}, {c.k0}>;",
+          f"alias AM = subgroup_matrix_result<f32, {c.n0}, {c.m0}>;",
+          ]
+    if not direct:
+        L += [f"var<workgroup> sA: array<f16, {2 * a_size}>;", f"var<workgroup> sB: array<f16, {2 * b_size}>;"]
+    if not lay.direct:
+        L.append(f"var<workgroup> sC: array<f32, {c.wm * c.wn * c.m0 * c.n0}>;")
+    L += [f"@compute @workgroup_size({nt})",
+          "fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32,",
+          "        @builtin(subgroup_id) sgid: u32, @builtin(subgroup_invocation_id) lane: u32) {",
+          f"  let wrow = wg.y * {bm}u;",
+          f"  let wcol = wg.x * {bn}u;",
+          "  let z = wg.z;",
+          "  let a_base = z * P.a_bs;",
+          "  let b_base = z * P.b_bs;",
+          "  let c_base = z * P.c_bs;",
+          f"  let sgm = sgid % {c.wm}u;",
+          f"  let sgn = sgid / {c.wm}u;"]
+    if direct:
+        L += _direct_loop(c, lay)
+    else:
+        # Tile origins in stored coordinates (row, column) and bounds.
+        if lay.trans_a:
+            a_args = dict(ld="P.m", r0="k0", c0="wrow", rmax="P.k", cmax="P.m")
+        else:
+            a_args = dict(ld="P.k", r0="wrow", c0="k0", rmax="P.m", cmax="P.k")
+        if lay.trans_b:
+            b_args = dict(ld="P.k", r0="wcol", c0="k0", rmax="P.n", cmax="P.k")
+        else:
+            b_args = dict(ld="P.n", r0="k0", c0="wcol", rmax="P.k", cmax="P.n")
+        fa, sa = _tile_copy("sA", "A", a_rows, a_cols, lay.vec_a, nt, base="a_base", reg="ra", **a_args)
+        fb, sb = _tile_copy("sB", "B", b_rows, b_cols, lay.vec_b, nt, base="b_base", reg="rb", **b_args)
+        for u in range(-(-a_rows * a_cols // lay.vec_a // nt)):
+            L.append(f"  var ra{u}: {a_ty};")
+        for u in range(-(-b_rows * b_cols // lay.vec_b // nt)):
+            L.append(f"  var rb{u}: {b_ty};")
+        for i in range(c.tm):
+            for j in range(c.tn):
+                L.append(f"  var acc{i}_{j} = AM();")
+
+        def block(lines, depth):
+            return ["  " * depth + x for x in lines]
+
+        def stash(stage_a, stage_b):
+            return (["{", f"  let stage = {stage_a};"] + ["  " + x for x in sa] + ["}",
+                     "{", f"  let stage = {stage_b};"] + ["  " + x for x in sb] + ["}"])
+
+        L += ["  var k0 = 0u;"] + block(fa + fb, 1) + block(stash("0u", "0u"), 1) + ["  workgroupBarrier();"]
+        L += [f"  let steps = (P.k + {tk - 1}u) / {tk}u;",
+              "  for (var t = 0u; t < steps; t++) {",
+              "    let cur = t % 2u;",
+              f"    k0 = (t + 1u) * {tk}u;",
+              "    let more = t + 1u < steps;",
+              "    if (more) {"] + block(fa + fb, 3) + ["    }",
+              f"    let a_off = cur * {a_size}u;",
+              f"    let b_off = cur * {b_size}u;"]
+        a_pitch, b_pitch = a_cols + _PAD, b_cols + _PAD
+        for kk in range(0, tk, c.k0):
+            L.append("    {")
+            for i in range(c.tm):
+                if lay.trans_a:   # sA[k][m]: element (r, c) of the left matrix at (kk + c) * pitch + m
+                    off = f"a_off + {kk * a_pitch}u + sgm * {c.tm * c.m0}u + {i * c.m0}u"
+                    L.append(f"      let a{i} = subgroupMatrixLoad<LM, col_major>(&sA, {off}, {a_pitch}u);")
+                else:             # sA[m][k]
+                    off = f"a_off + (sgm * {c.tm * c.m0}u + {i * c.m0}u) * {a_pitch}u + {kk}u"
+                    L.append(f"      let a{i} = subgroupMatrixLoad<LM, row_major>(&sA, {off}, {a_pitch}u);")
+            for j in range(c.tn):
+                if lay.trans_b:   # sB[n][k]
+                    off = f"b_off + (sgn * {c.tn * c.n0}u + {j * c.n0}u) * {b_pitch}u + {kk}u"
+                    L.append(f"      let b{j} = subgroupMatrixLoad<RM, col_major>(&sB, {off}, {b_pitch}u);")
+                else:             # sB[k][n]
+                    off = f"b_off + {kk * b_pitch}u + sgn * {c.tn * c.n0}u + {j * c.n0}u"
+                    L.append(f"      let b{j} = subgroupMatrixLoad<RM, row_major>(&sB, {off}, {b_pitch}u);")
+            for i in range(c.tm):
+                for j in range(c.tn):
+                    L.append(f"      acc{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, acc{i}_{j});")
+            L.append("    }")
+        L += ["    if (more) {"] + block(stash(f"(1u - cur) * {a_size}u", f"(1u - cur) * {b_size}u"), 3) + ["    }",
+              "    workgroupBarrier();",
+              "  }"]
+    if not direct:
+        L.append(f"  let row0 = wrow + sgm * {c.tm * c.m0}u;")
+        L.append(f"  let col0 = wcol + sgn * {c.tn * c.n0}u;")
+    if lay.direct:
+        for i in range(c.tm):
+            for j in range(c.tn):
+                L.append(f"  subgroupMatrixStore<row_major>(&C, c_base + (row0 + {i * c.m0}u) * P.n + col0 + "
+                         f"{j * c.n0}u, acc{i}_{j}, P.n);")
+    else:
+        tile = c.m0 * c.n0
+        per = tile // c.sg
+        L += ["  let alpha = bitcast<f32>(P.alpha_bits);",
+              f"  let scratch = sgid * {tile}u;"]
+        for i in range(c.tm):
+            for j in range(c.tn):
+                L += [f"  subgroupMatrixStore<row_major>(&sC, scratch, acc{i}_{j}, {c.n0}u);",
+                      "  workgroupBarrier();",
+                      f"  for (var q = 0u; q < {per}u; q++) {{",
+                      f"    let e = lane * {per}u + q;",
+                      f"    let r = row0 + {i * c.m0}u + e / {c.n0}u;",
+                      f"    let cc = col0 + {j * c.n0}u + e % {c.n0}u;",
+                      "    if (r < P.m && cc < P.n) {",
+                      "      var v = alpha * sC[scratch + e];"]
+                if lay.bias:
+                    L.append("      v = v + f32(Bias[cc]);")
+                L += [f"      C[c_base + r * P.n + cc] = {lay.out}(v);",
+                      "    }",
+                      "  }",
+                      "  workgroupBarrier();"]
+    L.append("}")
+    return "\n".join(L) + "\n"
+
+
+def launch(dev, config: SgConfig, problem: Problem, a, b, out, bias=None) -> None:
+    """Record C = alpha * op(A) @ op(B) (+ bias) of f16 Buffers a, b into `out` (f16 or f32)
+    with `config`. Raises anygpu.GpuError when the kernel does not compile here."""
+    lay = layout(config, problem, out.dtype, bias is not None)
+    code = generate(config, lay)
+    inputs = (a, b) if bias is None else (a, b, bias)
+    kernel = dev.kernel("sgmat_" + config.name, code, len(inputs), 1, PARAM_FORMAT)
+    grid = (-(-problem.n // config.bn), -(-problem.m // config.bm), problem.batch)
+    dev.launch(kernel, inputs, (out,), problem.params(), grid)
+
+
+def candidates(configs, sg: int, max_invocations: int = 1024, max_workgroup_bytes: int = 49152) -> list[SgConfig]:
+    """Family members for the adapter's f16 x f16 -> f32 matrix configs `configs` (dicts with
+    M, N, K) and subgroup size sg: a few subgroup grids, tiles per subgroup and k steps."""
+    out = []
+    shapes = [(2, 2, 2, 2, 32), (2, 4, 4, 2, 32), (4, 2, 2, 4, 32), (2, 2, 4, 4, 32), (2, 4, 4, 2, 64),
+              (4, 2, 2, 4, 64), (2, 2, 4, 4, 64), (4, 4, 2, 2, 32), (2, 4, 2, 2, 32), (4, 2, 4, 2, 32),
+              (2, 4, 4, 4, 16), (4, 2, 4, 4, 16), (2, 4, 4, 2, 16), (4, 4, 4, 2, 16)]
+    for cfg in configs:
+        m0, n0, k0 = int(cfg["M"]), int(cfg["N"]), int(cfg["K"])
+        for wm, wn, tm, tn, tk in shapes:
+            c = SgConfig(m0, n0, k0, sg, wm, wn, tm, tn, tk)
+            if c.valid(max_invocations, max_workgroup_bytes) and c not in out:
+                out.append(c)
+    return out
+
+
+# Measured on the H200 (benchmarks/sgmat_sweep.py, docs/BENCHMARKS.md): the best of the family
+# on 4096^3 and on nanoGPT's products, in order of preference; the first that this adapter's
+# configs, subgroup size and limits allow is the default.
+PREFERRED = ("sg16x16x16s32_w2x4_t4x2_k32", "sg16x16x16s32_w4x2_t2x4_k32", "sg16x16x16s32_w2x4_t4x4_k16",
+             "sg16x16x16s32_w2x2_t2x2_k32")
+
+
+def f16_configs(dev) -> tuple[list[dict], int]:
+    """The adapter's checked f16 x f16 -> f32 subgroup-matrix configs and their one subgroup
+    size (([], 0) where there are none, or the subgroup size varies)."""
+    found = [c for c in getattr(dev, "matrix_configs", None) or []
+             if c.get("component_type") == "f16" and c.get("result_type") == "f32" and c.get("checked")]
+    sizes = {(int(c.get("min_subgroup_size") or 0), int(c.get("max_subgroup_size") or 0)) for c in found}
+    if len(sizes) != 1:
+        return [], 0
+    lo, hi = sizes.pop()
+    return (found, hi) if lo == hi and hi > 0 else ([], 0)
+
+
+def choose(dev) -> SgConfig | None:
+    """The family member this device runs f16 products with (None: no matrix units, or
+    they failed here). ANYGPU_SGMAT_CONFIG=<name> overrides; ANYGPU_MATRIX_UNITS=0 turns
+    the family off."""
+    import os
+    cached = getattr(dev, "_sgmat_choice", False)
+    if cached is not False:
+        return cached
+    choice = None
+    configs, sg = f16_configs(dev)
+    if configs and os.environ.get("ANYGPU_MATRIX_UNITS", "1").strip().lower() not in ("0", "false", "off", "no"):
+        limits = getattr(dev, "limits", {}) or {}
+        allowed = candidates(configs, sg, int(limits.get("max-compute-invocations-per-workgroup", 256)),
+                             int(limits.get("max-compute-workgroup-storage-size", 16384)))
+        wanted = os.environ.get("ANYGPU_SGMAT_CONFIG", "").strip()
+        if wanted:
+            choice = SgConfig.parse(wanted)
+            if choice not in allowed:
+                raise ValueError(f"ANYGPU_SGMAT_CONFIG: {wanted} is not one of this adapter's "
+                                 f"{len(allowed)} family members ({', '.join(c.name for c in allowed[:6])}, ...)")
+        else:
+            by_name = {c.name: c for c in allowed}
+            choice = next((by_name[n] for n in PREFERRED if n in by_name), allowed[0] if allowed else None)
+    dev._sgmat_choice = choice
+    return choice
+
+
+def forget(dev, reason: str) -> None:
+    """Stop using matrix units on `dev` (a kernel did not compile or run): products go back
+    to the register-blocked family; say so once."""
+    import warnings
+    dev._sgmat_choice = None
+    warnings.warn(f"anygpu: matrix-unit matmul disabled on this device: {reason}", RuntimeWarning, stacklevel=3)

@@ -1,0 +1,202 @@
+"""The subgroup-matrix matmul family (ops/sgmat.py): names, candidates, the route from f16
+products, and -- where the adapter has matrix units (Dawn on a GPU) -- values against
+float64 in every layout. On lavapipe there are no matrix units: the kernels' WGSL is then
+checked by Dawn's compiler on its Null backend (a subprocess), and the route with a
+recording stand-in for the launch."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import anygpu as ag
+from anygpu.ops import gpu, sgmat
+from anygpu.ops.matmul_problem import Problem
+from anygpu.runtime import GpuError
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = [{"M": 16, "N": 16, "K": 16, "component_type": "f16", "result_type": "f32",
+            "min_subgroup_size": 32, "max_subgroup_size": 32, "checked": True},
+           {"M": 16, "N": 8, "K": 16, "component_type": "f16", "result_type": "f32",
+            "min_subgroup_size": 32, "max_subgroup_size": 32, "checked": True}]
+
+
+def test_config_names_round_trip_and_bad_names_are_errors():
+    for c in sgmat.candidates(CONFIGS, 32, 1024, 49152):
+        assert sgmat.SgConfig.parse(c.name) == c
+        assert c.valid(1024, 49152)
+    with pytest.raises(ValueError, match="not a subgroup-matrix config name"):
+        sgmat.SgConfig.parse("128x128x16_8x8")
+
+
+def test_candidates_respect_the_adapters_limits():
+    small = sgmat.candidates(CONFIGS, 32, 256, 32768)
+    assert small and all(c.threads <= 256 and c.workgroup_bytes() <= 32768 for c in small)
+    assert len(small) < len(sgmat.candidates(CONFIGS, 32, 1024, 49152))
+    assert sgmat.candidates([], 32) == []
+
+
+def test_layout_takes_vector_loads_only_on_rows_of_whole_vectors():
+    c = sgmat.SgConfig()
+    lay = sgmat.layout(c, Problem(1, 256, 256, 384), "f32", False)
+    assert (lay.vec_a, lay.vec_b, lay.direct) == (8, 8, True)
+    lay = sgmat.layout(c, Problem(1, 256, 65, 384, False, True), "f16", True)   # B stored [65, 384]
+    assert (lay.vec_a, lay.vec_b, lay.direct) == (8, 8, False)
+    lay = sgmat.layout(c, Problem(1, 384, 65, 100, True, False), "f32", False)   # A^T rows of 384; B rows of 65
+    assert (lay.vec_a, lay.vec_b, lay.direct) == (8, 1, False)
+    assert not sgmat.layout(c, Problem(1, 256, 256, 384, alpha=0.5), "f32", False).direct
+
+
+def test_f16_configs_need_one_fixed_subgroup_size_and_a_passed_check():
+    class Dev:
+        matrix_configs = CONFIGS
+    assert sgmat.f16_configs(Dev())[1] == 32
+    Dev.matrix_configs = [{**CONFIGS[0], "checked": False}]
+    assert sgmat.f16_configs(Dev()) == ([], 0)
+    Dev.matrix_configs = [{**CONFIGS[0], "min_subgroup_size": 16, "max_subgroup_size": 64}]
+    assert sgmat.f16_configs(Dev()) == ([], 0)
+    Dev.matrix_configs = [{**CONFIGS[0], "component_type": "i8", "result_type": "i32"}]
+    assert sgmat.f16_configs(Dev()) == ([], 0)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("wgpudawn") is None, reason="needs the extra anygpu[dawn]")
+def test_every_candidate_compiles_with_dawns_compiler():
+    """Tint (Dawn's WGSL compiler) takes every family member in every checked layout."""
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "sgmat_sweep.py"), "--null"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    compiled = json.loads(done.stdout.strip().splitlines()[-1])["compiled"]
+    assert len(compiled) == len(sgmat.candidates(
+        [{"M": 16, "N": 16, "K": 16}, {"M": 16, "N": 8, "K": 16}], 32, 1024, 49152)), done.stdout[-3000:]
+
+
+@pytest.fixture
+def fake_matrix_units(monkeypatch):
+    """This device with matrix configs and a recording launch that computes the product with
+    the device's ordinary f16 kernels (so values are still checked)."""
+    dev = gpu()
+    calls = []
+    monkeypatch.setattr(dev, "matrix_configs", CONFIGS, raising=False)
+    monkeypatch.setattr(dev, "limits", {**dev.limits, "max-compute-invocations-per-workgroup": 1024,
+                                        "max-compute-workgroup-storage-size": 49152})
+    monkeypatch.delattr(dev, "_sgmat_choice", raising=False)
+
+    def launch(dev_, config, problem, a, b, out, bias=None):
+        calls.append((config, problem, bias is not None))
+        dev_._sgmat_choice = None                 # compute it with the register-blocked family
+        try:
+            got = dev_.matmul_strided(a, b, problem.batch, problem.m, problem.n, problem.k, problem.trans_a,
+                                      problem.trans_b, problem.a_batch, problem.b_batch, problem.alpha, bias=bias)
+            dev_.copy(got, out)
+        finally:
+            dev_._sgmat_choice = config
+
+    monkeypatch.setattr(sgmat, "launch", launch)
+    yield dev, calls
+    dev.__dict__.pop("_sgmat_choice", None)
+
+
+def test_f16_products_take_the_matrix_family_where_the_device_has_it(fake_matrix_units):
+    dev, calls = fake_matrix_units
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((3, 37, 29)).astype(np.float16)
+    b = rng.standard_normal((29, 41)).astype(np.float16)
+    out = ag.tensor(a) @ ag.tensor(b)
+    assert out.dtype == ag.float16
+    np.testing.assert_allclose(out.numpy().astype(np.float64), a.astype(np.float64) @ b.astype(np.float64),
+                               rtol=2e-2, atol=2e-2)
+    assert calls and calls[0][0].name == sgmat.PREFERRED[0]
+    assert (calls[0][1].m, calls[0][1].n, calls[0][1].k) in ((111, 41, 29), (37, 41, 29))
+    calls.clear()
+    x = ag.tensor(rng.standard_normal((5, 7)).astype(np.float32))
+    _ = (x @ x.T).numpy()                         # f32 products keep the register-blocked family
+    assert calls == []
+
+
+def test_a_matrix_kernel_that_fails_turns_the_family_off_once(fake_matrix_units, monkeypatch):
+    dev, calls = fake_matrix_units
+
+    def broken(*args, **kwargs):
+        raise GpuError("sgmat: this driver rejects the kernel")
+
+    monkeypatch.setattr(sgmat, "launch", broken)
+    a = np.arange(12, dtype=np.float16).reshape(3, 4)
+    with pytest.warns(RuntimeWarning, match="matrix-unit matmul disabled"):
+        got = (ag.tensor(a) @ ag.tensor(a.T.copy())).numpy()
+    np.testing.assert_allclose(got, a.astype(np.float64) @ a.T.astype(np.float64), rtol=1e-3)
+    assert sgmat.choose(dev) is None
+
+
+def test_a_configured_member_must_be_one_of_the_adapters(fake_matrix_units, monkeypatch):
+    dev, _ = fake_matrix_units
+    monkeypatch.setenv("ANYGPU_SGMAT_CONFIG", "sg16x16x16s64_w2x4_t4x2_k32")
+    with pytest.raises(ValueError, match="ANYGPU_SGMAT_CONFIG"):
+        sgmat.choose(dev)
+    dev.__dict__.pop("_sgmat_choice", None)
+    monkeypatch.setenv("ANYGPU_SGMAT_CONFIG", "sg16x8x16s32_w2x2_t2x2_k32")
+    assert sgmat.choose(dev).name == "sg16x8x16s32_w2x2_t2x2_k32"
+    dev.__dict__.pop("_sgmat_choice", None)
+    monkeypatch.delenv("ANYGPU_SGMAT_CONFIG")
+    monkeypatch.setenv("ANYGPU_MATRIX_UNITS", "0")
+    assert sgmat.choose(dev) is None
+
+
+# --- on an adapter with matrix units (Dawn on a GPU): the real kernels against float64 ---
+
+needs_units = pytest.mark.skipif(not sgmat.f16_configs(gpu())[0],
+                                 reason="no subgroup matrices on this adapter (Dawn on a GPU offers them)")
+
+LAYOUTS = [  # (problem, bias)
+    (Problem(1, 256, 256, 256), False),
+    (Problem(1, 130, 70, 45), True),
+    (Problem(2, 200, 136, 72, True, False), False),
+    (Problem(3, 77, 65, 384, False, True, True, False, 0.5), True),
+    (Problem(1, 65, 384, 77, True, True), False),
+    (Problem(2, 512, 512, 256, True, False, True, False), False),
+]
+
+
+@needs_units
+@pytest.mark.parametrize("name", [c.name for c in sgmat.candidates(CONFIGS, 32, 1024, 49152)][:6])
+@pytest.mark.parametrize("case", range(len(LAYOUTS)))
+def test_matrix_kernels_against_float64(name, case):
+    dev = gpu()
+    config = sgmat.SgConfig.parse(name)
+    configs, sg = sgmat.f16_configs(dev)
+    if config not in sgmat.candidates(configs, sg, int(dev.limits["max-compute-invocations-per-workgroup"]),
+                                      int(dev.limits["max-compute-workgroup-storage-size"])):
+        pytest.skip(f"{name} is not a member on this adapter")
+    p, with_bias = LAYOUTS[case]
+    rng = np.random.default_rng(case)
+    a = rng.uniform(-1, 1, ((p.batch if p.a_batch else 1), *((p.k, p.m) if p.trans_a else (p.m, p.k))))
+    b = rng.uniform(-1, 1, ((p.batch if p.b_batch else 1), *((p.n, p.k) if p.trans_b else (p.k, p.n))))
+    a, b = a.astype(np.float16), b.astype(np.float16)
+    bias = rng.uniform(-1, 1, p.n).astype(np.float16) if with_bias else None
+    A = a.astype(np.float64).transpose(0, 2, 1) if p.trans_a else a.astype(np.float64)
+    B = b.astype(np.float64).transpose(0, 2, 1) if p.trans_b else b.astype(np.float64)
+    want = p.alpha * (A @ B) + (0 if bias is None else bias.astype(np.float64))
+    for out_dtype, tol in (("f32", 1e-5), ("f16", 2e-3)):
+        out = dev.empty(p.batch * p.m * p.n, out_dtype)
+        sgmat.launch(dev, config, p, dev.upload(a.ravel()), dev.upload(b.ravel()), out,
+                     None if bias is None else dev.upload(bias))
+        got = dev.read(out).astype(np.float64).reshape(p.batch, p.m, p.n)
+        scale = np.abs(want).max()
+        assert np.abs(got - np.broadcast_to(want, got.shape)).max() / scale < tol, (name, p, out_dtype)
+
+
+@needs_units
+def test_nan_and_inf_propagate_through_the_matrix_units():
+    dev = gpu()
+    a = np.ones((32, 32), np.float16)
+    a[3, 5] = np.nan
+    a[7, 1] = np.inf
+    got = (ag.tensor(a) @ ag.tensor(np.ones((32, 48), np.float16))).numpy()
+    assert np.isnan(got[3]).all() and np.isinf(got[7]).all() and np.isfinite(np.delete(got, [3, 7], 0)).all()
+    assert sgmat.choose(dev) is not None
