@@ -16,7 +16,7 @@ from ..dtypes import bfloat16, float16, float32, int32, int64, to_dtype
 from ..ops import gpu
 from ..ops.nd import broadcast_shapes, contiguous_strides, numel
 
-from .grad_mode import _ANOMALY, _nan_check, no_grad
+from .grad_mode import _ANOMALY, _nan_check, is_grad_enabled, no_grad
 from .rng import _generator_rng
 
 
@@ -631,14 +631,25 @@ class Tensor:
             correction = 0 if unbiased is False else 1
         if self._scalar_dim("var", dim):
             return self.reshape(1).var(0, correction=correction)
-        scale, ratio = self._scaled_var(dim, keepdim, correction)
-        return ratio * scale * scale
+        scale, ratio, normalized, divisor = self._scaled_var(dim, keepdim, correction, parts=True)
+        value = (ratio * scale * scale).detach()
+        if not self.requires_grad or not is_grad_enabled():
+            return value
+        # torch's gradient, 2 (x - mean) / (n - correction) * grad, made directly: through
+        # ratio * scale**2 it passes an overflowed inf (values near 1e30) and turns NaN.
+        linear = (self * normalized.detach()).sum(dim, keepdim=keepdim)
+        step = scale * (2.0 / divisor if divisor > 0 else math.nan)
+        return value + (linear - linear.detach()) * step
 
-    def _scaled_var(self, dim, keepdim: bool, correction):
+    def _scaled_var(self, dim, keepdim: bool, correction, parts: bool = False):
         """(scale, ratio) with var = scale**2 * ratio: the deviations are divided by their
         largest magnitude (a constant for autograd) before squaring, so values near 1e30,
-        whose squares overflow float32, still give a finite std."""
+        whose squares overflow float32, still give a finite std. The mean is corrected once
+        by the mean of the deviations (two-pass), so [1e30] * 3 has variance 0 as torch's.
+        parts: also the normalized deviations and the divisor."""
         centered = self - self.mean(dim, keepdim=True)
+        if self.numel():
+            centered = centered - centered.mean(dim, keepdim=True)
         peak = centered.detach().abs()
         for d in sorted(_dims("var", dim, self.ndim), reverse=True):
             peak = peak.max(d, keepdim=True)[0] if peak.shape[d] else peak.sum(d, keepdim=True)
@@ -646,7 +657,8 @@ class Tensor:
         normalized = centered / peak
         total = (normalized * normalized).sum(dim, keepdim=keepdim)
         divisor = (self.numel() // max(total.numel(), 1) if self.numel() else 0) - correction
-        return peak.reshape(total.shape), total * (1.0 / divisor if divisor > 0 else math.nan)
+        scale, ratio = peak.reshape(total.shape), total * (1.0 / divisor if divisor > 0 else math.nan)
+        return (scale, ratio, normalized, divisor) if parts else (scale, ratio)
 
     def std(self, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
         if isinstance(dim, bool):
