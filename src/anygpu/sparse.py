@@ -31,6 +31,7 @@ from .dtypes import float32, int32, int64
 from .ops import gpu
 from .autograd.rules import backward as rule
 from .tensor import Tensor, _attach, cat, tensor
+from .tensor import matmul as _dense_matmul
 
 __all__ = ["SparseTensor", "sparse_coo_tensor", "mm", "addmm", "sum", "softmax", "log_softmax",
            "sparse_coo", "strided", "layout", "matmul"]
@@ -669,8 +670,7 @@ def matmul(input, other) -> Tensor:
     """torch.matmul with sparse operands: a 2-D sparse matrix times a dense matrix or vector
     (either order); dense operands take the dense matmul."""
     if not isinstance(input, SparseTensor) and not isinstance(other, SparseTensor):
-        from .tensor import matmul as dense_matmul
-        return dense_matmul(input, other)
+        return _dense_matmul(input, other)
     op = "matmul"
     if isinstance(input, SparseTensor) and not isinstance(other, SparseTensor):
         dense = _dense(op, other)
