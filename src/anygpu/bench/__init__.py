@@ -20,7 +20,7 @@ from .suite import Peers, Row, run_suite, sizes_for
 
 __all__ = ["register", "main", "run", "parse_sizes", "Row"]
 
-BENCHMARKS = ("matmul", "conv2d", "add", "softmax", "norm", "overhead", "train")
+BENCHMARKS = ("matmul", "conv2d", "add", "softmax", "norm", "overhead", "train", "gpt")
 
 
 def parse_sizes(text: str) -> list[tuple[int, int, int]]:

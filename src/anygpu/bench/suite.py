@@ -65,6 +65,7 @@ class Sizes:
     chain: int = 2000       # ops in the small-op chain
     budget_s: float = 0.2   # time per measurement (split over rounds)
     matmul_f16: tuple = (4096, 4096, 4096)   # (m, n, k) of the f16 matmul row
+    gpt: tuple = (6, 384, 6, 256, 64)        # layers, width, heads, block, batch of the GPT rows (nanoGPT's)
 
 
 def sizes_for(dev, quick: bool = False, matmul=None) -> Sizes:
@@ -73,10 +74,10 @@ def sizes_for(dev, quick: bool = False, matmul=None) -> Sizes:
     cpu = getattr(dev, "adapter_type", "") == "CPU"
     if quick:
         sizes = Sizes([(64, 64, 64), (128, 128, 128)], (1, 8, 8, 16, 3), 1 << 16, (64, 256), 16,
-                      chain=200, budget_s=0.02, matmul_f16=(128, 128, 128))
+                      chain=200, budget_s=0.02, matmul_f16=(128, 128, 128), gpt=(1, 32, 2, 16, 2))
     elif cpu:
         sizes = Sizes([(n, n, n) for n in (128, 256, 512)], (2, 32, 32, 28, 3), 1 << 22, (1024, 1024), 64,
-                      matmul_f16=(512, 512, 512))
+                      matmul_f16=(512, 512, 512), gpt=(2, 64, 2, 64, 4))
     else:
         sizes = Sizes([(n, n, n) for n in (256, 512, 1024, 2048, 4096, 8192)], (32, 64, 64, 56, 3),
                       1 << 26, (4096, 4096), 256)
@@ -371,10 +372,12 @@ def _warm_s(dev) -> float:
 
 
 def _train_step_row(dev, peers: Peers, sizes: Sizes, row: Row, build, x: np.ndarray, labels: np.ndarray,
-                    captured: bool = False) -> Row:
+                    captured: bool = False, mixed: bool = False) -> Row:
     """Time one optimizer step (forward, cross-entropy, backward, update) of the model that
     `build(nn_module, optim_module)` returns as (model, optimizer), anygpu beside torch
-    (eager). captured: the anygpu step goes through `anygpu.compile` (capture and replay)."""
+    (eager). captured: the anygpu step goes through `anygpu.compile` (capture and replay).
+    mixed: the forward under autocast, anygpu's float16 with a GradScaler beside torch's
+    bfloat16 (what a torch user on an H200 takes); labels as int64 tokens."""
     try:
         ag = importlib.import_module("anygpu")
         nn = importlib.import_module("anygpu.nn")
@@ -386,12 +389,15 @@ def _train_step_row(dev, peers: Peers, sizes: Sizes, row: Row, build, x: np.ndar
         ag.manual_seed(0)
         model, opt = build(nn, optim)
         x_t, y_t = ag.tensor(x), ag.tensor(labels.astype(np.int32), dtype="int32")
+        scaler = ag.amp.GradScaler("cuda", enabled=mixed)
 
         def train_step(x_in, y_in):
             opt.zero_grad()
-            loss = nn.functional.cross_entropy(model(x_in), y_in)
-            loss.backward()
-            opt.step()
+            with ag.autocast("cuda", dtype=ag.float16, enabled=mixed):
+                loss = nn.functional.cross_entropy(model(x_in), y_in)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
             return loss
         run = ag.compile(train_step) if captured else train_step
         row.anygpu = time_host(lambda: run(x_t, y_t), sync=dev.synchronize, budget_s=sizes.budget_s, rounds=3,
@@ -420,7 +426,9 @@ def _train_step_row(dev, peers: Peers, sizes: Sizes, row: Row, build, x: np.ndar
 
         def torch_step():
             topt.zero_grad()
-            torch.nn.functional.cross_entropy(tmodel(tx), ty).backward()
+            with torch.autocast(peers.device, dtype=torch.bfloat16, enabled=mixed):
+                loss = torch.nn.functional.cross_entropy(tmodel(tx), ty)
+            loss.backward()
             topt.step()
         row.peers["torch"] = time_host(torch_step, sync=peers.sync, budget_s=sizes.budget_s, rounds=3,
                                        warm_s=WARM_S if peers.device == "cuda" else 0.0)
@@ -462,6 +470,61 @@ def bench_digits_step(dev, peers: Peers, sizes: Sizes, captured: bool = False) -
                            rng.integers(0, 10, batch), captured)
 
 
+def gpt_module(nn, layers: int, width: int, heads: int, block: int, vocab: int = 65):
+    """A GPT of nanoGPT's form (pre-norm blocks of causal self-attention and a 4x MLP,
+    tied embeddings off, no dropout) from `nn` (anygpu.nn or torch.nn); forward(idx [B, T])
+    gives the logits as [B * T, vocab]."""
+    F = nn.functional
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
+            self.qkv, self.proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+            self.fc, self.out = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+
+        def forward(self, x):
+            b, t, c = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(width, dim=2)
+            q, k, v = (y.view(b, t, heads, c // heads).transpose(1, 2) for y in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
+            return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok, self.pos = nn.Embedding(vocab, width), nn.Embedding(block, width)
+            self.blocks = nn.ModuleList([Block() for _ in range(layers)])
+            self.ln, self.head = nn.LayerNorm(width), nn.Linear(width, vocab, bias=False)
+
+        def forward(self, idx):
+            b, t = idx.shape
+            x = self.tok(idx) + self.pos.weight[:t]
+            for blk in self.blocks:
+                x = blk(x)
+            return self.head(self.ln(x)).view(b * t, vocab)
+    return GPT()
+
+
+def bench_gpt_step(dev, peers: Peers, sizes: Sizes, mixed: bool = False) -> Row:
+    """One AdamW step of a GPT of nanoGPT's shape (sizes.gpt; 6 layers, 384 wide, block 256,
+    batch 64 on GPUs), in float32 or (mixed) under autocast."""
+    layers, width, heads, block, batch = sizes.gpt
+    # forward + 2x backward of the linear layers and attention's two products; vocabulary 65
+    flops = 3 * 2.0 * batch * block * (layers * (12 * width * width + 2 * block * width) + 65 * width)
+    label = f"train step GPT {layers}x{width} block {block} batch {batch}" + (" autocast" if mixed else "")
+    row = Row(label, "TFLOP/s" if getattr(dev, "adapter_type", "") != "CPU" else "GFLOP/s",
+              work=flops / (1e3 if getattr(dev, "adapter_type", "") != "CPU" else 1.0))
+    rng = np.random.default_rng(0)
+
+    def build(nn, optim):
+        model = gpt_module(nn, layers, width, heads, block)
+        return model, optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
+    idx = rng.integers(0, 65, (batch, block))
+    return _train_step_row(dev, peers, sizes, row, build, idx, rng.integers(0, 65, batch * block), mixed=mixed)
+
+
 def warm_up(dev, seconds: float = 0.5) -> None:
     """Keep a GPU busy for a moment, so the first row is not measured while its clocks
     still climb from idle (on an H200 that made a 256^3 product three times slower)."""
@@ -477,7 +540,7 @@ def warm_up(dev, seconds: float = 0.5) -> None:
 
 def run_suite(dev, sizes: Sizes, peers: Peers, only=None, tune: bool = False, progress=None) -> list[Row]:
     """Every benchmark (or those named in `only`: matmul, conv2d, add, softmax, norm,
-    overhead, train), in order, after a warm-up."""
+    overhead, train, gpt), in order, after a warm-up."""
     def wanted(name: str) -> bool:
         return not only or name in only
 
@@ -498,7 +561,8 @@ def run_suite(dev, sizes: Sizes, peers: Peers, only=None, tune: bool = False, pr
                         ("norm", bench_layer_norm), ("norm", bench_layer_norm_f16),
                         ("overhead", bench_overhead), ("train", bench_train_step),
                         ("train", functools.partial(bench_train_step, captured=True)),
-                        ("train", bench_digits_step), ("train", functools.partial(bench_digits_step, captured=True))):
+                        ("train", bench_digits_step), ("train", functools.partial(bench_digits_step, captured=True)),
+                        ("gpt", bench_gpt_step), ("gpt", functools.partial(bench_gpt_step, mixed=True))):
         if wanted(name):
             start = time.perf_counter()
             row = bench(dev, peers, sizes)
