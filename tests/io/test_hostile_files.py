@@ -201,3 +201,153 @@ def test_read_idx_refuses_fifo_and_devices(tmp_path):
     for path in (fifo, zero):
         with pytest.raises(DataError, match="expected a regular file"):
             within_seconds(10, lambda: read_idx(path))
+
+
+# --------------------------------------------------------------------------- deep JSON (issue 28)
+# Python's json recurses once per level: 100,000 levels is a RecursionError (or, with a raised
+# recursion limit, a crash of the C stack). Every JSON read of a file goes through
+# anygpu.bounded_json, which measures the depth first and refuses with a ValueError.
+
+DEPTH = 100_000
+DEEP = {
+    "arrays": "[" * DEPTH + "]" * DEPTH,
+    "objects": '{"a":' * DEPTH + "1" + "}" * DEPTH,
+    "unclosed": "[" * DEPTH,
+}
+TOO_DEEP = "nested more than 64 levels deep"
+
+
+def deep_headers(deep: str) -> dict[str, bytes]:
+    """safetensors header texts with `deep` at the top, as a tensor entry, in __metadata__."""
+    return {
+        "top": deep.encode(),
+        "tensor": ('{"w": ' + deep + "}").encode(),
+        "metadata": ('{"__metadata__": {"k": ' + deep + "}}").encode(),
+    }
+
+
+@pytest.mark.parametrize("shape", sorted(DEEP))
+@pytest.mark.parametrize("where", ["top", "tensor", "metadata"])
+@pytest.mark.parametrize("signed", [True, False])
+def test_deep_safetensors_header_is_a_value_error(tmp_path, shape, where, signed):
+    import anygpu as ag
+
+    text = deep_headers(DEEP[shape])[where]
+    text += b" " * (-len(text) % 8)
+    payload = struct.pack("<Q", len(text)) + text
+    path = tmp_path / "deep.safetensors"
+    path.write_bytes(nanosign.sign_bytes(payload) if signed else payload)
+    for load in (lambda: checkpoint.load(path, allow_unsigned=True), lambda: ag.load(path, allow_unsigned=True)):
+        with pytest.raises(ValueError, match=f"{path}.*{TOO_DEEP}") as caught:
+            load()
+        assert not isinstance(caught.value, nanosign.TamperedError)  # the signature matches: the content is refused
+
+
+def test_deep_header_with_a_raised_recursion_limit_does_not_crash(tmp_path):
+    """A program that raised sys.setrecursionlimit would let json recurse until the C stack
+    overflows (a segfault); the depth is checked before json runs, so it is still a ValueError."""
+    import subprocess
+
+    path = tmp_path / "deep.safetensors"
+    text = DEEP["arrays"].encode() * 10
+    path.write_bytes(nanosign.sign_bytes(struct.pack("<Q", len(text)) + text))
+    code = ("import sys; sys.setrecursionlimit(10**7)\n"
+            "from anygpu.io import checkpoint\n"
+            f"try: checkpoint.load({str(path)!r})\n"
+            "except ValueError as error: print('refused:', error)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "refused:" in done.stdout and TOO_DEEP in done.stdout, done
+
+
+@pytest.mark.parametrize("shape", sorted(DEEP))
+def test_deep_structure_entry_of_anygpu_save_is_a_value_error(tmp_path, shape):
+    import anygpu as ag
+    from anygpu.io import serialization
+
+    path = tmp_path / "deep.ckpt"
+    checkpoint.save({"w": np.zeros(2, np.float32)}, path, metadata={
+        serialization.FORMAT_KEY: serialization.FORMAT, serialization.STRUCTURE_KEY: DEEP[shape]})
+    with pytest.raises(ValueError, match=f"load: {path}: the structure entry: JSON nested more than 300 levels deep"):
+        ag.load(path)
+
+
+def test_anygpu_save_refuses_what_load_would_refuse(tmp_path):
+    """save and load agree on the structure's depth limit: 99 nested dicts round-trip, 101 do not."""
+    import anygpu as ag
+
+    def nest(levels):
+        obj = {"leaf": ag.tensor([1.0, 2.0])}
+        for _ in range(levels):
+            obj = {"child": obj}
+        return obj
+
+    ag.save(nest(98), tmp_path / "ok.ckpt")
+    loaded = ag.load(tmp_path / "ok.ckpt")
+    for _ in range(98):
+        loaded = loaded["child"]
+    assert loaded["leaf"].tolist() == [1.0, 2.0]
+    with pytest.raises(ValueError, match="deeper than load reads back"):
+        ag.save(nest(101), tmp_path / "deep.ckpt")
+    assert not (tmp_path / "deep.ckpt").exists()
+
+
+@pytest.mark.parametrize("shape", sorted(DEEP))
+@pytest.mark.parametrize("key", ["architecture", "input_shape", "preprocess", "classes"])
+def test_deep_model_file_entry_is_a_model_file_error(tmp_path, shape, key):
+    from anygpu.train import modelfile
+
+    metadata = modelfile.classifier_metadata({"name": "digits_cnn", "classes": 10}, (1, 8, 8), [str(k) for k in range(10)],
+                                             [0.5], [0.25])
+    metadata.update({"format": modelfile.MODEL_FORMAT, "stratagem": "digits", key: DEEP[shape]})
+    path = tmp_path / "model.safetensors"
+    checkpoint.save({"w": np.zeros(2, np.float32)}, path, metadata=metadata)
+    with pytest.raises(modelfile.ModelFileError, match=f"{path}: the '{key}' entry: JSON {TOO_DEEP}"):
+        modelfile.read(path)
+
+
+@pytest.mark.parametrize("shape", sorted(DEEP))
+@pytest.mark.parametrize("key", ["settings", "history", "curve", "rng", "scheduler"])
+def test_deep_training_checkpoint_entry_is_a_value_error(tmp_path, shape, key):
+    from anygpu.train import loop
+
+    with pytest.raises(ValueError, match=f"--resume: .*the '{key}' entry: JSON {TOO_DEEP}.*damaged"):
+        loop._header_json({key: DEEP[shape]}, key, tmp_path / "checkpoint.safetensors")
+
+
+@pytest.mark.parametrize("shape", sorted(DEEP))
+def test_deep_tuner_cache_is_ignored_with_a_warning_and_rebuilt(tmp_path, dev, shape):
+    from anygpu.ops import matmul_tune, tuner
+    from anygpu.ops.matmul_gen import Problem
+
+    path = tmp_path / tuner.CACHE_FILE
+    path.write_text(DEEP[shape])
+    with pytest.warns(RuntimeWarning, match=f"ignoring the tuning cache .*{TOO_DEEP}.*rebuilt"):
+        assert tuner.load_cache(path) == {}
+    problem = Problem(1, 64, 64, 64)
+    choice = matmul_tune.heuristic(dev, problem)
+    assert tuner.store(dev, matmul_tune.TUNABLE, problem, tuner.TuneResult(choice, 1e-3), path)
+    rebuilt = json.loads(path.read_text())  # the damaged file is replaced whole, atomically
+    assert list(rebuilt["entries"]) == [tuner.cache_key(dev, matmul_tune.TUNABLE, problem)]
+    assert tuner.load_cache(path)[tuner.cache_key(dev, matmul_tune.TUNABLE, problem)]["choice"] == \
+        matmul_tune.TUNABLE.label(choice)
+
+
+def test_oversized_tuner_cache_is_ignored_with_a_warning(tmp_path):
+    from anygpu.ops import cache_file, tuner
+
+    path = tmp_path / tuner.CACHE_FILE
+    path.write_bytes(b" " * (cache_file.MAX_CACHE_BYTES + 1))
+    with pytest.warns(RuntimeWarning, match="more than the limit"):
+        assert tuner.load_cache(path) == {}
+
+
+@pytest.mark.parametrize("shape", [*sorted(DEEP), "fifo"])
+def test_deep_or_fifo_adapter_cache_is_measured_again(tmp_path, monkeypatch, shape):
+    from anygpu.runtime import measure
+
+    monkeypatch.setenv("ANYGPU_CACHE_DIR", str(tmp_path))
+    if shape == "fifo":
+        os.mkfifo(tmp_path / measure.CACHE_FILE)
+    else:
+        (tmp_path / measure.CACHE_FILE).write_text(DEEP[shape])
+    assert within_seconds(10, measure._load_cache) == {}

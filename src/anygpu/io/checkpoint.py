@@ -20,6 +20,7 @@ from typing import Any, Union
 import numpy as np
 from blake3 import blake3
 
+from anygpu import bounded_json
 from anygpu.io import nanosign
 
 __all__ = ["save", "load", "load_with_metadata"]
@@ -150,10 +151,10 @@ def _parse_header(text: bytes, where: str) -> tuple[dict[str, str], list[_Entry]
     def bad(reason: str) -> ValueError:
         return ValueError(f"load: {where} is not a safetensors file ({reason})")
 
-    try:
-        header = json.loads(text.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise bad(f"header is not JSON: {error}") from None
+    try:  # bounded: a header of "[[[[..." is refused, never a RecursionError
+        header = bounded_json.loads(text, "header", max_bytes=_MAX_HEADER_SIZE)
+    except ValueError as error:
+        raise bad(str(error)) from None
     if not isinstance(header, dict):
         raise bad(f"header is a JSON {type(header).__name__}, expected an object")
     metadata = header.pop(_METADATA_KEY, None) or {}

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from anygpu import bounded_json
 from anygpu.io import checkpoint, pth
 
 __all__ = ["save", "load", "FORMAT_KEY", "STRUCTURE_KEY"]
@@ -34,6 +35,8 @@ __all__ = ["save", "load", "FORMAT_KEY", "STRUCTURE_KEY"]
 FORMAT_KEY = "anygpu.format"
 FORMAT = "nested-1"
 STRUCTURE_KEY = "anygpu.structure"
+# JSON levels of the structure entry that save writes and load reads: 100 nested dicts.
+STRUCTURE_MAX_DEPTH = 300
 
 _SCALARS = (type(None), bool, int, float, str)
 
@@ -219,6 +222,9 @@ def save(obj, f, metadata: Mapping[str, str] | None = None, *, pickle_module=Non
         meta = dict(metadata or {})
         meta[FORMAT_KEY] = FORMAT
         meta[STRUCTURE_KEY] = json.dumps(structure, separators=(",", ":"), ensure_ascii=False)
+        if bounded_json.nesting_depth(meta[STRUCTURE_KEY], stop_above=STRUCTURE_MAX_DEPTH) > STRUCTURE_MAX_DEPTH:
+            raise ValueError(f"save: obj nests containers deeper than load reads back (its structure is over "
+                             f"{STRUCTURE_MAX_DEPTH} JSON levels: a dict takes 3, a list or tuple 2)")
     if hasattr(f, "write"):
         with tempfile.TemporaryDirectory(prefix="anygpu-save-") as folder:
             path = os.path.join(folder, "checkpoint.safetensors")
@@ -278,11 +284,10 @@ def load(f, map_location=None, pickle_module=None, *, weights_only: bool | None 
         raise ValueError(f"load: {f} has structure format {metadata.get(FORMAT_KEY)!r}; this anygpu reads {FORMAT!r}")
     # The signature proves the bytes are unchanged, not who wrote them: a hostile structure
     # (nesting deeper than Python's stack, wrong node shapes) is a ValueError, never a crash.
+    structure = bounded_json.loads(metadata[STRUCTURE_KEY], f"load: {f}: the structure entry",
+                                   max_depth=STRUCTURE_MAX_DEPTH)
     try:
-        structure = json.loads(metadata[STRUCTURE_KEY])
         return _decode(structure, arrays, "obj")
-    except json.JSONDecodeError as error:
-        raise ValueError(f"load: {f}: the structure entry is not JSON ({error})") from None
     except RecursionError:
         raise ValueError(f"load: {f}: the structure is nested too deeply to read") from None
     except (TypeError, KeyError, AttributeError) as error:

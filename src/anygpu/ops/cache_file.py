@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import warnings
 from pathlib import Path
 from stat import S_ISREG
+
+from .. import bounded_json
 
 MAX_CACHE_BYTES = 16 << 20  # thousands of entries; anything larger is not ours
 
@@ -15,13 +18,18 @@ MAX_CACHE_BYTES = 16 << 20  # thousands of entries; anything larger is not ours
 def read_entries(path: Path, fmt: int, stat: os.stat_result | None = None) -> dict:
     """The "entries" object of the cache at `path` when the file is a regular file of sane
     size (a FIFO would block) holding JSON of format `fmt`; {} otherwise (missing, damaged,
-    too deeply nested, another format). The entries themselves are for the caller to check."""
+    too large or too deeply nested: a warning says so, another format). The next store
+    rewrites the file whole. The entries themselves are for the caller to check."""
     try:
         stat = stat if stat is not None else path.stat()
-        if not S_ISREG(stat.st_mode) or stat.st_size > MAX_CACHE_BYTES:
-            return {}
-        data = json.loads(path.read_text())
-    except (OSError, ValueError, RecursionError):
+        if not S_ISREG(stat.st_mode):
+            raise ValueError(f"{path}: not a regular file")
+        data = bounded_json.read_file(path, max_bytes=MAX_CACHE_BYTES)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as error:
+        warnings.warn(f"anygpu: ignoring the tuning cache ({error}); it is rebuilt as ops are tuned again",
+                      RuntimeWarning, stacklevel=2)
         return {}
     if not isinstance(data, dict) or data.get("format") != fmt or not isinstance(data.get("entries"), dict):
         return {}

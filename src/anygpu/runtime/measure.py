@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import bounded_json
 from .device import Device, adapter_infos, AdapterInfo
 from .errors import GpuError
 from .shaders import load_shader
@@ -40,6 +41,7 @@ COPY_BYTES = 32 << 20
 DISPATCHES = 200
 REPEATS = 3
 CACHE_FILE = "adapters.json"
+MAX_CACHE_BYTES = 1 << 20  # one small entry per adapter and driver; anything larger is not ours
 
 
 @dataclass
@@ -141,8 +143,8 @@ def measure_adapter(info: AdapterInfo) -> Measurement:
 
 def _load_cache() -> dict[str, dict]:
     path = cache_path()
-    try:
-        entries = json.loads(path.read_text())
+    try:  # bounded: a FIFO, a huge file or "[[[[..." is refused before json reads it
+        entries = bounded_json.read_file(path, max_bytes=MAX_CACHE_BYTES)
     except (OSError, ValueError):  # no cache yet, or a damaged one: measure again
         return {}
     return entries if isinstance(entries, dict) else {}

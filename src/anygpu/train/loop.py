@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, Protocol
 import numpy as np
 
 import anygpu as ag
-from anygpu import optim
+from anygpu import bounded_json, optim
 from anygpu.io import checkpoint, nanosign
 from anygpu.io.datasets import Dataset, batches
 from anygpu.train import data_parallel
@@ -181,12 +181,12 @@ def read_checkpoint_settings(path: Path, stratagem: str) -> tuple[dict[str, np.n
 
 def _header_json(metadata: Mapping[str, str], key: str, path: Path) -> Any:
     """One JSON entry of a checkpoint's header, or a ValueError that names it."""
-    try:
-        return json.loads(metadata[key])
-    except KeyError:
-        raise ValueError(f"--resume: {path} has no '{key}' entry; it was not written by anygpu train") from None
-    except (json.JSONDecodeError, RecursionError) as error:
-        raise ValueError(f"--resume: {path} has a damaged '{key}' entry ({error})") from None
+    if key not in metadata:
+        raise ValueError(f"--resume: {path} has no '{key}' entry; it was not written by anygpu train")
+    try:  # bounded: "[[[[..." nested past the limit is refused before json recurses
+        return bounded_json.loads(metadata[key], f"--resume: {path}: the '{key}' entry")
+    except ValueError as error:
+        raise ValueError(f"{error}; the checkpoint is damaged") from None
 
 
 def _is_int(value: Any, minimum: int) -> bool:

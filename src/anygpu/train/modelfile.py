@@ -31,6 +31,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from anygpu import bounded_json
 from anygpu.io import checkpoint, nanosign
 
 __all__ = ["MODEL_FORMAT", "ARCHITECTURES", "ModelFile", "ModelFileError", "read", "classifier_metadata",
@@ -154,10 +155,10 @@ def _entry(metadata: Mapping[str, str], key: str, path: Path, parse_json: bool =
         raise ModelFileError(f"{path}: the model file has no '{key}' entry in its metadata")
     if not parse_json:
         return metadata[key]
-    try:
-        return json.loads(metadata[key])
-    except (json.JSONDecodeError, RecursionError) as error:  # RecursionError: "[[[[..." nested past Python's limit
-        raise ModelFileError(f"{path}: the '{key}' entry is not valid JSON ({error})") from None
+    try:  # bounded: "[[[[..." nested past the limit is refused before json recurses
+        return bounded_json.loads(metadata[key], f"{path}: the '{key}' entry")
+    except ValueError as error:
+        raise ModelFileError(str(error)) from None
 
 
 def _bad(path: Path, key: str, value: Any, expected: str) -> ModelFileError:
