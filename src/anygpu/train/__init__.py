@@ -112,6 +112,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         # For tests and quick looks: the first N samples of each split only.
         parser.add_argument("--limit", type=positive_int, help=argparse.SUPPRESS)
         parser.add_argument("--no-progress", dest="progress", action="store_false", help=argparse.SUPPRESS)
+        parser.add_argument("--tensorboard", type=Path, metavar="DIR",
+                            help="also write TensorBoard event files to DIR: loss and learning rate per step, "
+                                 "loss, accuracy, learning rate and samples/s per epoch (needs anygpu[tensorboard])")
         parser.add_argument("--balance", choices=["throughput"],
                             help="under mpiexec: split each global batch across ranks by their measured speed")
         if stratagem.name == "classifier":
@@ -168,6 +171,7 @@ def resolve(args: argparse.Namespace) -> tuple[Stratagem, Settings, Any]:
         progress=args.progress,
         extra={key: value for key, value in extra.items() if value is not None},
         balance=getattr(args, "balance", None),
+        tensorboard=getattr(args, "tensorboard", None),
     )
     return stratagem, settings, saved
 

@@ -65,11 +65,13 @@ class Settings:
     progress: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
     balance: str | None = None  # under mpiexec: "throughput" splits each global batch by rank speed
+    tensorboard: Path | None = None  # --tensorboard DIR: TensorBoard event files of the run
 
     def to_json(self) -> str:
         values = asdict(self)
         values["out"] = str(self.out)
         values["data"] = None if self.data is None else str(self.data)
+        values["tensorboard"] = None if self.tensorboard is None else str(self.tensorboard)
         return json.dumps(values, sort_keys=True)
 
 
@@ -359,6 +361,28 @@ def _plot_loss(path: Path, curve: list[list[float]], history: list[dict], title:
         figure.savefig(handle, format="png")
 
 
+# --------------------------------------------------------------------------- TensorBoard
+
+
+def _open_tensorboard(settings: Settings, purge_step: int):
+    """A SummaryWriter on --tensorboard DIR, or None without the option."""
+    if settings.tensorboard is None:
+        return None
+    from anygpu.utils.tensorboard import SummaryWriter
+    try:
+        return SummaryWriter(settings.tensorboard, purge_step=purge_step)
+    except ImportError as error:  # the CLI reports a ValueError as one line
+        raise ValueError(f"--tensorboard: {error}") from None
+
+
+def _log_epoch(board, record: Mapping[str, Any], global_step: int) -> None:
+    """The epoch's numbers under epoch/ at its last step; flushed, so a crash keeps them."""
+    for key in ("train_loss", "test_accuracy", "test_loss", "samples_per_second", "steps_per_second", "lr"):
+        if key in record:
+            board.add_scalar(f"epoch/{key}", record[key], global_step)
+    board.flush()
+
+
 # --------------------------------------------------------------------------- the loop
 
 
@@ -460,6 +484,11 @@ def fit(task_factory: Callable[[Settings], Task], settings: Settings,
                                      history, curve)
 
     n_train = len(task.train_data)
+    steps_per_epoch = math.ceil(n_train / settings.batch_size) if parallel is None else parallel.steps(n_train)
+    # Step i of epoch e is global step (e - 1) * steps_per_epoch + i + 1; a resumed run hides what
+    # a crashed run logged after its last checkpoint (purge_step).
+    board = _open_tensorboard(settings, (start_epoch - 1) * steps_per_epoch + 1) \
+        if writes and start_epoch <= settings.epochs else None
     started = time.perf_counter()
     # Data-parallel steps are captured too (their bucket exchanges are host calls and gates of
     # the replay), except while --balance times each rank's eager work.
@@ -480,7 +509,7 @@ def fit(task_factory: Callable[[Settings], Task], settings: Settings,
             unread = None  # (pending read of a step's loss, step, batch size)
 
             def take(unread) -> None:
-                pending, step, size = unread
+                pending, step, size, lr = unread
                 value = float(pending.result()[0])
                 if not math.isfinite(value):
                     raise ValueError(
@@ -492,6 +521,10 @@ def fit(task_factory: Callable[[Settings], Task], settings: Settings,
                 curve.append([epoch - 1 + (step + 1) / steps, value])
                 bar.update(size)
                 bar.set_postfix(loss=f"{value:.4f}", refresh=False)
+                if board is not None:
+                    global_step = (epoch - 1) * steps + step + 1
+                    board.add_scalar("train/loss", value, global_step)
+                    board.add_scalar("train/lr", lr, global_step)
 
             for step, (x, y) in enumerate(batch_iter):
                 rng = np.random.default_rng([settings.seed, epoch, step, *([parallel.rank] if parallel else [])])
@@ -507,7 +540,8 @@ def fit(task_factory: Callable[[Settings], Task], settings: Settings,
                 if task.scheduler is not None and task.scheduler_per_step:
                     task.scheduler.step()
                 # The loss is read once the next step is recorded: the GPU never waits on the host.
-                reading = (loss._buf._dev.read_later(loss._buf), step, len(x))
+                reading = (loss._buf._dev.read_later(loss._buf), step, len(x),
+                           float(task.optimizer.param_groups[0]["lr"]))
                 if unread is not None:
                     take(unread)
                 unread = reading
@@ -544,6 +578,8 @@ def fit(task_factory: Callable[[Settings], Task], settings: Settings,
             **extra,
         }
         history.append(record)
+        if board is not None:
+            _log_epoch(board, record, epoch * steps_per_epoch)
         if writes:
             _save_checkpoint(task, settings, epoch, history, curve, checkpoint_path)
             written = [CHECKPOINT, *_write_outputs(task, out, settings.stratagem, settings.seed, settings.to_json(),
@@ -552,6 +588,8 @@ def fit(task_factory: Callable[[Settings], Task], settings: Settings,
             parallel.end_epoch()
         print_line(_format_record(record, settings.epochs))
 
+    if board is not None:
+        board.close()
     if not history:
         raise ValueError(f"train {settings.stratagem}: no epoch was trained (--epochs {settings.epochs})")
     final = history[-1]
