@@ -160,8 +160,10 @@ def _compare(op: str, negate: bool = False, reverse: bool = False) -> Mapping:
     return emit
 
 
-def _logical(op: str) -> Mapping:
+def _logical(op: str, bitwise: str | None = None) -> Mapping:
     def emit(tr: Tracer, out, args: Args) -> None:
+        if bitwise is not None and out.dtype.name != "bool":
+            raise unsupported(bitwise, "bitwise ops on integers")
         operands = [_operand(tr, v, TensorProto.BOOL) for v in _values(args)[:2 if op != "Not" else 1]]
         _result(tr, out, tr.graph.node(op, operands, out_type=TensorProto.BOOL))
     return emit
@@ -281,7 +283,7 @@ def _to(tr: Tracer, out, args: Args) -> None:
 def _inplace(tr: Tracer, out, args: Args) -> None:
     """x takes result's values: later uses of x read the result's value."""
     x, result = args["x"], args["result"]
-    tr.bind(x, tr.graph.cast(tr.name(result), elem_type(x.dtype)))
+    tr.bind(x, tr.graph.cast(tr.name(result), elem_type(x.dtype)), dynamic=tr.dynamic(result))
 
 
 # ===================================================================== shapes
@@ -378,9 +380,9 @@ def _getitem(tr: Tracer, out, args: Args) -> None:
     items = list(index) if isinstance(index, tuple) else [index]
     advanced = [i for i, item in enumerate(items) if _is_tensor(item) or isinstance(item, (list, np.ndarray))]
     consumed = sum(1 for item in items if item is not None and item is not Ellipsis)
-    if Ellipsis in items:
-        at = items.index(Ellipsis)
-        items[at:at + 1] = [slice(None)] * (x.ndim - consumed)
+    ellipsis = [i for i, item in enumerate(items) if item is Ellipsis]  # `is`: == on a tensor is an op
+    if ellipsis:
+        items[ellipsis[0]:ellipsis[0] + 1] = [slice(None)] * (x.ndim - consumed)
     items += [slice(None)] * (x.ndim - sum(1 for item in items if item is not None))
     if advanced:
         if len(advanced) > 1 or any(item is None or isinstance(item, int) for item in items):
@@ -699,16 +701,19 @@ def _interpolate(tr: Tracer, out, args: Args) -> None:
     if mode not in ("nearest", "nearest-exact"):
         raise unsupported("interpolate", f"mode {mode!r}")
     spatial = x.ndim - 2
+    g = tr.graph
+    xn = tr.name(x)
     if scale_factor is not None and not args.get("recompute_scale_factor"):
         factors = [float(s) for s in _tuple_float(scale_factor, spatial)]
-    else:
-        factors = [o / i for o, i in zip(out.shape[2:], x.shape[2:])]
-    g = tr.graph
-    scales = g.const(np.asarray([1.0, 1.0] + factors, np.float32), TensorProto.FLOAT, "scales")
+        resize_inputs = [xn, "", g.const(np.asarray([1.0, 1.0] + factors, np.float32), TensorProto.FLOAT, "scales")]
+    else:  # a size: the (N, C) of the input, then the spatial sizes (out/in as a float scale can round)
+        leading = g.node("Slice", [g.node("Shape", [xn], out_type=TensorProto.INT64), g.ints([0]), g.ints([2])])
+        sizes = g.node("Concat", [leading, g.ints(out.shape[2:])], {"axis": 0})
+        resize_inputs = [xn, "", "", sizes]
     attrs = ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
              if mode == "nearest" else
              {"mode": "nearest", "coordinate_transformation_mode": "half_pixel", "nearest_mode": "round_prefer_ceil"})
-    _result(tr, out, g.node("Resize", [tr.name(x), "", scales], attrs))
+    _result(tr, out, g.node("Resize", resize_inputs, attrs))
 
 
 def _tuple_float(value, n: int) -> list[float]:
@@ -748,7 +753,8 @@ METHODS: dict[str, Mapping] = {
     "__le__": _compare("LessOrEqual"), "le": _compare("LessOrEqual"), "__gt__": _compare("Greater"),
     "gt": _compare("Greater"), "__ge__": _compare("GreaterOrEqual"), "ge": _compare("GreaterOrEqual"),
     "logical_not": _logical("Not"), "logical_and": _logical("And"), "logical_or": _logical("Or"),
-    "logical_xor": _logical("Xor"),
+    "logical_xor": _logical("Xor"), "__and__": _logical("And", "__and__"), "__or__": _logical("Or", "__or__"),
+    "__xor__": _logical("Xor", "__xor__"), "__invert__": _logical("Not", "__invert__"),
     "__matmul__": _matmul, "__rmatmul__": _rmatmul, "matmul": _matmul, "mm": _matmul, "bmm": _matmul,
     "contiguous": _identity, "clone": _identity, "detach": _identity, "cpu": _identity, "cuda": _identity,
     "to": _to,

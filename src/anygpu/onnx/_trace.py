@@ -65,7 +65,8 @@ class Tracer:
 
     def __init__(self, graph: "Graph", named: dict[int, tuple[str, Any]], params_as_inputs: bool = False):
         self.graph = graph
-        self.values: dict[int, str] = {}
+        self.values: dict[int, str] = {}  # dynamic tensors (computed from the inputs) -> names
+        self.consts: dict[int, str] = {}  # tensors made initializers -> names
         self.keep: list[Any] = []  # every tensor named here stays alive, so ids stay unique
         self.depth = 0
         self.named = named  # id(parameter or buffer) -> (state-dict name, tensor)
@@ -76,8 +77,10 @@ class Tracer:
     def dynamic(self, *values) -> bool:
         return any(id(t) in self.values for t in tensors_in(values))
 
-    def bind(self, tensor, name: str) -> None:
-        self.values[id(tensor)] = name
+    def bind(self, tensor, name: str, dynamic: bool = True) -> None:
+        """tensor holds the value `name` (dynamic: computed from the inputs)."""
+        (self.values if dynamic else self.consts)[id(tensor)] = name
+        (self.consts if dynamic else self.values).pop(id(tensor), None)
         self.keep.append(tensor)
 
     def name(self, value, elem: int | None = None) -> str:
@@ -90,7 +93,7 @@ class Tracer:
             if elem is None:
                 raise TypeError(f"onnx.export: internal: no element type for constant {value!r}")
             return self.graph.const(array, elem)
-        known = self.values.get(id(value))
+        known = self.values.get(id(value), self.consts.get(id(value)))
         if known is not None:
             return known
         entry = value.grad_fn
@@ -108,12 +111,12 @@ class Tracer:
                 self.graph.initializer(param_name, value.numpy(), elem_of)
         else:
             param_name = self.graph.const(value.numpy(), elem_of)
-        self.bind(value, param_name)
+        self.bind(value, param_name, dynamic=False)
         return param_name
 
     def check_named(self, out, label: str) -> None:
         """After a transparent op with dynamic arguments: each tensor it returned must have
-        come from mapped ops."""
+        come from mapped ops (a constant here was computed from the inputs out of sight)."""
         for t in tensors_in(out):
             if id(t) not in self.values:
                 raise unsupported(label.split(".")[-1], f"{label} computed a tensor from the inputs "
