@@ -148,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     train.register(subparsers)
     infer.register(subparsers)  # predict, eval, sample
+    from anygpu.onnx import command as onnx_command
+    onnx_command.register(subparsers)  # export
     nanosign_cli.register(subparsers)
     convert_cli.register(subparsers)  # convert a PyTorch checkpoint to safetensors
     from anygpu import tune_cli
