@@ -20,15 +20,22 @@ $(VENV)/.installed-test: $(VENV)/.installed
 setup: $(VENV)/.installed driver
 setup-test: $(VENV)/.installed-test driver
 
-# Install Mesa's software Vulkan driver when wgpu finds no adapter (root only; otherwise say how).
+# Install Mesa's software Vulkan driver when wgpu (or Dawn, where wgpudawn is installed) finds no
+# adapter (root only; otherwise say how). Dawn needs a newer lavapipe than Debian 12's Mesa 22.3:
+# on bookworm it comes from bookworm-backports (Mesa 25).
 driver: $(VENV)/.installed
-	@$(BIN)/python -m anygpu.runtime.probe || { \
+	@{ $(BIN)/python -m anygpu.runtime.probe && $(BIN)/python -m anygpu.runtime.probe --dawn; } || { \
 	  if [ "$$(id -u)" = "0" ]; then \
-	    echo "anygpu: no GPU adapter found; installing Mesa's software Vulkan driver (mesa-vulkan-drivers)"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mesa-vulkan-drivers >/dev/null && \
-	    $(BIN)/python -m anygpu.runtime.probe; \
+	    echo "anygpu: no usable GPU adapter found; installing Mesa's software Vulkan driver (mesa-vulkan-drivers)"; \
+	    if grep -qs '^VERSION_CODENAME=bookworm' /etc/os-release; then \
+	      echo 'deb http://deb.debian.org/debian bookworm-backports main' > /etc/apt/sources.list.d/backports.list; \
+	      target="-t bookworm-backports"; \
+	    fi; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$target mesa-vulkan-drivers >/dev/null && \
+	    $(BIN)/python -m anygpu.runtime.probe && $(BIN)/python -m anygpu.runtime.probe --dawn; \
 	  else \
-	    echo "anygpu: no GPU adapter found. Install a Vulkan driver, e.g.: sudo apt-get install -y mesa-vulkan-drivers"; exit 1; \
+	    echo "anygpu: no usable GPU adapter found. Install a Vulkan driver, e.g.: sudo apt-get install -y mesa-vulkan-drivers" \
+	         "(on Debian 12, for Dawn: from bookworm-backports, apt-get install -t bookworm-backports mesa-vulkan-drivers)"; exit 1; \
 	  fi; }
 
 run: setup

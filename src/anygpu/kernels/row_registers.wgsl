@@ -13,7 +13,7 @@ struct Params { rows: u32, cols: u32, eps: f32, flags: u32 }
 {{BINDINGS}}
 
 const WG: u32 = {{WG}}u;
-const LOWEST: f32 = -3.40282347e+38;
+const LOWEST: f32 = -3.40282346e38;  // -FLT_MAX, written at or below it: Tint refuses literals above FLT_MAX
 {{REDUCE}}
 
 {{RESCALE}}

@@ -9,7 +9,7 @@ struct Params { rows: u32, cols: u32 }
 @group(0) @binding(2) var<storage, read_write> y: array<{{T}}>;
 
 const WG: u32 = {{WG}}u;
-const LOWEST: f32 = -3.40282347e+38;
+const LOWEST: f32 = -3.40282346e38;  // -FLT_MAX, written at or below it: Tint refuses literals above FLT_MAX
 //! include lib/row_per_workgroup.wgsl
 fn row_count() -> u32 { return P.rows; }
 

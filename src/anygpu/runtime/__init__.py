@@ -1,4 +1,5 @@
-"""Layer 0's engine room: the only package that imports wgpu."""
+"""Layer 0's engine room: the only package that imports wgpu (or Dawn's wgpudawn: webgpu.py
+chooses, by ANYGPU_RUNTIME)."""
 
 import os as _os
 import tempfile as _tempfile
@@ -25,6 +26,7 @@ from .device import NO_ADAPTER_HELP, AdapterInfo, Buffer, Device, Kernel, adapte
 from .errors import GpuError, LimitError
 from .params import Params
 from .shaders import load_shader
+from .webgpu import matrix_configs
 
 __all__ = ["Buffer", "Device", "Kernel", "GpuError", "LimitError", "list_adapters",
-           "load_shader", "Params", "NO_ADAPTER_HELP", "AdapterInfo", "adapter_infos"]
+           "load_shader", "Params", "NO_ADAPTER_HELP", "AdapterInfo", "adapter_infos", "matrix_configs"]

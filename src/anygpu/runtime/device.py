@@ -968,6 +968,7 @@ class PendingRead:
 
 def list_adapters():
     """Every adapter wgpu can see, as wgpu adapter objects."""
+    webgpu.current()  # a bad ANYGPU_RUNTIME, or Dawn asked for and missing, says so itself
     try:
         return list(webgpu.quiet_stderr(wgpu.gpu.enumerate_adapters_sync))
     except Exception as exc:  # no loader, broken ICD

@@ -474,3 +474,15 @@ class _Api(types.ModuleType):
 
 
 wgpu = _Api("anygpu.runtime.webgpu.wgpu", "wgpu-py's API, on the runtime ANYGPU_RUNTIME chooses")
+
+
+def describe_matrices(dev) -> str:
+    """One line on Device `dev`'s subgroup matrices, for `anygpu info`."""
+    if dev.runtime != "dawn":
+        return (f"need the Dawn runtime ({ENV}=dawn, or auto where Dawn offers them; "
+                f"pip install '{DAWN_EXTRA}')")
+    if not dev.matrix_configs:
+        return f"not offered by {dev.adapter_name} on Dawn"
+    verdicts = {True: "checked", False: "FAILED the self-check", None: "not checked"}
+    return ", ".join(f"{c['M']}x{c['N']}x{c['K']} {c['component_type']}->{c['result_type']} "
+                     f"({verdicts[c['checked']]})" for c in dev.matrix_configs)
