@@ -92,6 +92,11 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
         how += "; " + measure.fastest(os.environ.get("ANYGPU_BACKEND") or None)[1]
     print(f"chosen (*): {dev.adapter_name} ({dev.backend}, {dev.adapter_type}) — {how}")
+    from anygpu.runtime import webgpu
+
+    print(f"runtime: {dev.runtime} ({webgpu.current().module.__name__} {webgpu.current().version}) — "
+          f"{dev.runtime_reason}; set {webgpu.ENV}=auto|wgpu|dawn to pick")
+    print(f"subgroup matrices: {webgpu.describe_matrices(dev)}")
 
     print("key limits:")
     for name, kind in _KEY_LIMITS:
@@ -106,8 +111,9 @@ def _cmd_info(args: argparse.Namespace) -> int:
         from anygpu.runtime import probe
 
         index = next(i for i, a in enumerate(adapters) if a is chosen_info)
-        print(f"cooperative-matrix device (tensor cores from WGSL): "
-              f"{probe.cooperative_matrix(index, chosen_info.features)}")
+        if dev.runtime == "wgpu":  # wgpu-native's own feature (Dawn's is subgroup matrices, above)
+            print(f"cooperative-matrix device (tensor cores from WGSL): "
+                  f"{probe.cooperative_matrix(index, chosen_info.features)}")
     if args.measure:
         from anygpu.runtime import measure
 
