@@ -168,6 +168,9 @@ def _wrap(tracer: Tracer, original: Callable, label: str, handler: Callable | No
             if short not in _CONSTANT_OK:
                 tracer.check_named(out, label)
             return out
+        if kwargs.get("out") is not None:
+            raise unsupported(short, "out= (writes into an existing tensor)")
+        kwargs.pop("out", None)
         tracer.depth += 1
         try:
             out = original(*args, **kwargs)
@@ -195,6 +198,7 @@ def tracing(tracer: Tracer, methods: dict[str, Callable], functions: dict[str, C
     restore: list[tuple[Any, str, Any]] = []
     wrappers: dict[int, Callable] = {}
     originals: dict[int, Callable] = {}
+    handlers: dict[int, Callable] = {}  # id(function) -> its mapping
     try:
         for name, value in list(vars(Tensor).items()):
             if not inspect.isfunction(value) or name in _EXEMPT:
@@ -212,6 +216,12 @@ def tracing(tracer: Tracer, methods: dict[str, Callable], functions: dict[str, C
                 if id(value) in wrappers:
                     continue
                 handler = functions.get(f"{prefix}.{name}")
+                inner = getattr(value, "__wrapped__", None)
+                while handler is None and inner is not None:  # a decorator (functools.wraps) of a mapped op
+                    handler = handlers.get(id(inner))
+                    inner = getattr(inner, "__wrapped__", None)
+                if handler is not None:
+                    handlers[id(value)] = handler
                 wrappers[id(value)] = _wrap(tracer, value, f"{prefix}.{name}", handler)
                 originals[id(value)] = value
         for module_name, module in list(sys.modules.items()):
