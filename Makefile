@@ -9,12 +9,13 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# the core and matplotlib (the extra `plot`), so `make run` writes loss.png
 $(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q -e '.[plot]'
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(BIN)/python -m pip install -q -e '.[test,dist,dawn,tensorboard,onnx]'
+	$(BIN)/python -m pip install -q -e '.[test,all]'
 	touch $@
 
 setup: $(VENV)/.installed driver

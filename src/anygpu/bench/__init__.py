@@ -166,6 +166,11 @@ def run(args: argparse.Namespace) -> int:
         if unknown:
             raise ValueError(f"bench: unknown --only entries {sorted(unknown)}; choose from {', '.join(BENCHMARKS)}")
     matmul_sizes = parse_sizes(args.sizes) if args.sizes else None
+    if args.plot:  # before the suite runs, not after
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise ValueError("bench --plot: needs matplotlib, the optional extra: pip install 'anygpu[plot]'") from None
     dev = ag.gpu()
     sizes = sizes_for(dev, quick=args.quick, matmul=matmul_sizes)
     peers = Peers(use_torch=not args.no_torch)

@@ -7,7 +7,9 @@ After each epoch the loop writes, in the run folder (``--out``):
   state, the RNG state and the history (all JSON strings). NanoSign-signed, atomic.
 - ``model.safetensors``: the weights alone (names as in ``model.state_dict()``), signed.
 - ``metrics.json``: the last epoch's numbers at the top level, every epoch in ``history``.
-- ``loss.png``: the loss curve (per step and per epoch), with test accuracy when there is one.
+- ``loss.png``: the loss curve (per step and per epoch), with test accuracy when there is one;
+  drawn with matplotlib, the optional extra ``pip install 'anygpu[plot]'`` (without it the run
+  says once that no plot was written).
 
 A resumed run rebuilds the same model and optimizer, loads the checkpoint (verifying its
 signature) and continues at the next epoch. Batch order and per-step randomness are
@@ -317,8 +319,8 @@ def _write_outputs(task: Task, out: Path, stratagem: str, seed: int, settings_js
                     metadata={"stratagem": stratagem, "epoch": str(record["epoch"]), **task.model_metadata()})
     _write_json(out / METRICS, {**record, "stratagem": stratagem, "seed": seed,
                                 "settings": json.loads(settings_json), "history": history})
-    _plot_loss(out / LOSS_PLOT, curve, history, f"anygpu train {stratagem} on {record['adapter']}")
-    return [MODEL, METRICS, LOSS_PLOT]
+    plotted = _plot_loss(out / LOSS_PLOT, curve, history, f"anygpu train {stratagem} on {record['adapter']}")
+    return [MODEL, METRICS, *([LOSS_PLOT] if plotted else [])]
 
 
 def _write_json(path: Path, value: Any) -> None:
@@ -326,10 +328,17 @@ def _write_json(path: Path, value: Any) -> None:
     nanosign.atomic_write_bytes(path, text.encode())
 
 
-def _plot_loss(path: Path, curve: list[list[float]], history: list[dict], title: str) -> None:
-    """loss.png: per-step loss (thin), per-epoch mean (dots), test accuracy (right axis)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+NO_PLOT = f"no {LOSS_PLOT} written: matplotlib is not installed (pip install 'anygpu[plot]')"
+
+
+def _plot_loss(path: Path, curve: list[list[float]], history: list[dict], title: str) -> bool:
+    """loss.png: per-step loss (thin), per-epoch mean (dots), test accuracy (right axis).
+    False, and nothing written, without matplotlib (the optional extra anygpu[plot])."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        return False
 
     figure = Figure(figsize=(7, 4), dpi=110)
     FigureCanvasAgg(figure)
@@ -359,6 +368,7 @@ def _plot_loss(path: Path, curve: list[list[float]], history: list[dict], title:
     figure.tight_layout()
     with nanosign.atomic_writer(path) as handle:
         figure.savefig(handle, format="png")
+    return True
 
 
 # --------------------------------------------------------------------------- TensorBoard
@@ -594,5 +604,7 @@ def fit(task_factory: Callable[[Settings], Task], settings: Settings,
         raise ValueError(f"train {settings.stratagem}: no epoch was trained (--epochs {settings.epochs})")
     final = history[-1]
     print_line("wrote " + ", ".join(str(out / name) for name in written))
+    if written and LOSS_PLOT not in written:
+        print_line(NO_PLOT)
     print_line(f"{task.result(final)} on {adapter} in {final['seconds']:.1f} s")
     return final
