@@ -95,6 +95,10 @@ def test_device_ids_are_checked(rng):
     with pytest.raises(ValueError, match="data_parallel: device_ids"):
         ag.nn.parallel.data_parallel(model, ag.ones(1, 2), device_ids=[count])
     current = placement.current_index()
+    for cpu in (-1, "cpu", ag.device("cpu")):  # torch gathers to the host; anygpu's cpu is the adapter
+        dp = ag.nn.DataParallel(model, output_device=cpu)
+        assert dp.output_device == -1
+        np.testing.assert_allclose(dp(ag.ones(1, 2)).numpy(), model(ag.ones(1, 2)).numpy())
     for given in ([current], [f"cuda:{current}"], [ag.device("cuda", current)]):
         assert ag.nn.DataParallel(model, device_ids=given).device_ids == [current]
 

@@ -641,9 +641,14 @@ def _data_parallel_devices(op: str, device_ids, output_device, dim) -> tuple[lis
             raise ValueError(f"{op}: device_ids is empty; give at least one adapter index or None for all")
         if len(set(ids)) != len(ids):
             raise ValueError(f"{op}: device_ids {list(device_ids)} names an adapter twice")
-    output = ids[0] if output_device is None else _device_index(op, output_device, "output_device")
+    if output_device is None:
+        output = ids[0]
+    elif _is_cpu(output_device):  # torch gathers to the host; anygpu's "cpu" tensors live on the adapter
+        output = -1
+    else:
+        output = _device_index(op, output_device, "output_device")
     placement.select_adapter(ids[0], op)  # the module lives on device_ids[0], as in torch
-    if output != ids[0]:
+    if output not in (-1, ids[0]):
         placement.select_adapter(output, op)
     if len(ids) > 1 and not _DATA_PARALLEL_WARNED:
         _DATA_PARALLEL_WARNED.append(True)
@@ -656,6 +661,18 @@ def _data_parallel_devices(op: str, device_ids, output_device, dim) -> tuple[lis
 _DATA_PARALLEL_WARNED: list = []
 
 
+def _is_cpu(value) -> bool:
+    """torch's output_device=-1 or a "cpu" device."""
+    from anygpu import placement
+
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value == -1
+    try:
+        return (value if isinstance(value, placement.device) else placement.device(value)).type == "cpu"
+    except (TypeError, ValueError):
+        return False
+
+
 class DataParallel(Module):
     """torch.nn.DataParallel(module, device_ids=None, output_device=None, dim=0).
 
@@ -666,7 +683,9 @@ class DataParallel(Module):
     listed it warns once and does the same; outputs and gradients equal the split run's
     except for layers whose result depends on the batch split (BatchNorm's training
     statistics are per part in torch). For several GPUs use DistributedDataParallel.
-    The module is ``.module``; the state dict's keys start with ``module.``, as torch's."""
+    output_device -1 or "cpu" (torch: gather to the host) is accepted: anygpu's "cpu" tensors
+    live on the adapter (placement.py). The module is ``.module``; the state dict's keys start
+    with ``module.``, as torch's."""
 
     def __init__(self, module: Module, device_ids=None, output_device=None, dim: int = 0):
         super().__init__()
