@@ -16,8 +16,9 @@ taken: the pickle's size, each storage's declared element count against its zip 
 compression ratios (zip bombs), symlink and encrypted entries, strides and offsets that
 would leave their storage, and the bytes that copies of overlapping views would need.
 
-Tensors come back with torch's size/stride/offset semantics, read from their storage and
-copied (tensors that share a torch storage do not share memory after loading).
+`load` gives anygpu Tensors that are views of one Tensor per torch storage, with torch's
+sizes, strides and offsets (tensors that shared a storage share GPU memory); `read` gives
+host copies (`HostTensor`) and needs no GPU.
 """
 
 from __future__ import annotations
@@ -580,21 +581,27 @@ class _Materializer:
     views add beyond the storages read, and keeping one result per record (shared tensors stay
     one object)."""
 
-    def __init__(self, where: str, make: Callable[[np.ndarray, _TensorRecord, str], Any]):
+    def __init__(self, where: str, make: Callable[[_Materializer, _TensorRecord, str], Any]):
         self.where, self.make = where, make
         self.extra_bytes = 0
         self.done: dict[int, Any] = {}
 
-    def array(self, record: _TensorRecord, path: str) -> np.ndarray:
-        raw, out = _DTYPES[record.dtype]
-        numel = math.prod(record.size)
-        flat = record.storage.array
+    def check_budget(self, record: _TensorRecord, path: str) -> None:
+        """Count what a tensor holds beyond its storage (stride 0, overlapping windows): copies,
+        and anygpu's views (which keep a position per element), need that memory."""
+        numel, flat = math.prod(record.size), record.storage.array
         if numel > flat.size:
-            self.extra_bytes += (numel - flat.size) * out.itemsize
+            self.extra_bytes += (numel - flat.size) * _DTYPES[record.dtype][1].itemsize
             if self.extra_bytes > MAX_EXTRA_BYTES:
                 raise PthError(f"load: {self.where}: tensor {path} ({record.size}, stride {record.stride}) repeats "
-                               f"storage elements; copies of such views would exceed {MAX_EXTRA_BYTES} bytes "
-                               "beyond the checkpoint's own")
+                               f"storage elements; such tensors would need over {MAX_EXTRA_BYTES} bytes beyond "
+                               "the checkpoint's own")
+
+    def array(self, record: _TensorRecord, path: str) -> np.ndarray:
+        raw = _DTYPES[record.dtype][0]
+        numel = math.prod(record.size)
+        flat = record.storage.array
+        self.check_budget(record, path)
         if numel == 0:
             values = np.zeros(record.size, dtype=raw)
         else:
@@ -602,9 +609,7 @@ class _Materializer:
                 flat[record.offset:], shape=record.size,
                 strides=tuple(step * raw.itemsize for step in record.stride), writeable=False)
             values = np.array(window, dtype=raw, order="C")
-        if record.dtype == "bfloat16":  # the upper 16 bits of a float32
-            values = (values.astype(np.uint32) << 16).view(np.float32)
-        return values.astype(out, copy=False)
+        return _widen(values, record.dtype)
 
     def value(self, obj, path: str, depth: int = 0):
         if depth > 400:
@@ -617,7 +622,7 @@ class _Materializer:
         if key in self.done:
             return self.done[key]
         if isinstance(obj, _TensorRecord):
-            result = self.make(self.array(obj, path), obj, path)
+            result = self.make(self, obj, path)
             self.done[key] = result
             return result
         if isinstance(obj, _Storage):
@@ -717,12 +722,20 @@ def read(f, *, where: str | None = None):
     """The object a PyTorch checkpoint holds, with `HostTensor`s (host memory, no GPU) where
     it holds tensors. `f` is a path or a binary file object."""
     records, where = _records(f, where)
-    materializer = _Materializer(where, lambda array, record, path: HostTensor(
-        array, record.requires_grad, record.parameter))
+    materializer = _Materializer(where, lambda materializer, record, path: HostTensor(
+        materializer.array(record, path), record.requires_grad, record.parameter))
     return _walk(materializer, records)
 
 
-def _to_tensor(array: np.ndarray, record: _TensorRecord, path: str, where: str):
+def _widen(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Values read as `dtype`'s raw type in the type a reader gets (bfloat16: float32)."""
+    if dtype == "bfloat16":  # the upper 16 bits of a float32
+        values = (values.astype(np.uint32) << 16).view(np.float32)
+    return values.astype(_DTYPES[dtype][1], copy=False)
+
+
+def _to_tensor(array: np.ndarray, record: _TensorRecord, path: str, where: str, plain: bool = False):
+    """An anygpu Tensor of `array`; a Parameter, or requiring grad, as `record` (unless plain)."""
     from anygpu import dtypes
     from anygpu.tensor import tensor
     kind = array.dtype
@@ -744,6 +757,8 @@ def _to_tensor(array: np.ndarray, record: _TensorRecord, path: str, where: str):
         result = tensor(array, dtype=dtype)
     except ValueError as error:
         raise PthError(f"load: {where}: tensor {path or 'obj'} ({record.dtype} {record.size}): {error}") from None
+    if plain:
+        return result
     if record.parameter:
         from anygpu.nn import Parameter
         return Parameter(result, requires_grad=record.requires_grad)
@@ -759,8 +774,30 @@ def load(f, *, where: str | None = None):
     anygpu has it, else float32; int8/int16/uint8/uint16/uint32/uint64 become int32 (values
     outside int32 are an error). `f` is a path or a binary file object."""
     records, where = _records(f, where)
-    materializer = _Materializer(where, lambda array, record, path: _to_tensor(array, record, path, where))
-    return _walk(materializer, records)
+    return _walk(_Materializer(where, _SharedStorages(where)), records)
+
+
+class _SharedStorages:
+    """Tensors as views of one anygpu Tensor per torch storage (torch's sizes, strides and
+    offsets), so tensors that shared a storage in torch share GPU memory here too, and an
+    in-place write through one is seen by the others. Parameters and tensors that require
+    grad are copies of their own (leaves of their own, as torch's)."""
+
+    def __init__(self, where: str):
+        self.where = where
+        self.bases: dict[int, Any] = {}
+
+    def __call__(self, materializer: _Materializer, record: _TensorRecord, path: str):
+        from anygpu.tensor import no_grad
+        if record.parameter or record.requires_grad or math.prod(record.size) == 0:
+            return _to_tensor(materializer.array(record, path), record, path, self.where)
+        materializer.check_budget(record, path)
+        base = self.bases.get(id(record.storage))
+        if base is None:
+            flat = _widen(record.storage.array, record.storage.dtype)
+            base = self.bases[id(record.storage)] = _to_tensor(flat, record, path, self.where, plain=True)
+        with no_grad():
+            return base.as_strided(record.size, record.stride, record.offset)
 
 
 def _walk(materializer: _Materializer, records):
