@@ -42,7 +42,7 @@ from .io.serialization import load, save  # noqa: E402  (torch.save / torch.load
 # torch's module-level functions and dtype names (kept last: `bool`, `float`, `int` are
 # torch's dtype names here, as in `torch.bool`).
 from .functions import *  # noqa: E402,F401,F403
-from .tensor import nonzero, sort, topk  # noqa: E402,F401
+from .tensor.outputs import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format  # noqa: E402,F401
 from .dtypes import dtype, float32, float16, bfloat16, float64, int32, int64  # noqa: E402,F401
 from .dtypes import bool, double, float, half, int, long  # noqa: E402,F401,A004
 
@@ -66,3 +66,5 @@ autograd.Variable = lambda data, requires_grad=False, volatile=False: (  # type:
 from . import sparse  # noqa: E402
 from .sparse import layout, sparse_coo, sparse_coo_tensor, strided  # noqa: E402,F401
 from .sparse import matmul  # noqa: E402,F811  (torch.matmul taking sparse operands too; dense ones as before)
+from .tensor.outputs import with_out as _with_out  # noqa: E402
+matmul = _with_out("matmul", matmul)  # torch.matmul(a, b, out=c)

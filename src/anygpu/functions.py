@@ -7,11 +7,13 @@ Most mirror a Tensor method of the same name and signature, so `torch.f(x, ...)`
 from __future__ import annotations
 
 import builtins
+import functools
 
 import numpy as np
 
 from . import dtypes, placement
 from .dtypes import finfo, iinfo
+from .tensor.outputs import factory, with_out
 from .tensor import (
     Tensor, bucketize, cartesian_prod, cdist, meshgrid, searchsorted, _generator_rng, _to_tensor, arange, argsort, cat, cumsum, diag, einsum, flip,
     full, gather, index_select, log_softmax, logsumexp, matmul, multinomial, nonzero, randperm,
@@ -45,8 +47,18 @@ __all__ = [
 ]
 
 
+# The functions torch gives no out= (views, predicates, ...); every other one takes out=.
+_NO_OUT = {"flatten", "squeeze", "unsqueeze", "transpose", "permute", "t", "narrow", "unbind", "chunk", "split",
+           "clone", "detach", "numel", "equal", "is_floating_point", "broadcast_to", "movedim", "moveaxis",
+           "swapaxes", "select", "unflatten", "diagonal", "as_strided", "count_nonzero", "unique", "isnan",
+           "isinf", "isfinite", "relu", "masked_fill", "scatter", "scatter_add", "index_fill", "index_copy",
+           "masked_scatter", "rot90", "tile", "repeat_interleave", "dot", "inner", "diff", "quantile",
+           "bincount", "histc", "trace"}
+
+
 def _method(name: str):
-    """torch.<name>(input, *args, **kwargs) as input.<name>(*args, **kwargs)."""
+    """torch.<name>(input, *args, **kwargs) as input.<name>(*args, **kwargs), with out= where
+    torch has it (tensor/outputs.py)."""
     def fn(input, *args, **kwargs):
         if not isinstance(input, Tensor):
             input = _to_tensor(input)
@@ -54,7 +66,7 @@ def _method(name: str):
     fn.__name__ = name
     fn.__qualname__ = name
     fn.__doc__ = f"torch.{name}(input, ...): the same as input.{name}(...)."
-    return fn
+    return fn if name in _NO_OUT else with_out(name, fn)
 
 
 for _name in ("abs", "exp", "log", "log2", "log10", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh",
@@ -78,14 +90,44 @@ negative = neg  # type: ignore[name-defined]  # noqa: F821
 multiply = mul  # type: ignore[name-defined]  # noqa: F821
 subtract = sub  # type: ignore[name-defined]  # noqa: F821
 divide = div  # type: ignore[name-defined]  # noqa: F821
+def _with_alpha(name: str, method):
+    """torch.add / torch.sub (input, other, *, alpha=1, out=None): input +- alpha * other."""
+    def fn(input, other, *, alpha=1, out=None):
+        if alpha != 1:
+            other = other * alpha
+        return method(input, other, out=out)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"torch.{name}(input, other, *, alpha=1, out=None)."
+    return fn
+
+
+add = _with_alpha("add", add)  # type: ignore[has-type]  # noqa: F821
+sub = _with_alpha("sub", sub)  # type: ignore[has-type]  # noqa: F821
+
+# Tensor-level functions with torch's out= (the methods above have it already).
+cat = with_out("cat", cat)
+stack = with_out("stack", stack)
+matmul = with_out("matmul", matmul)
+where = with_out("where", where)
+gather = with_out("gather", gather)
+index_select = with_out("index_select", index_select)
+cumsum = with_out("cumsum", cumsum)
+sort = with_out("sort", sort)
+topk = with_out("topk", topk)
+diag = with_out("diag", diag)
+nonzero = with_out("nonzero", nonzero)
+randperm = factory(variadic=False, size_keyword=False)(randperm)
+multinomial = with_out("multinomial", multinomial)
 concat = concatenate = cat
 
 
+@functools.partial(with_out, "max")
 def max(input, dim=None, keepdim: bool = False):  # noqa: A001 — torch.max
     """torch.max(x), torch.max(x, dim) -> (values, indices), torch.max(x, other) elementwise."""
     return _to_tensor(input).max(dim, keepdim)
 
 
+@functools.partial(with_out, "min")
 def min(input, dim=None, keepdim: bool = False):  # noqa: A001 — torch.min
     return _to_tensor(input).min(dim, keepdim)
 
@@ -101,29 +143,33 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     return data.to(dtype) if isinstance(data, Tensor) else tensor(data, dtype=dtype)
 
 
-def zeros_like(input: Tensor, dtype=None, requires_grad: bool = False, device=None, memory_format=None) -> Tensor:
+@factory(variadic=False, size_keyword=False, takes_memory_format=True)
+def zeros_like(input: Tensor, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     placement.check_device("zeros_like", device)
     return zeros(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad)
 
 
 
-def ones_like(input: Tensor, dtype=None, requires_grad: bool = False, device=None, memory_format=None) -> Tensor:
+@factory(variadic=False, size_keyword=False, takes_memory_format=True)
+def ones_like(input: Tensor, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     placement.check_device("ones_like", device)
     return full(input.shape, 1, dtype=dtype or input.dtype, requires_grad=requires_grad)
 
 
-def full_like(input: Tensor, fill_value, dtype=None, requires_grad: bool = False, device=None,
-              memory_format=None) -> Tensor:
+@factory(variadic=False, size_keyword=False, takes_memory_format=True)
+def full_like(input: Tensor, fill_value, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     placement.check_device("full_like", device)
     return full(input.shape, fill_value, dtype=dtype or input.dtype, requires_grad=requires_grad)
 
 
-def empty_like(input: Tensor, dtype=None, requires_grad: bool = False, device=None, memory_format=None) -> Tensor:
+@factory(variadic=False, size_keyword=False, takes_memory_format=True)
+def empty_like(input: Tensor, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     placement.check_device("empty_like", device)
     return zeros(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad)
 
 
-def empty(*size, dtype=None, device=None, requires_grad: bool = False, out=None, memory_format=None) -> Tensor:
+@factory(takes_memory_format=True)
+def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Zeros: anygpu never hands out uninitialised memory."""
     placement.check_device("empty", device)
     return zeros(*size, dtype=dtype, requires_grad=requires_grad)
@@ -137,12 +183,14 @@ def _float_like(op: str, input: Tensor, dtype):
     return input.shape, dtype
 
 
+@factory(variadic=False, size_keyword=False, takes_memory_format=True)
 def rand_like(input: Tensor, dtype=None, device=None, requires_grad: bool = False, generator=None) -> Tensor:
     placement.check_device("rand_like", device)
     shape, dtype = _float_like("rand_like", input, dtype)
     return tensor(_generator_rng(generator).random(shape, dtype=np.float32), dtype=dtype, requires_grad=requires_grad)
 
 
+@factory(variadic=False, size_keyword=False, takes_memory_format=True)
 def randn_like(input: Tensor, dtype=None, device=None, requires_grad: bool = False, generator=None) -> Tensor:
     placement.check_device("randn_like", device)
     shape, dtype = _float_like("randn_like", input, dtype)
@@ -150,6 +198,7 @@ def randn_like(input: Tensor, dtype=None, device=None, requires_grad: bool = Fal
                   requires_grad=requires_grad)
 
 
+@factory(variadic=False, size_keyword=False, takes_memory_format=True)
 def randint_like(input: Tensor, low, high=None, dtype=None, device=None, generator=None) -> Tensor:
     placement.check_device("randint_like", device)
     if high is None:
@@ -158,12 +207,14 @@ def randint_like(input: Tensor, low, high=None, dtype=None, device=None, generat
     return tensor(values, dtype=dtype or input.dtype)
 
 
+@factory(variadic=False, size_keyword=False)
 def eye(n: int, m: int | None = None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     placement.check_device("eye", device)
     m = n if m is None else m
     return tensor(np.eye(int(n), int(m)), dtype=dtype or dtypes.float32, requires_grad=requires_grad)
 
 
+@factory(variadic=False, size_keyword=False)
 def linspace(start, end, steps: int, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     placement.check_device("linspace", device)
     values = np.linspace(float(start), float(end), int(steps))
@@ -239,6 +290,7 @@ def vstack(tensors) -> Tensor:
     return cat([t.reshape(1, -1) if t.ndim == 1 else t for t in (_to_tensor(t) for t in tensors)], 0)
 
 
+@factory(variadic=False, size_keyword=False)
 def logspace(start, end, steps: int, base: float = 10.0, dtype=None, device=None, requires_grad: bool = False):
     values = np.logspace(float(start), float(end), int(steps), base=base)
     return tensor(values, dtype=dtype or dtypes.float32, requires_grad=requires_grad)

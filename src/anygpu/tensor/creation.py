@@ -14,6 +14,7 @@ from ..ops.nd import numel
 
 from .core import Tensor, _BUF_DTYPE, _NP_DTYPE, _as_shape, _check_half, _is_int, _normalize_dtype, bool_
 from .grad_mode import is_grad_enabled
+from .outputs import factory
 from .rng import _STATE_WORDS, _generator_rng, _rng
 
 
@@ -85,6 +86,7 @@ def from_numpy(arr) -> Tensor:
     return tensor(arr)
 
 
+@factory(variadic=False)
 def full(shape, fill_value, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     """A tensor of `shape` filled with fill_value; the dtype follows the value when not given
     (bool, int64 or float32), as in torch."""
@@ -107,6 +109,7 @@ def full(shape, fill_value, dtype=None, requires_grad: bool = False, device=None
     return Tensor(buf, shape, dtype, requires_grad)
 
 
+@factory()
 def zeros(*shape, dtype=None, requires_grad: bool = False, device=None, out=None) -> Tensor:
     placement.check_device("zeros", device)
     shape = _as_shape("zeros", shape)
@@ -114,6 +117,7 @@ def zeros(*shape, dtype=None, requires_grad: bool = False, device=None, out=None
     return Tensor(gpu().alloc(numel(shape), _BUF_DTYPE[dtype]), shape, dtype, requires_grad)
 
 
+@factory()
 def ones(*shape, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     placement.check_device("ones", device)
     dtype = _normalize_dtype(dtype, "ones")
@@ -121,6 +125,7 @@ def ones(*shape, dtype=None, requires_grad: bool = False, device=None) -> Tensor
                 dtype=dtype, requires_grad=requires_grad)
 
 
+@factory()
 def empty(*shape, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     """Zeros (anygpu never hands out uninitialised memory)."""
     placement.check_device("empty", device)
@@ -147,6 +152,7 @@ def full_like(t: Tensor, fill_value, dtype=None, requires_grad: bool = False, de
     return full(t.shape, fill_value, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
+@factory(variadic=False, size_keyword=False)
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """torch.arange: int64 when start, end and step are all integers, else float32."""
     placement.check_device("arange", device)
@@ -190,18 +196,21 @@ def _random_float(op: str, shape, dtype, requires_grad, draw) -> Tensor:
     return tensor(draw(shape), dtype=dtype, requires_grad=requires_grad)
 
 
+@factory()
 def rand(*shape, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     placement.check_device("rand", device)
     rng = _generator_rng(generator)
     return _random_float("rand", shape, dtype, requires_grad, lambda s: rng.random(s, dtype=np.float32))
 
 
+@factory()
 def randn(*shape, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     placement.check_device("randn", device)
     rng = _generator_rng(generator)
     return _random_float("randn", shape, dtype, requires_grad, lambda s: rng.standard_normal(s, dtype=np.float32))
 
 
+@factory(size_keyword=False)
 def randint(*args, size=None, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """torch.randint(high, size) or randint(low, high, size): integers in [low, high), int64."""
     placement.check_device("randint", device)
