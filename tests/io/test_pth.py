@@ -456,3 +456,14 @@ def test_not_a_checkpoint(tmp_path):
         pth.read(tmp_path / "x.pth")
     with pytest.raises(pth.PthError, match="neither a zip archive nor a pickle"):
         pth.read(io.BytesIO(b"hello world"))
+
+
+def test_float16_without_shader_f16_loads_as_float32_with_a_warning(tmp_path, monkeypatch):
+    values = torch.tensor([1.5, -2.25, 65504.0], dtype=torch.float16)
+    path = _save({"h": values}, tmp_path / "half.pth")
+    assert ag.load(path)["h"].dtype is ag.float16  # this adapter has the feature
+    monkeypatch.setattr(type(ag.gpu()), "supports", lambda self, dtype: dtype != "f16")
+    monkeypatch.setattr(pth, "_WARNED", set())
+    with pytest.warns(UserWarning, match="float16 tensors become float32"):
+        loaded = ag.load(path)["h"]
+    assert loaded.dtype is ag.float32 and loaded.tolist() == [1.5, -2.25, 65504.0]

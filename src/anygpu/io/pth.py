@@ -30,6 +30,7 @@ import os
 import pickle
 import stat
 import struct
+import warnings
 import zipfile
 from typing import Any, BinaryIO, Callable
 
@@ -727,6 +728,15 @@ def read(f, *, where: str | None = None):
     return _walk(materializer, records)
 
 
+_WARNED: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(f"load: {message}", stacklevel=4)
+
+
 def _widen(values: np.ndarray, dtype: str) -> np.ndarray:
     """Values read as `dtype`'s raw type in the type a reader gets (bfloat16: float32)."""
     if dtype == "bfloat16":  # the upper 16 bits of a float32
@@ -744,9 +754,14 @@ def _to_tensor(array: np.ndarray, record: _TensorRecord, path: str, where: str, 
     if kind == np.float64:
         dtype = dtypes.float64 if dtypes.float64.storage is not None else dtypes.float32
     elif kind == np.float16:
+        from anygpu.ops import gpu
         dtype = dtypes.float16
+        if not gpu().supports("f16"):  # the weights still load, e.g. into a float32 model
+            _warn_once("float16 tensors become float32: this adapter lacks the feature 'shader-f16'")
+            dtype = dtypes.float32
     elif kind.kind == "f":
-        dtype = dtypes.float32
+        dtype = dtypes.bfloat16 if record.dtype == "bfloat16" and dtypes.bfloat16.storage is not None \
+            else dtypes.float32
     elif kind == np.bool_:
         dtype = dtypes.bool
     elif kind == np.int64:
@@ -770,8 +785,9 @@ def _to_tensor(array: np.ndarray, record: _TensorRecord, path: str, where: str, 
 def load(f, *, where: str | None = None):
     """torch.load of a PyTorch checkpoint for anygpu: the object it holds, with anygpu Tensors
     (Parameters where torch had them) in place of torch tensors. float32/float16/int64/int32/
-    bool keep their dtype; bfloat16 becomes float32 (exactly); float64 becomes float64 where
-    anygpu has it, else float32; int8/int16/uint8/uint16/uint32/uint64 become int32 (values
+    bool keep their dtype (float16 becomes float32, with a warning, on an adapter without
+    'shader-f16'); bfloat16 becomes float32 (exactly); float64 becomes float64 where anygpu
+    has it, else float32; int8/int16/uint8/uint16/uint32/uint64 become int32 (values
     outside int32 are an error). `f` is a path or a binary file object."""
     records, where = _records(f, where)
     return _walk(_Materializer(where, _SharedStorages(where)), records)
