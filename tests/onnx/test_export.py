@@ -557,7 +557,7 @@ def test_starter_diffusion_unet():
     network = model.build()
     x = randn(1, *model.input_shape)
     features = ag.tensor(sinusoidal_embedding(np.array([37]), network.width))
-    proto = check(network, x, features, tol=1e-4)
+    proto = check(network, x, features)
     assert {"Conv", "InstanceNormalization", "Resize", "Concat"} <= set(ops_of(proto))
 
 
