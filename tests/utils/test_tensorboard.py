@@ -155,8 +155,6 @@ def test_text_hparams_and_graph(tmp_path):
                            run_name="trial", global_step=5)
         with pytest.raises(ValueError, match="hparam 'f' is a builtin_function_or_method; expected int"):
             writer.add_hparams({"f": print}, {})
-        with pytest.warns(UserWarning, match="add_graph writes nothing"):
-            writer.add_graph(ag.nn.Linear(2, 2), ag.zeros(1, 2))
     text = read(tmp_path).Tensors("notes/text_summary")[0]
     assert text.step == 2 and text.tensor_proto.string_val == [b"first *run*"]
     assert read(tmp_path).SummaryMetadata("notes/text_summary").plugin_data.plugin_name == "text"
@@ -176,6 +174,38 @@ def test_text_hparams_and_graph(tmp_path):
     assert [(e.step, round(e.value, 6)) for e in trial.Scalars("accuracy")] == [(5, 0.93)]
     assert [(e.step, round(e.value, 6)) for e in trial.Scalars("loss")] == [(5, 0.2)]
     assert read(tmp_path).Tags()["graph"] is False
+
+
+def test_add_graph_writes_the_traced_forward(tmp_path):
+    model = ag.nn.Sequential(ag.nn.Conv2d(1, 2, 3), ag.nn.ReLU(), ag.nn.Flatten(), ag.nn.Linear(2 * 4 * 4, 3))
+    model.train()
+    with SummaryWriter(tmp_path) as writer:
+        writer.add_graph(model, ag.randn(2, 1, 6, 6))
+        with pytest.warns(UserWarning, match="add_graph writes nothing: the forward could not be traced"):
+            writer.add_graph(model, ag.randn(2, 5))  # a shape the convolution refuses
+    assert model.training  # traced in eval mode, then put back
+    accumulator = read(tmp_path)
+    assert accumulator.Tags()["graph"] is True
+    nodes = {node.name: node for node in accumulator.Graph().node}
+    assert nodes["input_0"].op == "IO Node" and nodes["0/weight"].op == "Parameter"
+    assert nodes["0/weight"].attr["shape"].s == b"[2, 1, 3, 3]"
+    assert list(nodes["0/Conv"].input) == ["input_0", "0/weight", "0/bias"] and nodes["0/Conv"].op == "Conv"
+    assert nodes["3/Gemm"].op == "Gemm" and "3/weight" in nodes["3/Gemm"].input
+    assert [node.op for node in nodes.values() if node.name.startswith("output")] == ["IO Node"]
+    script = """
+import sys, warnings
+sys.modules["onnx"] = None
+import anygpu as ag
+from anygpu.utils.tensorboard import SummaryWriter
+with SummaryWriter(sys.argv[1]) as writer, warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    writer.add_graph(ag.nn.Linear(2, 2), ag.zeros(1, 2))
+print(caught[0].message)
+"""
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "no_onnx")], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "add_graph writes nothing" in done.stdout and "anygpu[onnx]" in done.stdout
 
 
 def test_flush_close_purge_and_default_folder(tmp_path, monkeypatch):

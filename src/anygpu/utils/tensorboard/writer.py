@@ -7,8 +7,9 @@ wait, on ``flush()`` and on ``close()``). ``add_scalars`` writes one sub-folder 
 torch does, so TensorBoard draws the keys as runs on one chart; ``add_hparams`` writes its
 session to a sub-folder named ``run_name``.
 
-``add_graph`` writes nothing: anygpu records no graph TensorBoard can read (its ops run
-eagerly on the GPU); it warns once per writer.
+``add_graph`` traces the forward with `anygpu.onnx.export` (extra anygpu[onnx]) and writes
+its nodes as a TensorBoard GraphDef; without onnx, or for an untraceable forward, it warns
+and writes nothing.
 """
 
 from __future__ import annotations
@@ -145,6 +146,50 @@ def _histogram(values: np.ndarray, bins, max_bins: int | None, op: str) -> tuple
     return limits, counts
 
 
+def _graph_def(onnx_graph, state_names: set[str]):
+    """A TensorBoard GraphDef of an ONNX graph: inputs and outputs as 'IO Node's, initializers
+    as 'Parameter' nodes named by their state-dict path ('0.weight' -> '0/weight') or as
+    'Constant' nodes (values the forward computed without the inputs), and each
+    ONNX node named '<module>/<op>' after the first parameter it reads, so TensorBoard folds
+    a layer's nodes into one box."""
+    from tensorboard.compat.proto import attr_value_pb2, graph_pb2, node_def_pb2, versions_pb2
+
+    def text(value: str):
+        return attr_value_pb2.AttrValue(s=value.encode())
+
+    nodes, producer, used = [], {}, set()
+
+    def unique(name: str) -> str:
+        candidate, index = name, 1
+        while candidate in used:
+            candidate, index = f"{name}_{index}", index + 1
+        used.add(candidate)
+        return candidate
+
+    for value in onnx_graph.input:
+        producer[value.name] = unique(value.name)
+        nodes.append(node_def_pb2.NodeDef(name=producer[value.name], op="IO Node"))
+    parameters = {}
+    for initializer in onnx_graph.initializer:
+        state = initializer.name in state_names
+        producer[initializer.name] = unique(initializer.name.replace(".", "/") if state else initializer.name)
+        if state:
+            parameters[initializer.name] = producer[initializer.name]
+        nodes.append(node_def_pb2.NodeDef(name=producer[initializer.name], op="Parameter" if state else "Constant",
+                                          attr={"shape": text(str(list(initializer.dims)))}))
+    for node in onnx_graph.node:
+        scope = next((parameters[name].rpartition("/")[0] for name in node.input if name in parameters), "")
+        name = unique(f"{scope}/{node.op_type}" if scope else node.op_type)
+        nodes.append(node_def_pb2.NodeDef(name=name, op=node.op_type,
+                                          input=[producer[i] for i in node.input if i in producer]))
+        for output in node.output:
+            producer[output] = name
+    for value in onnx_graph.output:
+        nodes.append(node_def_pb2.NodeDef(name=unique(value.name), op="IO Node",
+                                          input=[producer[value.name]] if value.name in producer else []))
+    return graph_pb2.GraphDef(node=nodes, versions=versions_pb2.VersionDef(producer=22))
+
+
 class SummaryWriter:
     """Write TensorBoard event files into ``log_dir`` (torch.utils.tensorboard.SummaryWriter).
 
@@ -165,7 +210,6 @@ class SummaryWriter:
         self.purge_step = _step(purge_step, "SummaryWriter")
         self.max_queue, self.flush_secs, self.filename_suffix = int(max_queue), int(flush_secs), filename_suffix
         self._scalar_writers: dict[str, Any] = {}
-        self._graph_warned = False
         self._closed = False
         self._writer = self._open(self.log_dir, self.purge_step)
 
@@ -415,13 +459,31 @@ class SummaryWriter:
             writer.close()
 
     def add_graph(self, model, input_to_model=None, verbose: bool = False, use_strict_trace: bool = True) -> None:
-        """Accepted and ignored, with a warning: anygpu has no graph TensorBoard can draw
-        (ops run eagerly on the GPU; export one with anygpu.onnx.export and view it in Netron)."""
+        """The graph of ``model(*input_to_model)`` for TensorBoard's Graphs tab: the forward is
+        traced by `anygpu.onnx.export` (in eval mode; needs the extra anygpu[onnx]) and each
+        ONNX node becomes a node, grouped under the module whose parameters it reads. Without
+        the onnx package, or for a forward the exporter cannot trace, it warns and writes
+        nothing (a logging call does not stop a training script)."""
         self._check_open("add_graph")
-        if not self._graph_warned:
-            warnings.warn("SummaryWriter.add_graph writes nothing in anygpu (no TensorBoard graph is traced); "
-                          "anygpu.onnx.export gives a graph that Netron can draw", stacklevel=2)
-            self._graph_warned = True
+        try:
+            from anygpu import onnx as exporter
+            exporter._require_onnx()
+        except ImportError as error:
+            warnings.warn(f"SummaryWriter.add_graph writes nothing: {error}", stacklevel=2)
+            return
+        inputs = () if input_to_model is None else input_to_model
+        try:
+            proto = exporter.export(model, inputs if isinstance(inputs, tuple) else (inputs,), None)
+        except (exporter.UnsupportedOperatorError, ValueError, TypeError) as error:
+            warnings.warn(f"SummaryWriter.add_graph writes nothing: the forward could not be traced ({error})",
+                          stacklevel=2)
+            return
+        state = model.state_dict() if hasattr(model, "state_dict") else {}
+        graph = _graph_def(proto.graph, set(state))
+        if verbose:
+            print(graph)
+        event_pb2 = self._tb[1]
+        self._writer.add_event(event_pb2.Event(graph_def=graph.SerializeToString(), wall_time=time.time()))
 
     # ------------------------------------------------------------------ lifetime
 
