@@ -187,6 +187,16 @@ def test_a_shipped_default_seeds_the_tuning_and_a_bad_one_is_ignored(dev, stubbe
     other = ("f32", 5000)
     monkeypatch.setattr(tuner, "_DEFAULTS", [{tuner.defaults_key(dev, op, other): {"choice": "no-such"}}])
     assert tuner.choose(dev, op, other) == "c1"  # unknown label: the heuristic
+    # A default tuned on an adapter of this very name counts as tuned: no timing.
+    third = ("f32", 20000)
+    monkeypatch.setattr(tuner, "_DEFAULTS", [{tuner.defaults_key(dev, op, third): {
+        "choice": "c6", "from": dev.adapter_name}}])
+    del timed[:]
+    assert tuner.choose(dev, op, third) == "c6" and timed == []
+    # ANYGPU_TUNE_DEFAULTS=0 ignores the shipped file.
+    monkeypatch.setenv("ANYGPU_TUNE_DEFAULTS", "0")
+    tuner.forget_choices(dev)
+    assert tuner.choose(dev, op, third) == "c1" and timed[:2] == ["c0", "c1"]
 
 
 def test_long_tuning_prints_a_progress_line(dev, stubbed, monkeypatch, capsys):
