@@ -602,3 +602,52 @@ def test_cli_export_errors_are_one_line(tmp_path, capsys):
     assert capsys.readouterr().err.count("\n") == 1
     assert not (tmp_path / "x.onnx").exists()
 
+
+
+# ===================================================================== older opsets, older scripts
+
+class StyleNet(nn.Module):
+    """fast_neural_style's TransformerNet in small: reflection-padded convolutions, instance
+    norm, a residual block, nearest upsampling."""
+
+    def __init__(self, width=6):
+        super().__init__()
+        self.pad = nn.ReflectionPad2d(1)
+        self.conv1 = nn.Conv2d(3, width, 3)
+        self.in1 = nn.InstanceNorm2d(width, affine=True)
+        self.down = nn.Conv2d(width, width, 3, stride=2)
+        self.in2 = nn.InstanceNorm2d(width, affine=True)
+        self.res = nn.Conv2d(width, width, 3)
+        self.in3 = nn.InstanceNorm2d(width, affine=True)
+        self.out = nn.Conv2d(width, 3, 3)
+
+    def forward(self, x):
+        y = F.relu(self.in1(self.conv1(self.pad(x))))
+        y = F.relu(self.in2(self.down(self.pad(y))))
+        y = y + self.in3(self.res(self.pad(y)))
+        y = F.interpolate(y, mode="nearest", scale_factor=2)
+        return self.out(self.pad(y))
+
+
+@pytest.mark.parametrize("opset", [11, 12, 13])
+def test_older_opsets(opset):
+    ag.manual_seed(16)
+    check(StyleNet(), randn(1, 3, 10, 8), opset_version=opset)
+    check(Fn(lambda m, x: (x.softmax(1), F.log_softmax(x, 0), (x <= 0.2).float() + (x >= -0.1).float(),
+                           x.unsqueeze(1).squeeze(1).sum(2))), randn(3, 5, 7), opset_version=opset)
+    check(nn.TransformerEncoderLayer(8, 2, dim_feedforward=12, batch_first=True), randn(2, 5, 8), opset_version=opset)
+    check(Fn(lambda m, x: F.interpolate(x, size=(7, 9))), randn(1, 2, 3, 4), opset_version=opset)
+
+
+def test_legacy_underscore_export_returns_the_output(tmp_path):
+    # fast_neural_style: output = torch.onnx._export(style_model, content_image, path, opset_version=11).cpu()
+    ag.manual_seed(17)
+    model = StyleNet()
+    x = randn(1, 3, 10, 8)
+    path = tmp_path / "style.onnx"
+    output = ag.onnx._export(model, x, str(path), opset_version=11).cpu()
+    assert not output.requires_grad
+    model.eval()
+    np.testing.assert_allclose(output.numpy(), model(x).numpy(), rtol=TOL, atol=TOL)
+    got = _session(onnx.load(str(path))).run(None, {"input_0": x.numpy()})[0]
+    np.testing.assert_allclose(got, output.numpy(), rtol=TOL, atol=TOL)

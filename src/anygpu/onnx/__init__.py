@@ -30,7 +30,7 @@ from ._trace import UnsupportedOperatorError
 __all__ = ["export", "UnsupportedOperatorError", "TrainingMode", "is_in_onnx_export"]
 
 _EXPORTING = [False]
-_MIN_OPSET = 13
+_MIN_OPSET = 11
 
 
 class TrainingMode:
@@ -101,11 +101,29 @@ def export(model, args=(), f=None, input_names: Sequence[str] | None = None,
     inputs are the tensors in args, in order, named by input_names (default input_0, ...);
     outputs are the tensors the forward returns, flattened (default output_0, ...).
     dynamic_axes: {name: {axis: label}} or {name: [axes]} for inputs and outputs.
-    opset_version: 13 or later (default 17). Parameters and buffers are initializers named
+    opset_version: 11 or later (default 17). Parameters and buffers are initializers named
     as in the state dict (graph inputs instead with export_params=False). Constant folding
     is always on (computations without the inputs are constants). Other torch arguments
     (operator_export_type, dynamo, ...) are accepted and have no effect.
     """
+    return _export_traced(model, args, f, input_names, output_names, dynamic_axes, opset_version, export_params,
+                          verbose, training, keep_initializers_as_inputs, kwargs)[0]
+
+
+def _export(model, args=(), f=None, export_params: bool = True, verbose: bool = False, training=TrainingMode.EVAL,
+            input_names: Sequence[str] | None = None, output_names: Sequence[str] | None = None,
+            operator_export_type=None, export_type=None, opset_version: int | None = None,
+            do_constant_folding: bool = True, dynamic_axes: Mapping[str, Any] | None = None,
+            keep_initializers_as_inputs: bool | None = None, **ignored):
+    """torch.onnx._export (older scripts, e.g. fast_neural_style): as `export`, but returns the
+    model's output of the traced run."""
+    return _export_traced(model, args, f, input_names, output_names, dynamic_axes, opset_version, export_params,
+                          verbose, training, bool(keep_initializers_as_inputs), None)[1]
+
+
+def _export_traced(model, args, f, input_names, output_names, dynamic_axes, opset_version, export_params,
+                   verbose, training, keep_initializers_as_inputs, kwargs):
+    """export's work: (the ModelProto, the model's output of the traced run)."""
     onnx = _require_onnx()
     from onnx import helper
 
@@ -211,6 +229,7 @@ def export(model, args=(), f=None, input_names: Sequence[str] | None = None,
     onnx.checker.check_model(proto)
     if verbose:
         print(helper.printable_graph(proto.graph))
+    result = _detached(result)
     if f is not None:
         payload = proto.SerializeToString()
         if isinstance(f, (str, os.PathLike)):
@@ -220,7 +239,21 @@ def export(model, args=(), f=None, input_names: Sequence[str] | None = None,
             f.write(payload)
         else:
             raise ValueError(f"onnx.export: f must be a path or a binary file object, got {type(f).__name__}")
-    return proto
+    return proto, result
+
+
+def _detached(value):
+    """The traced output without the autograd graph the tracer's requires_grad inputs gave it."""
+    from ..tensor import Tensor
+    if isinstance(value, Tensor):
+        return value.detach()
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return type(value)(*(_detached(v) for v in value))
+    if isinstance(value, (tuple, list)):
+        return type(value)(_detached(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _detached(v) for k, v in value.items()}
+    return value
 
 
 def _version() -> str:

@@ -98,10 +98,14 @@ def _reshape(tr: Tracer, name: str, in_shape, out_shape) -> str:
 
 
 def _unsqueeze(tr: Tracer, name: str, axes: Sequence[int]) -> str:
+    if tr.graph.opset < 13:  # axes an attribute before opset 13
+        return tr.graph.node("Unsqueeze", [name], {"axes": list(axes)})
     return tr.graph.node("Unsqueeze", [name, tr.graph.ints(axes)])
 
 
 def _squeeze(tr: Tracer, name: str, axes: Sequence[int]) -> str:
+    if tr.graph.opset < 13:
+        return tr.graph.node("Squeeze", [name], {"axes": list(axes)})
     return tr.graph.node("Squeeze", [name, tr.graph.ints(axes)])
 
 
@@ -112,7 +116,7 @@ def _reduce(tr: Tracer, op: str, name: str, axes: list[int] | None, keepdims: bo
     attrs = {"keepdims": int(bool(keepdims))}
     if axes is None:
         return g.node(op, [name], attrs)
-    if op == "ReduceSum" or g.opset >= 18:
+    if (op == "ReduceSum" and g.opset >= 13) or g.opset >= 18:
         return g.node(op, [name, g.ints(axes)], attrs)
     return g.node(op, [name], {**attrs, "axes": list(axes)})
 
@@ -153,7 +157,13 @@ def _compare(op: str, negate: bool = False, reverse: bool = False) -> Mapping:
         elem = _float_elem(tr, a, b)
         if elem == TensorProto.BOOL and op != "Equal":
             elem = TensorProto.INT32
-        name = tr.graph.node(op, [_operand(tr, a, elem), _operand(tr, b, elem)], out_type=TensorProto.BOOL)
+        g = tr.graph
+        operands = [_operand(tr, a, elem), _operand(tr, b, elem)]
+        if op in ("LessOrEqual", "GreaterOrEqual") and g.opset < 12:  # not in opset 11: Less|Equal
+            strict = g.node(op.replace("OrEqual", ""), operands, out_type=TensorProto.BOOL)
+            name = g.node("Or", [strict, g.node("Equal", operands, out_type=TensorProto.BOOL)])
+        else:
+            name = g.node(op, operands, out_type=TensorProto.BOOL)
         if negate:
             name = tr.graph.node("Not", [name])
         _result(tr, out, name)
@@ -511,7 +521,15 @@ def _softmax_op(op: str, implicit: bool) -> Mapping:
             y = tr.graph.node("Identity", [name]) if op == "Softmax" else tr.graph.node("Sub", [name, name])
             _result(tr, out, y if op == "LogSoftmax" else tr.graph.node("Div", [name, name]))
             return
-        _result(tr, out, tr.graph.node(op, [name], {"axis": _dim(int(dim), x.ndim)}))
+        axis = _dim(int(dim), x.ndim)
+        if tr.graph.opset < 13 and axis != x.ndim - 1:  # before 13 Softmax flattens from axis on
+            perm = list(range(x.ndim))
+            perm[axis], perm[-1] = perm[-1], perm[axis]
+            moved = tr.graph.node("Transpose", [name], {"perm": perm})
+            done = tr.graph.node(op, [moved], {"axis": x.ndim - 1})
+            _result(tr, out, tr.graph.node("Transpose", [done], {"perm": perm}))
+            return
+        _result(tr, out, tr.graph.node(op, [name], {"axis": axis}))
     return emit
 
 
@@ -705,15 +723,23 @@ def _interpolate(tr: Tracer, out, args: Args) -> None:
     xn = tr.name(x)
     if scale_factor is not None and not args.get("recompute_scale_factor"):
         factors = [float(s) for s in _tuple_float(scale_factor, spatial)]
-        resize_inputs = [xn, "", g.const(np.asarray([1.0, 1.0] + factors, np.float32), TensorProto.FLOAT, "scales")]
+        scales = g.const(np.asarray([1.0, 1.0] + factors, np.float32), TensorProto.FLOAT, "scales")
+        resize_inputs = [xn, _empty_before_13(tr), scales]
     else:  # a size: the (N, C) of the input, then the spatial sizes (out/in as a float scale can round)
         leading = g.node("Slice", [g.node("Shape", [xn], out_type=TensorProto.INT64), g.ints([0]), g.ints([2])])
         sizes = g.node("Concat", [leading, g.ints(out.shape[2:])], {"axis": 0})
-        resize_inputs = [xn, "", "", sizes]
+        resize_inputs = [xn, _empty_before_13(tr), _empty_before_13(tr), sizes]
     attrs = ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
              if mode == "nearest" else
              {"mode": "nearest", "coordinate_transformation_mode": "half_pixel", "nearest_mode": "round_prefer_ceil"})
     _result(tr, out, g.node("Resize", resize_inputs, attrs))
+
+
+def _empty_before_13(tr: Tracer) -> str:
+    """Resize's roi / scales left out: "" from opset 13, an empty tensor before."""
+    if tr.graph.opset >= 13:
+        return ""
+    return tr.graph.const(np.zeros(0, np.float32), TensorProto.FLOAT, "empty")
 
 
 def _tuple_float(value, n: int) -> list[float]:
@@ -725,8 +751,8 @@ def _tuple_float(value, n: int) -> list[float]:
 def _pad(tr: Tracer, out, args: Args) -> None:
     x, pad, mode, value = args["input"], list(args["pad"]), args["mode"], args["value"]
     modes = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
-    if mode not in modes:
-        raise unsupported("pad", f"mode {mode!r}")
+    if mode not in modes or (mode == "circular" and tr.graph.opset < 19):
+        raise unsupported("pad", f"mode {mode!r}" + (" before opset 19" if mode == "circular" else ""))
     begins, ends = [0] * x.ndim, [0] * x.ndim
     for i in range(len(pad) // 2):
         d = x.ndim - 1 - i
