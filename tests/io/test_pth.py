@@ -467,3 +467,20 @@ def test_float16_without_shader_f16_loads_as_float32_with_a_warning(tmp_path, mo
     with pytest.warns(UserWarning, match="float16 tensors become float32"):
         loaded = ag.load(path)["h"]
     assert loaded.dtype is ag.float32 and loaded.tolist() == [1.5, -2.25, 65504.0]
+
+
+def test_big_endian_archives(tmp_path):
+    values = {"f": torch.randn(3, 4), "i": torch.arange(-3, 3, dtype=torch.int64), "h": torch.randn(5).half()}
+    source = _save(values, tmp_path / "little.pth")
+    with zipfile.ZipFile(source) as archive:
+        program = archive.read("little/data.pkl")
+    keys = {name: key for key, name in enumerate(values)}  # torch numbers storages in pickling order
+    swapped = {f"data/{keys[name]}": tensor.numpy().byteswap().tobytes() for name, tensor in values.items()}
+    path = tmp_path / "big.pth"
+    path.write_bytes(_zip_with(source, {"byteorder": b"big", "data.pkl": program, **swapped}))
+    loaded = ag.load(path)
+    for name, tensor in values.items():
+        np.testing.assert_array_equal(loaded[name].numpy(), tensor.numpy(), err_msg=name)
+    path.write_bytes(_zip_with(source, {"byteorder": b"middle"}))
+    with pytest.raises(pth.PthError, match="byteorder record"):
+        ag.load(path)
