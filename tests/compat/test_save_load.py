@@ -1,6 +1,6 @@
 """torch.save / torch.load on anygpu: nested checkpoints round-trip as signed safetensors
 (compared with what torch's own round trip gives), tampering is caught, PyTorch .pt files
-are refused with a working conversion command, flat state dicts keep their old format."""
+load through the restricted reader (anygpu.io.pth), flat state dicts keep their old format."""
 
 import io
 import math
