@@ -651,3 +651,77 @@ def test_legacy_underscore_export_returns_the_output(tmp_path):
     np.testing.assert_allclose(output.numpy(), model(x).numpy(), rtol=TOL, atol=TOL)
     got = _session(onnx.load(str(path))).run(None, {"input_0": x.numpy()})[0]
     np.testing.assert_allclose(got, output.numpy(), rtol=TOL, atol=TOL)
+
+
+# ===================================================================== edge cases
+
+def test_zero_dim_inputs_and_results():
+    check(Fn(lambda m, x: x * 2 + x.exp()), ag.tensor(np.float32(1.5)))
+    check(Fn(lambda m, x: (x.sum(), x.mean(0), x[0])), randn(5))
+
+
+def test_empty_batch():
+    ag.manual_seed(18)
+    check(nn.Linear(5, 3), ag.zeros(0, 5))
+    check(Fn(lambda m, x: (x.relu() * 2).sum(1)), ag.zeros(0, 5))
+
+
+def test_nan_and_inf_flow_as_in_anygpu():
+    values = randn(3, 5).numpy()
+    values[0, 1], values[1, 2], values[2, 3] = np.nan, np.inf, -np.inf
+    x = ag.tensor(values)
+    model = Fn(lambda m, x: (x.relu(), x * 2 + 1, x.sigmoid(), x.clamp(-1, 1), x.abs().sqrt(), F.gelu(x)))
+    proto = export(model, (x,), None)
+    got = _session(proto).run(None, _numpy_inputs(proto, (x,)))
+    for g, w in zip(got, [t.numpy() for t in model(x)]):
+        assert np.isnan(w).any()
+        np.testing.assert_allclose(g, w, rtol=TOL, atol=TOL, equal_nan=True)
+
+
+def test_cli_exports_the_starter_diffusion_model(tmp_path, capsys):
+    from anygpu.cli import main
+    from anygpu.infer import starter_model_path
+    from anygpu.train import modelfile
+    from anygpu.train.diffusion import sinusoidal_embedding
+    target = tmp_path / "starter.onnx"
+    assert main(["export", str(starter_model_path()), str(target), "--opset", "18"]) == 0
+    proto = onnx.load(str(target))
+    assert [i.name for i in proto.graph.input] == ["x_t", "time_features"]
+    assert proto.opset_import[0].version == 18
+    meta = {p.key: p.value for p in proto.metadata_props}
+    assert '"timesteps": 200' in meta["diffusion"]
+    network = modelfile.read(starter_model_path()).build()
+    x, features = randn(3, 3, 32, 32, seed=5), sinusoidal_embedding(np.array([0, 50, 199]), network.width)
+    got = _session(proto).run(None, {"x_t": x.numpy(), "time_features": features})[0]
+    np.testing.assert_allclose(got, network(x, ag.tensor(features)).numpy(), rtol=TOL, atol=TOL)
+
+
+SCRIPT = '''
+import sys
+import numpy as np
+import torch
+import torch.onnx
+from torch import nn
+
+model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2))
+x = torch.randn(2, 1, 9, 7)
+torch.onnx.export(model, (x,), sys.argv[1], input_names=["x"], output_names=["y"],
+                  dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, opset_version=17)
+np.save(sys.argv[2], x.numpy())
+np.save(sys.argv[3], model(x).detach().numpy())
+'''
+
+
+def test_a_torch_script_exports_through_the_compat_import(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+    shim = Path(__file__).resolve().parents[1] / "compat" / "torch_shim.py"
+    script = tmp_path / "export_script.py"
+    script.write_text(SCRIPT)
+    paths = [tmp_path / "m.onnx", tmp_path / "x.npy", tmp_path / "y.npy"]
+    run = subprocess.run([sys.executable, str(shim), "anygpu", str(script), *map(str, paths)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    got = _session(onnx.load(str(paths[0]))).run(None, {"x": np.load(paths[1])})[0]
+    np.testing.assert_allclose(got, np.load(paths[2]), rtol=TOL, atol=TOL)

@@ -72,7 +72,7 @@ class Graph:
         return names[0] if outputs == 1 else names
 
     def initializer(self, name: str, array: np.ndarray, elem: int) -> str:
-        array = np.ascontiguousarray(np.asarray(array, dtype=numpy_type(elem)))
+        array = np.array(array, dtype=numpy_type(elem), order="C")  # (ascontiguousarray makes 0-d 1-d)
         tensor = numpy_helper.from_array(array, name)
         if elem == TensorProto.BFLOAT16:  # numpy has no bfloat16: written from float32 bits
             tensor = helper.make_tensor(name, elem, array.shape, array.astype(np.float32).ravel().tolist())
