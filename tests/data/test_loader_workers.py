@@ -118,3 +118,23 @@ def test_argument_errors_like_torch():
         DataLoader(wd.Numbered(3), persistent_workers=True)
     with pytest.raises(ValueError, match="multiprocessing_context"):
         iter(DataLoader(wd.Numbered(3), num_workers=1, multiprocessing_context="nope"))
+
+
+def test_timeout_dead_worker_and_out_of_order_delivery():
+    with pytest.raises(RuntimeError, match="timed out after 0.3 seconds"):
+        list(DataLoader(wd.Slow(4, delay=2.0), batch_size=None, num_workers=1, timeout=0.3))
+    with pytest.raises(RuntimeError, match=r"DataLoader worker \(pid\(s\) \d+\) exited unexpectedly"):
+        list(DataLoader(wd.Slow(6, die_at=3), batch_size=2, num_workers=2))
+    # in_order=False: every batch, in whatever order the workers finish them.
+    batches = [b.numpy().tolist() for b in DataLoader(wd.Slow(8, delay=0.05), batch_size=2, num_workers=2,
+                                                      in_order=False)]
+    assert sorted(batches) == [[0, 1], [2, 3], [4, 5], [6, 7]]
+
+
+def test_fork_workers_load_host_data_and_refuse_gpu_work():
+    batches = rows(DataLoader(wd.Numbered(6), batch_size=3, num_workers=2, multiprocessing_context="fork"))
+    assert [b[1].tolist() for b in batches] == [[0, 1, 2], [3, 4, 5]]
+    assert {p for b in batches for p in b[3].tolist()}.isdisjoint({os.getpid()})
+    data = ag.tensor(np.ones((4, 2), np.float32))
+    with pytest.raises(RuntimeError, match="started by fork and cannot use the GPU"):
+        list(DataLoader(wd.MadeOnDevice(data), batch_size=2, num_workers=1, multiprocessing_context="fork"))

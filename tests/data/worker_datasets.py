@@ -3,6 +3,7 @@ them (spawn) — and without torch, so a worker starts quickly."""
 
 import os
 import random
+import time
 
 import numpy as np
 
@@ -81,4 +82,20 @@ class Lengthy(Dataset):
         return 10**10
 
     def __getitem__(self, i):
+        return i
+
+
+class Slow(Dataset):
+    """Sample i after `delay` seconds; sample `die_at` ends its worker process abruptly."""
+
+    def __init__(self, n: int, delay: float = 0.0, die_at: int | None = None):
+        self.n, self.delay, self.die_at = n, delay, die_at
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i == self.die_at:
+            os._exit(3)
+        time.sleep(self.delay * (1 + (i % 2)))
         return i

@@ -180,7 +180,13 @@ class DataLoader:
     def _context(self):
         context = self.multiprocessing_context
         if context is None:
-            return multiprocessing.get_context("spawn")
+            # A fresh interpreter per worker (no GPU state inherited). forkserver forks the workers
+            # from one clean server that has imported anygpu already: faster starts than spawn.
+            if "forkserver" not in multiprocessing.get_all_start_methods():
+                return multiprocessing.get_context("spawn")
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(["anygpu"])
+            return context
         if isinstance(context, str):
             if context not in multiprocessing.get_all_start_methods():
                 raise ValueError(f"DataLoader: multiprocessing_context option should specify a valid start "
@@ -278,19 +284,23 @@ class _WorkerPool:
             process.start()
             self.workers.append(process)
         self.epoch = 0
-        self._finalizer = weakref.finalize(self, _stop, self.workers, self.index_queues, self.result_queue)
+        self._grace = [5.0]  # seconds the workers get to finish their task and leave
+        self._finalizer = weakref.finalize(self, _stop, self.workers, self.index_queues, self.result_queue,
+                                           self._grace)
 
-    def shutdown(self) -> None:
+    def shutdown(self, grace: float = 5.0) -> None:
+        """Stop the workers: they finish their task and leave, or are terminated after `grace` s."""
+        self._grace[0] = grace
         self._finalizer()
 
 
-def _stop(workers, index_queues, result_queue) -> None:
+def _stop(workers, index_queues, result_queue, grace) -> None:
     for index_queue in index_queues:
         try:
             index_queue.put(None)
         except (OSError, ValueError):  # already closed
             pass
-    deadline = time.monotonic() + 5.0
+    deadline = time.monotonic() + grace[0]
     for process in workers:
         process.join(max(0.0, deadline - time.monotonic()))
         if process.is_alive():
@@ -405,16 +415,17 @@ class _WorkerEpoch:
         started = time.monotonic()
         while True:
             try:
-                epoch, index, worker, data = self._pool.result_queue.get(timeout=_POLL_S)
+                epoch, index, worker, data = self._pool.result_queue.get(
+                    timeout=min(_POLL_S, timeout) if timeout else _POLL_S)
             except queue.Empty:
                 dead = [p for p in self._pool.workers if not p.is_alive()]
                 if dead:
-                    self._finish()
+                    self._finish(failed=True)
                     pids = ", ".join(str(p.pid) for p in dead)
                     raise RuntimeError(f"DataLoader worker (pid(s) {pids}) exited unexpectedly "
                                        f"(exit code {dead[0].exitcode})") from None
                 if timeout and time.monotonic() - started > timeout:
-                    self._finish()
+                    self._finish(failed=True)
                     raise RuntimeError(f"DataLoader timed out after {timeout} seconds") from None
                 continue
             if epoch != self._epoch or index not in self._owner:
@@ -425,10 +436,12 @@ class _WorkerEpoch:
             self._arrived[index] = result
             return
 
-    def _finish(self) -> None:
+    def _finish(self, failed: bool = False) -> None:
         self._done = True
-        if self._own_pool:
-            self._pool.shutdown()
+        if self._own_pool or failed:
+            if failed and self._pool is self._loader._pool:
+                self._loader._pool = None  # persistent workers that failed are not reused
+            self._pool.shutdown(0.0 if failed else 5.0)
 
     def __del__(self):
         if getattr(self, "_own_pool", False) and not self._done:

@@ -6,9 +6,10 @@ collated batch, pickled. No GPU buffer crosses a process boundary: the dataset t
 to the workers with its tensors as NumPy arrays (they become tensors again there, on the
 worker's own device), and a worker's batch travels back as NumPy arrays that become
 tensors in the main process (`collate.HostArray`; a tensor a custom collate_fn returns is
-read back and sent the same way). Workers are started with the "spawn" method unless the
-loader names another: a child forked from a process that holds a GPU device cannot open
-one of its own, so anygpu refuses GPU work in a forked worker with a clear error.
+read back and sent the same way). Workers start as fresh interpreters ("forkserver": forked
+from a clean server process that imported anygpu once; "spawn" where there is none) unless
+the loader names another method: a child forked from a process that holds a GPU device
+cannot open one of its own, so anygpu refuses GPU work in a forked worker with a clear error.
 
 Seeding as torch's: worker `i` of an epoch gets seed `base_seed + i` (base_seed drawn in
 the main process from the loader's generator, or from the global stream); `random`,
@@ -19,6 +20,7 @@ the main process from the loader's generator, or from the global stream); `rando
 from __future__ import annotations
 
 import io
+import multiprocessing
 import os
 import pickle
 import queue
@@ -156,7 +158,7 @@ def worker_loop(worker_id: int, num_workers: int, base_seed: int, payload: bytes
         try:
             task = index_queue.get(timeout=_POLL_S)
         except queue.Empty:
-            if os.getppid() != parent_pid:
+            if not _parent_alive(parent_pid):
                 return
             continue
         if task is None:
@@ -184,6 +186,21 @@ def worker_loop(worker_id: int, num_workers: int, base_seed: int, payload: bytes
         except BaseException as exc:
             data = host_dumps(_error(worker_id, exc))
         result_queue.put((task_epoch, index, worker_id, data))
+
+
+def _parent_alive(parent_pid: int) -> bool:
+    """Whether the process that owns this worker still runs (a forkserver's children have
+    the server as their OS parent, so the pid alone is not the test)."""
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        return parent.is_alive()
+    try:
+        os.kill(parent_pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 def _next_batch(samples, collate_fn, auto_collation: bool, batch_size, drop_last: bool):
