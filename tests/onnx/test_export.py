@@ -518,6 +518,16 @@ def test_transformer_encoder_with_causal_mask_sequence_first():
     check(model, randn(5, 3, 8))
 
 
+def test_multihead_attention_with_weights_and_padding_mask():
+    ag.manual_seed(19)
+    attention = nn.MultiheadAttention(8, 2, batch_first=True)
+    padding = np.zeros((2, 6), bool)
+    padding[1, 4:] = True  # the second sequence's last two keys are padding
+    model = Fn(lambda m, q, kv: m.attention(q, kv, kv, key_padding_mask=padding))
+    model.attention = attention
+    check(model, randn(2, 5, 8), randn(2, 6, 8, seed=1))
+
+
 class Block(nn.Module):
     """A GPT-style block: token + position embeddings, causal SDPA, MLP."""
 

@@ -322,11 +322,39 @@ def _unsqueeze_method(tr: Tracer, out, args: Args) -> None:
 
 
 def _permute(tr: Tracer, out, args: Args) -> None:
-    x, dims = args["x"], args["dims"]
+    x, dims = _values(args)[:2]
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = dims[0]
-    perm = [_dim(int(d), x.ndim) for d in dims]
+    _transpose_to(tr, out, x, [_dim(int(d), x.ndim) for d in dims])
+
+
+def _transpose(tr: Tracer, out, args: Args) -> None:
+    """transpose(d0, d1) / swapaxes; t() with no dims (a 2-D transpose, the identity below 2-D)."""
+    values = _values(args)
+    x = values[0]
+    perm = list(range(x.ndim))
+    if len(values) >= 3:
+        d0, d1 = _dim(int(values[1]), x.ndim), _dim(int(values[2]), x.ndim)
+        perm[d0], perm[d1] = perm[d1], perm[d0]
+    else:
+        perm.reverse()
+    _transpose_to(tr, out, x, perm)
+
+
+def _transpose_to(tr: Tracer, out, x, perm: list[int]) -> None:
+    if out is x:
+        return
+    if perm == list(range(x.ndim)):
+        _result(tr, out, tr.graph.node("Identity", [tr.name(x)]))
+        return
     _result(tr, out, tr.graph.node("Transpose", [tr.name(x)], {"perm": perm}))
+
+
+def _narrow(tr: Tracer, out, args: Args) -> None:
+    x, dim, start, length = _values(args)[:4]
+    d = _dim(int(dim), x.ndim)
+    start = int(start) + (x.shape[d] if int(start) < 0 else 0)
+    _getitem(tr, out, {"x": x, "index": (slice(None),) * d + (slice(start, start + int(length)),)})
 
 
 def _expand(tr: Tracer, out, args: Args) -> None:
@@ -787,6 +815,9 @@ METHODS: dict[str, Mapping] = {
     "reshape": _reshape_like, "view": _reshape_like, "flatten": _reshape_like, "unflatten": _reshape_like,
     "view_as": _reshape_like, "reshape_as": _reshape_like,
     "squeeze": _squeeze_method, "unsqueeze": _unsqueeze_method,
+    # the view ops also at the method level, so they stay mapped however the Tensor layer implements them
+    "permute": _permute, "transpose": _transpose, "swapaxes": _transpose, "t": _transpose,
+    "expand": _expand, "expand_as": _expand, "__getitem__": _getitem, "narrow": _narrow,
     "sum": _sum_or_mean("ReduceSum"), "mean": _sum_or_mean("ReduceMean"),
     "max": _extreme("ReduceMax", "ArgMax", "Max"), "min": _extreme("ReduceMin", "ArgMin", "Min"),
     "amax": _amax("ReduceMax"), "amin": _amax("ReduceMin"),
