@@ -484,3 +484,20 @@ def test_big_endian_archives(tmp_path):
     path.write_bytes(_zip_with(source, {"byteorder": b"middle"}))
     with pytest.raises(pth.PthError, match="byteorder record"):
         ag.load(path)
+
+
+def test_torchs_neg_bit_and_unknown_tensor_metadata(tmp_path):
+    base = torch.arange(1.0, 7.0).reshape(2, 3)
+    negated = torch._neg_view(base.t())
+    assert negated.is_neg()
+    path = _save({"base": base, "negated": negated}, tmp_path / "neg.pth")
+    for reader in (ag.load, pth.read):
+        loaded = reader(path)
+        np.testing.assert_array_equal(loaded["negated"].numpy(), negated.resolve_neg().numpy())
+        np.testing.assert_array_equal(loaded["base"].numpy(), base.numpy())
+    with zipfile.ZipFile(path) as archive:
+        program = archive.read("neg/data.pkl")
+    assert program.count(b"X\x03\x00\x00\x00neg") == 1
+    path.write_bytes(_zip_with(path, {"data.pkl": program.replace(b"X\x03\x00\x00\x00neg", b"X\x03\x00\x00\x00odd")}))
+    with pytest.raises(pth.PthError, match="metadata {'odd': True}"):
+        ag.load(path)

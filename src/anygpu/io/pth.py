@@ -36,7 +36,7 @@ from typing import Any, BinaryIO, Callable
 
 import numpy as np
 
-__all__ = ["PthError", "HostTensor", "is_pth", "load", "read"]
+__all__ = ["PthError", "HostTensor", "TorchDtype", "is_pth", "load", "read"]
 
 # The pickle program (data.pkl): real ones are kilobytes to a few megabytes.
 MAX_PICKLE_BYTES = 256 << 20
@@ -146,12 +146,15 @@ class _Storage:
 class _TensorRecord:
     """A tensor as the pickle describes it; made into an array or Tensor after the pickle ran."""
 
-    __slots__ = ("storage", "offset", "size", "stride", "requires_grad", "parameter", "dtype")
+    __slots__ = ("storage", "offset", "size", "stride", "requires_grad", "parameter", "dtype", "negated",
+                 "conjugated")
 
     def __init__(self, storage: _Storage, offset: int, size: tuple[int, ...], stride: tuple[int, ...],
                  requires_grad: bool, dtype: str):
         self.storage, self.offset, self.size, self.stride = storage, offset, size, stride
         self.requires_grad, self.parameter, self.dtype = requires_grad, False, dtype
+        # torch's neg and conj bits (tensor metadata): the values are the storage's negated/conjugated
+        self.negated = self.conjugated = False
 
     def __setstate__(self, state):
         raise PthError("a checkpoint may not set the state of a tensor (BUILD on a tensor)")
@@ -175,20 +178,26 @@ class _Global:
         return self.name
 
 
-def _int(value, what: str, allow_negative: bool = False) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or (value < 0 and not allow_negative):
-        raise PthError(f"{what} is {value!r}; expected a non-negative integer")
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _int(value, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise PthError(f"{what} is {_short(value)}; expected a non-negative integer")
     return value
 
 
 def _dims(value, what: str) -> tuple[int, ...]:
     if not isinstance(value, (tuple, list)) or len(value) > _MAX_DIMS:
-        raise PthError(f"{what} is {value!r}; expected a tuple of at most {_MAX_DIMS} integers")
+        raise PthError(f"{what} is {_short(value)}; expected a tuple of at most {_MAX_DIMS} integers")
     return tuple(_int(side, what) for side in value)
 
 
-def _rebuild(storage, storage_offset, size, stride, requires_grad=False, backward_hooks=None, dtype=None,
-             metadata=None) -> _TensorRecord:
+def _rebuild(storage, storage_offset, size, stride, requires_grad=False, backward_hooks=None, metadata=None,
+             dtype=None) -> _TensorRecord:
+    """torch._utils._rebuild_tensor_v2's arguments (and v3's dtype): a checked tensor record."""
     if not isinstance(storage, _Storage):
         raise PthError(f"a tensor's storage is a {type(storage).__name__}; expected a storage record")
     offset = _int(storage_offset, "a tensor's storage offset")
@@ -213,7 +222,13 @@ def _rebuild(storage, storage_offset, size, stride, requires_grad=False, backwar
         if last >= storage.array.size:
             raise PthError(f"a tensor of size {size}, stride {stride} and offset {offset} reaches element {last} "
                            f"of a storage of {storage.array.size}")
-    return _TensorRecord(storage, offset, size, stride, requires_grad, name)
+    record = _TensorRecord(storage, offset, size, stride, requires_grad, name)
+    if metadata:
+        if not isinstance(metadata, dict) or not set(metadata) <= {"neg", "conj"} \
+                or not all(isinstance(flag, bool) for flag in metadata.values()):
+            raise PthError(f"a tensor with metadata {_short(metadata)}; anygpu reads torch's 'neg' and 'conj' bits")
+        record.negated, record.conjugated = metadata.get("neg", False), metadata.get("conj", False)
+    return record
 
 
 def _rebuild_v1(storage, storage_offset, size, stride):
@@ -221,7 +236,7 @@ def _rebuild_v1(storage, storage_offset, size, stride):
 
 
 def _rebuild_v3(storage, storage_offset, size, stride, requires_grad, backward_hooks, dtype, metadata=None):
-    return _rebuild(storage, storage_offset, size, stride, requires_grad, backward_hooks, dtype, metadata)
+    return _rebuild(storage, storage_offset, size, stride, requires_grad, backward_hooks, metadata, dtype)
 
 
 def _rebuild_parameter(data, requires_grad, backward_hooks, state=None):
@@ -235,7 +250,7 @@ def _rebuild_parameter(data, requires_grad, backward_hooks, state=None):
         raise PthError("a Parameter carries Python attributes (torch's _rebuild_parameter_with_state); "
                        "anygpu reads the tensor data of checkpoints only")
     record = _TensorRecord(data.storage, data.offset, data.size, data.stride, requires_grad, data.dtype)
-    record.parameter = True
+    record.parameter, record.negated, record.conjugated = True, data.negated, data.conjugated
     return record
 
 
@@ -610,7 +625,12 @@ class _Materializer:
                 flat[record.offset:], shape=record.size,
                 strides=tuple(step * raw.itemsize for step in record.stride), writeable=False)
             values = np.array(window, dtype=raw, order="C")
-        return _widen(values, record.dtype)
+        values = _widen(values, record.dtype)
+        if record.negated:
+            values = np.negative(values)
+        if record.conjugated:
+            values = np.conj(values)
+        return values
 
     def value(self, obj, path: str, depth: int = 0):
         if depth > 400:
@@ -797,7 +817,7 @@ class _SharedStorages:
     """Tensors as views of one anygpu Tensor per torch storage (torch's sizes, strides and
     offsets), so tensors that shared a storage in torch share GPU memory here too, and an
     in-place write through one is seen by the others. Parameters and tensors that require
-    grad are copies of their own (leaves of their own, as torch's)."""
+    grad (leaves of their own, as torch's) and tensors with torch's neg bit are copies."""
 
     def __init__(self, where: str):
         self.where = where
@@ -805,7 +825,8 @@ class _SharedStorages:
 
     def __call__(self, materializer: _Materializer, record: _TensorRecord, path: str):
         from anygpu.tensor import no_grad
-        if record.parameter or record.requires_grad or math.prod(record.size) == 0:
+        if record.parameter or record.requires_grad or record.negated or record.conjugated \
+                or math.prod(record.size) == 0:
             return _to_tensor(materializer.array(record, path), record, path, self.where)
         materializer.check_budget(record, path)
         base = self.bases.get(id(record.storage))
