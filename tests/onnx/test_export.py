@@ -114,6 +114,15 @@ ELEMENTWISE = {
     "masked_fill": lambda m, x, y: x.masked_fill(y > 0.5, -7.0),
     "logical": lambda m, x, y: ((x > 0) & (y > 0)).float() + ((x > 0) | ~(y > 0)).float(),
     "sign": lambda m, x, y: x.sign(), "trunc_round": lambda m, x, y: (x * 4).trunc() + (y * 4).round(),
+    "named_methods": lambda m, x, y: x.add(y).sub(y * 3).mul(y).div(y.abs() + 1).true_divide(2.0).pow(2),
+    "named_compares": lambda m, x, y: (x.eq(y).float() + x.ne(y).float() + x.lt(y).float() + x.le(0.1).float()
+                                       + x.gt(y).float() + x.ge(-0.2).float()),
+    "named_logical": lambda m, x, y: (ag.logical_and(x > 0, y > 0).float() + ag.logical_or(x > 0, y > 0).float()
+                                      + ag.logical_xor(x > 0, y > 0).float() + ag.logical_not(x > 0).float()),
+    "max_min_elementwise": lambda m, x, y: ag.max(x, y) - ag.min(x, y),
+    "trigonometric": lambda m, x, y: ag.atan(x) + (x * 0.5).tan() + (x.clamp(-0.9, 0.9)).asin() + ag.acos(y.clamp(-0.9, 0.9)),
+    "hyperbolic": lambda m, x, y: x.sinh() + y.cosh(),
+    "rmatmul": lambda m, x, y: np.ones((2, 3), np.float32) @ x[0, :3],
 }
 
 
@@ -310,6 +319,12 @@ SHAPES = {
     "pad_reflect": lambda m, x: F.pad(x, (2, 1), mode="reflect"),
     "pad_replicate": lambda m, x: F.pad(x.unsqueeze(0), (2, 1, 1, 0), mode="replicate"),
     "casts": lambda m, x: ((x > 0).long() + (x > 0.5).int()).float() * 0.5 + x.to(ag.float32),
+    "view_as_reshape_as": lambda m, x: (x[0].view_as(x[1]) + x[1].reshape_as(x[2]), x.cpu() + x.cuda()),
+    "amin": lambda m, x: x.amin(-1, keepdim=True),
+    "swapaxes": lambda m, x: x.swapaxes(0, 1), "movedim": lambda m, x: x.movedim(0, 2),
+    "mT": lambda m, x: x.mT,
+    "adaptive_avg_pool1d": lambda m, x: F.adaptive_avg_pool1d(x, 1) + F.adaptive_avg_pool1d(x, 7).mean(-1, keepdim=True),
+    "dropout_variants": lambda m, x: F.dropout1d(x, 0.5, training=False) + F.dropout2d(x.unsqueeze(0), 0.5, False)[0],
 }
 
 
@@ -735,3 +750,10 @@ def test_a_torch_script_exports_through_the_compat_import(tmp_path):
     assert run.returncode == 0, run.stderr
     got = _session(onnx.load(str(paths[0]))).run(None, {"x": np.load(paths[1])})[0]
     np.testing.assert_allclose(got, np.load(paths[2]), rtol=TOL, atol=TOL)
+
+
+def test_circular_pad_needs_opset_19():
+    model = Fn(lambda m, x: F.pad(x, (2, 1, 1, 1), mode="circular"))
+    check(model, randn(1, 2, 4, 5), opset_version=19)
+    with pytest.raises(UnsupportedOperatorError, match="pad"):
+        export(model, (randn(1, 2, 4, 5),), None, opset_version=17)
