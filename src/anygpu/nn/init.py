@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from ..tensor import Tensor, default_generator, float32
+from ..tensor.inplace import write_host
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_", "xavier_uniform_",
            "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "trunc_normal_", "orthogonal_", "eye_",
@@ -26,8 +27,7 @@ def _write(tensor: Tensor, values) -> Tensor:
     if tensor.dtype != float32:
         raise ValueError(f"init: only float32 tensors can be initialised, got {tensor.dtype}")
     values = np.broadcast_to(np.asarray(values, dtype=np.float32), tensor.shape)
-    tensor._dev.write(tensor._buf, values)
-    tensor._host = None  # the buffer changed under any cached host copy
+    write_host(tensor, values)  # (through a view, into its base's buffer)
     return tensor
 
 

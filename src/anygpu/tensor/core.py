@@ -14,7 +14,7 @@ from ..autograd.engine import Entry, reverse_walk
 from ..autograd.rules import backward as rule
 from ..dtypes import bfloat16, float16, float32, int32, int64, to_dtype
 from ..ops import gpu
-from ..ops.nd import broadcast_shapes, contiguous_strides, numel
+from ..ops.nd import broadcast_shapes, numel
 
 from .grad_mode import _ANOMALY, _nan_check, is_grad_enabled, no_grad
 from .rng import _generator_rng
@@ -108,10 +108,15 @@ class Tensor:
     """A GPU array with autograd. Build with `anygpu.tensor`, `zeros`, `randn`, ..."""
 
     __slots__ = ("_buf", "shape", "dtype", "requires_grad", "grad", "_entry", "_parents",
-                 "_host", "_retain", "_key", "_torch_strides", "_hooks", "__weakref__")
+                 "_host", "_retain", "_key", "_base", "_view", "_version", "_hooks", "__weakref__")
     # _host: the host array an integer tensor was made from, kept only so index checks
     # (class indices, embedding ids) can run before GPU work. Never used for reads:
     # in-place updates of a shared buffer would leave it stale.
+    # _base: None, or for a view the tensor (never itself a view) whose buffer holds its
+    # elements; _view: None (the whole buffer, row-major) or, on a StridedView, its
+    # (strides, offset) in elements of the base's buffer (tensor/views.py).
+    # _version: torch's version counter, bumped by every in-place op on the tensor or on
+    # one of its views (kept on the base); a saved tensor found changed fails backward.
     __array_priority__ = 1000  # numpy defers to our reflected operators
 
     def __init__(self, buf, shape, dtype: str = float32, requires_grad: bool = False):
@@ -127,9 +132,9 @@ class Tensor:
         self._retain = False
         self._hooks: dict | None = None  # register_hook: handle id -> hook, in order
         self._key = id(self)  # the autograd engine's name for this value (a new one after an in-place op)
-        # None, or the strides torch's result would have where torch gives a non-contiguous
-        # view (permute, transpose, expand): `view` refuses what torch refuses on those.
-        self._torch_strides = None
+        self._base = None
+        self._view = None
+        self._version = 0
 
     __hash__ = object.__hash__
 
@@ -142,7 +147,6 @@ class Tensor:
                                "copy t.detach() instead")
         new = Tensor(self._dev.copy(self._buf), self.shape, self.dtype, self.requires_grad)
         memo[id(self)] = new
-        new._torch_strides = self._torch_strides
         if self._host is not None:
             new._host = self._host.copy()
         if self.grad is not None:
@@ -251,10 +255,8 @@ class Tensor:
         return f"tensor({body}{extra})"
 
     def detach(self) -> "Tensor":
-        """The same data, cut from the graph (shares the buffer)."""
-        out = Tensor(self._buf, self.shape, self.dtype)
-        out._host = _view_host(self, self._host)
-        return out
+        """The same data, cut from the graph: a view (in-place ops on either show in both)."""
+        return detached(self)
 
     def requires_grad_(self, flag: bool = True) -> "Tensor":
         if flag and not self.dtype.is_floating_point:
@@ -282,11 +284,14 @@ class Tensor:
 
     def clone(self) -> "Tensor":
         dev = self._dev
-        return _record("clone", Tensor(dev.copy(self._buf), self.shape, self.dtype), (self,),
-                       rule("clone", dev))
+        buf = self._buf if self._view is not None else dev.copy(self._buf)  # a strided view gathers a copy
+        return _record("clone", Tensor(buf, self.shape, self.dtype), (self,), rule("clone", dev))
 
-    def contiguous(self) -> "Tensor":
-        return self if self._torch_strides is None else reshape(self, self.shape)
+    def contiguous(self, memory_format=None) -> "Tensor":
+        """self where its elements are row-major already (torch's is_contiguous), else a copy."""
+        if self._view is None or is_row_major(self.shape, self._view[0]):
+            return self
+        return _record("contiguous", Tensor(self._buf, self.shape, self.dtype), (self,), rule("reshape", None))
 
     def float(self) -> "Tensor":
         return self.to(float32)
@@ -696,15 +701,7 @@ class Tensor:
         return reshape(self, shape)
 
     def view(self, *shape):
-        out = reshape(self, shape)
-        if self._torch_strides is not None:
-            strides = _view_strides(self.shape, self._torch_strides, out.shape)
-            if strides is None:
-                raise ValueError(f"view: shape {out.shape} is not compatible with the size {self.shape} and strides "
-                                 f"{self._torch_strides} this tensor has in torch (a permuted or expanded view); "
-                                 f"use .reshape(...) or .contiguous().view(...)")
-            out._torch_strides = None if _torch_contiguous(out.shape, strides) else strides
-        return out
+        return view(self, shape)
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1):
         start, end = _dim("flatten", start_dim, self.ndim), _dim("flatten", end_dim, self.ndim)
@@ -717,16 +714,13 @@ class Tensor:
         return reshape(self, shape)
 
     def unsqueeze(self, dim: int):
-        dim = _dim("unsqueeze", dim, self.ndim + 1)
-        return reshape(self, self.shape[:dim] + (1,) + self.shape[dim:])
+        return unsqueezed(self, _dim("unsqueeze", dim, self.ndim + 1))
 
     def squeeze(self, dim=None):
         if dim is None:
-            return reshape(self, tuple(s for s in self.shape if s != 1))
-        dim = _dim("squeeze", dim, self.ndim)
-        if self.shape[dim] != 1:
-            return self
-        return reshape(self, self.shape[:dim] + self.shape[dim + 1:])
+            return squeezed(self, {d for d, s in enumerate(self.shape) if s == 1})
+        dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+        return squeezed(self, {d for d in (_dim("squeeze", k, self.ndim) for k in dims) if self.shape[d] == 1})
 
     def permute(self, *dims):
         return permute(self, dims)
@@ -803,7 +797,7 @@ class Tensor:
             index = (slice(None),) * d + (slice(start, start + length),)
             pieces.append(getitem(self, index))
             start += length
-        return tuple(pieces)
+        return multi_output_views(pieces, "split")
 
     def tril(self, diagonal: int = 0) -> "Tensor":
         return _triangle(self, diagonal, lower=True)
@@ -890,9 +884,16 @@ class Tensor:
     def data(self, value: "Tensor") -> None:
         if not isinstance(value, Tensor):
             raise ValueError(f"data: expected a Tensor, got {type(value).__name__}")
-        if value.shape != self.shape:
-            self.shape = value.shape
-        self._buf, self.dtype, self._host = value._buf, value.dtype, value._host
+        # self now shares value's storage: a strided view of value's base, or value's buffer itself
+        if value._view is not None:
+            self.__class__ = StridedView
+            self._base, self._view = value._base, value._view
+        else:
+            if self._view is not None:
+                self.__class__ = Tensor
+            self._view = None
+            self._buf = value._buf
+        self.shape, self.dtype, self._host = value.shape, value.dtype, value._host
 
     # ------------------------------------------------------------- torch's other Tensor methods
     def __floordiv__(self, other):
@@ -1076,7 +1077,19 @@ class Tensor:
         return self.dtype.is_floating_point
 
     def is_contiguous(self, memory_format=None) -> bool:
-        return self._torch_strides is None
+        return self._view is None or is_row_major(self.shape, self._view[0])
+
+    def storage_offset(self) -> int:
+        return 0 if self._view is None else self._view[1]
+
+    def untyped_storage(self) -> "Storage":
+        """The storage this tensor's elements live in (shared by a tensor and its views)."""
+        return Storage(self if self._base is None else self._base)
+
+    def data_ptr(self) -> int:
+        """An address-like number: the storage's, plus this tensor's offset in bytes (equal
+        for a tensor and a view of it at offset 0, as torch's)."""
+        return self.untyped_storage().data_ptr() + self.storage_offset() * self.element_size()
 
     def new_tensor(self, data, dtype=None, device=None, requires_grad: bool = False):
         return tensor(data, dtype=dtype or self.dtype, requires_grad=requires_grad)
@@ -1099,7 +1112,7 @@ class Tensor:
 
     def unbind(self, dim: int = 0):
         d = _dim("unbind", dim, self.ndim)
-        return tuple(getitem(self, (slice(None),) * d + (i,)) for i in range(self.shape[d]))
+        return multi_output_views([getitem(self, (slice(None),) * d + (i,)) for i in range(self.shape[d])], "unbind")
 
     def repeat(self, *sizes):
         if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
@@ -1352,8 +1365,8 @@ class Tensor:
         return bool(_compare("eq", self, element).any())
 
     def stride(self, dim=None):
-        """The strides of this (always contiguous) tensor's layout."""
-        strides = contiguous_strides(self.shape)
+        """The step in elements between neighbours along each dim, as torch's."""
+        strides = tuple(layout(self)[0])
         return strides if dim is None else strides[_dim("stride", dim, self.ndim)]
 
     def take_along_dim(self, indices, dim=None):
@@ -1368,12 +1381,7 @@ class Tensor:
         return gather(x, d, indices if tuple(i_shape) == indices.shape else expand(indices, tuple(i_shape)))
 
     def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1):
-        d1, d2 = _dim("diagonal", dim1, self.ndim), _dim("diagonal", dim2, self.ndim)
-        moved = movedim(self, (d1, d2), (-2, -1))
-        rows, cols = moved.shape[-2:]
-        length = max(0, min(rows + min(offset, 0), cols - max(offset, 0)))
-        r = arange(length) + max(-offset, 0)
-        return getitem(moved, (Ellipsis, r, r + offset))
+        return diagonal(self, offset, dim1, dim2)
 
     def trace(self):
         return self.diagonal().sum()
@@ -1536,43 +1544,11 @@ class Tensor:
         return _inplace(self, tensor(np.asarray(values), dtype=self.dtype), "apply_")
 
     def as_strided(self, size, stride, storage_offset=None):
-        """torch's as_strided over this tensor's own elements in row-major order (a contiguous
-        tensor's storage; every view here is a copy, so the result is one too, and an explicit
-        offset counts from this tensor's first element). Overlapping positions sum their gradients."""
-        size, stride = tuple(int(v) for v in size), tuple(int(v) for v in stride)
-        offset = 0 if storage_offset is None else int(storage_offset)
-        if len(size) != len(stride):
-            raise ValueError(f"as_strided: size {size} and stride {stride} must have the same length")
-        if min(size + stride + (offset,), default=0) < 0:
-            raise ValueError(f"as_strided: sizes, strides and offset must not be negative, got {size}, {stride}, "
-                             f"{offset}")
-        flat = self.reshape(-1)
-        if 0 in size:
-            return flat[:0].reshape(size)
-        positions = np.full(size, offset, dtype=np.int64)
-        for k, (n, st) in enumerate(zip(size, stride)):
-            positions = positions + (np.arange(n, dtype=np.int64) * st).reshape((1,) * k + (n,) + (1,) * (len(size) - k - 1))
-        if positions.max() >= flat.numel():
-            raise ValueError(f"as_strided: size {size} and stride {stride} at offset {offset} reach element "
-                             f"{int(positions.max())} of a tensor of {flat.numel()} elements")
-        return index_select(flat, 0, tensor(positions.reshape(-1))).reshape(size)
+        return as_strided(self, size, stride, storage_offset)
 
     def unfold(self, dimension: int, size: int, step: int):
-        """Windows of `size` elements every `step` along dimension, as a new last dimension
-        (torch's Tensor.unfold; a copy here, as every view is)."""
-        if step < 1:
-            raise ValueError(f"unfold: step must be positive, got {step}")
-        length = self.shape[_dim("unfold", dimension, self.ndim)] if self.ndim else 1
-        if size < 0 or size > length:
-            raise ValueError(f"unfold: size must be in [0, {length}] (the length of dimension {dimension}), got {size}")
-        if self.ndim == 0:
-            return self.reshape(1)[:size]
-        d = _dim("unfold", dimension, self.ndim)
-        count = (length - size) // step + 1
-        starts = np.arange(count, dtype=np.int64)[:, None] * step + np.arange(size, dtype=np.int64)[None, :]
-        picked = index_select(self, d, tensor(starts.reshape(-1)))
-        windows = picked.reshape(self.shape[:d] + (count, size) + self.shape[d + 1:])
-        return movedim(windows, d + 1, -1)
+        """Windows of `size` elements every `step` along dimension, as a new last dimension (a view)."""
+        return unfold(self, dimension, size, step)
 
     def aminmax(self, *, dim=None, keepdim: bool = False):
         return namedtuple("aminmax", ["min", "max"])(self.amin(dim, keepdim), self.amax(dim, keepdim))  # type: ignore[call-arg]
@@ -1653,12 +1629,74 @@ class Tensor:
         return _inplace(self, self.tanh(), "tanh_")
 
 
+class Storage:
+    """torch's untyped_storage() of a tensor: what it and its views share (the base tensor)."""
+
+    __slots__ = ("_owner",)
+
+    def __init__(self, owner: Tensor):
+        self._owner = owner
+
+    def data_ptr(self) -> int:
+        return id(self._owner)
+
+    def nbytes(self) -> int:
+        return self._owner.numel() * self._owner.element_size()
+
+    def size(self) -> int:
+        return self.nbytes()
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Storage) and other._owner is self._owner
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class StridedView(Tensor):
+    """A view whose elements are not its base's whole buffer in row-major order (a slice,
+    a transpose, an expand, ...): `_view` = (strides, offset) in elements of
+    `_base._buf`. Reading `_buf` gathers the elements into a new contiguous Buffer (one
+    strided-gather kernel), so kernels see an ordinary operand holding the base's current
+    values; in-place ops write back through `inplace.py`. See tensor/views.py."""
+
+    __slots__ = ()
+
+    def __init__(self, base: Tensor, shape, dtype, strides: tuple, offset: int):
+        self.shape = tuple(shape)
+        self.dtype = dtype
+        self.requires_grad = False
+        self.grad = None
+        self._entry = None
+        self._parents = ()
+        self._host = None
+        self._retain = False
+        self._hooks = None
+        self._key = id(self)
+        self._base = base
+        self._view = (strides, offset)
+        self._version = 0
+
+    @property  # type: ignore[override]
+    def _buf(self):
+        base = self._base
+        strides, offset = self._view
+        return base._buf._dev.strided_gather(base._buf, self.shape, strides, offset)
+
+    @property
+    def _dev(self):
+        return self._base._buf._dev
+
+    @property
+    def device(self):
+        return placement.device_of(self._base._buf._dev)
+
+
 # The modules holding the ops import Tensor from here, so the methods above reach them
 # through names bound once the class exists.
-from .recording import _freed_entry, _record, _topological_order, _view_host  # noqa: E402
+from .recording import _freed_entry, _record, _topological_order  # noqa: E402
 from .creation import arange, full, multinomial, ones, tensor, zeros, zeros_like  # noqa: E402
 from .elementwise import _as_float, _binary, _cast, _compare, _int_binary, _result_dtype, _to_tensor, _unary  # noqa: E402
-from .views import _torch_contiguous, _view_strides, expand, permute, reshape  # noqa: E402
+from .views import as_strided, detached, multi_output_views, diagonal, expand, is_row_major, layout, permute, reshape, squeezed, unfold, unsqueezed, view  # noqa: E402
 from .inplace import _inplace  # noqa: E402
 from .indexing import _check_index_range, _index_tensor, gather, getitem, index_select, nonzero, scatter, setitem, where  # noqa: E402
 from .shape import _triangle, cat, diag, flip, movedim, repeat_interleave, roll, stack  # noqa: E402

@@ -82,7 +82,8 @@ def _result_dtype(a, b) -> dtypes.dtype:
 
 
 def _float_operand(t: Tensor):
-    return t._buf if t._buf.dtype == "f32" else gpu().cast(t._buf, "f32")
+    buf = t._buf  # (once: a strided view gathers on each read)
+    return buf if buf.dtype == "f32" else gpu().cast(buf, "f32")
 
 
 def _float_operands(*tensors: Tensor) -> tuple:
@@ -90,14 +91,16 @@ def _float_operands(*tensors: Tensor) -> tuple:
     operand is float16 (f16 storage, f32 math, the result rounded to f16 once: torch's half
     kernels, without converted copies), else each operand as f32 (mixed float16/float32
     computes in float32, as torch promotes)."""
-    if all(t._buf.dtype == "f16" for t in tensors):
-        return tuple(t._buf for t in tensors)
-    return tuple(_float_operand(t) for t in tensors)
+    bufs = tuple(t._buf for t in tensors)
+    if all(buf.dtype == "f16" for buf in bufs):
+        return bufs
+    return tuple(buf if buf.dtype == "f32" else gpu().cast(buf, "f32") for buf in bufs)
 
 
 def _int_operand(t: Tensor):
     """t's elements as an i32 Buffer (bool's 0/1 words converted)."""
-    return t._buf if t._buf.dtype == "i32" else gpu().cast(t._buf, "i32")
+    buf = t._buf
+    return buf if buf.dtype == "i32" else gpu().cast(buf, "i32")
 
 
 def _cast(x: Tensor, dtype, copy: bool = False) -> Tensor:
@@ -112,13 +115,15 @@ def _cast(x: Tensor, dtype, copy: bool = False) -> Tensor:
         store = _BUF_DTYPE[dtype]
         if dtype is float16:
             _check_half("to")
-        buf = dev.copy(x._buf) if x._buf.dtype == store else dev.cast(x._buf, store)
+        source = x._buf  # (read once: a strided view gathers on each read)
+        buf = (source if x._view is not None else dev.copy(source)) if source.dtype == store else dev.cast(source, store)
         out = Tensor(buf, x.shape, dtype)
         if not x.dtype.is_floating_point:
             return out
-        source = x._buf.dtype  # float <-> float: the gradient goes back converted to x's dtype
+        source = source.dtype  # float <-> float: the gradient goes back converted to x's dtype
         return _attach("to", out, (x,), rule("to", dev, source))
-    buf = dev.copy(x._buf) if x._buf.dtype == "i32" else dev.cast(x._buf, "i32")
+    source = x._buf
+    buf = (source if x._view is not None else dev.copy(source)) if source.dtype == "i32" else dev.cast(source, "i32")
     out = Tensor(buf, x.shape, dtype)
     out._host = x._host if _is_int(x.dtype) else None
     return out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import operator
+
 
 import numpy as np
 
@@ -14,85 +16,129 @@ from .core import Tensor, _dim, _is_int, bool_
 from .recording import _record
 from .creation import arange, full, tensor
 from .elementwise import _as_float, _cast, _compare, _float_operand, _int_binary, _result_dtype, _to_tensor
-from .views import expand
+from .views import expand, layout, new_view
 from .inplace import _inplace
+
+
+def _as_tuple(index) -> tuple:
+    """The index as a tuple of items, as torch reads it: a list (not a tuple) that holds a
+    sequence, slice, None or Ellipsis is read as a tuple (NumPy's old rule, kept by torch)."""
+    if isinstance(index, tuple):
+        return index
+    if isinstance(index, list) and any(isinstance(i, (list, tuple, np.ndarray, Tensor, slice, range))
+                                       or i is None or i is Ellipsis for i in index):
+        return tuple(index)
+    return (index,)
+
+
+def _index_array(item) -> Tensor:
+    """A list, range or NumPy array as an index tensor (int64, or bool for a mask)."""
+    values = np.asarray(item)
+    if values.size == 0 and values.dtype.kind not in "biu":
+        values = values.astype(np.int64)  # [] selects nothing, with an integer index
+    if values.dtype.kind not in "biu":
+        raise IndexError(f"indexing: tensors used as indices must be long, int, byte or bool tensors, got an "
+                         f"array of {values.dtype}")
+    return tensor(values if values.dtype.kind == "b" else values.astype(np.int64))
 
 
 def _expand_index(x: Tensor, index) -> tuple:
     """An index as a tuple of items that covers x's dims: ints, slices, None, and integer
-    Tensors (lists and arrays become tensors; a bool mask over k dims becomes the k integer
-    tensors of its nonzero positions, read back as torch does); Ellipsis filled in."""
-    if not isinstance(index, tuple):
-        index = (index,)
+    Tensors (lists, ranges and arrays become tensors; a bool mask over k dims becomes the k
+    integer tensors of its nonzero positions, read back as torch does); Ellipsis filled
+    in; a bool scalar is a new dim of size 1 (True) or 0 (False, see getitem)."""
     items = []
-    for item in index:
-        if isinstance(item, (list, np.ndarray)) or (isinstance(item, Tensor)):
-            t = item if isinstance(item, Tensor) else tensor(np.asarray(item))
+    for item in _as_tuple(index):
+        if isinstance(item, (list, range, np.ndarray, Tensor)) and not (isinstance(item, np.ndarray) and item.ndim == 0):
+            t = item if isinstance(item, Tensor) else _index_array(item)
             if t.dtype is bool_:
                 if t.ndim == 0:
-                    raise IndexError("indexing: a 0-d bool index is not supported")
-                items.append(_MaskDims([tensor(p.astype(np.int64)) for p in np.nonzero(t.numpy())]))
+                    items.append(None if bool(t.item()) else False)
+                    continue
+                items.append(_MaskDims(t, [tensor(p.astype(np.int64)) for p in np.nonzero(t.numpy())]))
                 continue
             if t.dtype.is_floating_point:
-                raise IndexError(f"indexing: tensors used as indices must be integer or bool tensors, got {t.dtype}")
+                raise IndexError(f"indexing: tensors used as indices must be long, int, byte or bool tensors, "
+                                 f"got {t.dtype}")
             items.append(t)
         elif item is None or item is Ellipsis or isinstance(item, slice):
             items.append(item)
         elif isinstance(item, (bool, np.bool_)):
-            raise IndexError("indexing: a bool scalar index is not supported")
+            items.append(None if item else False)
         else:
             try:
-                items.append(int(item))
+                items.append(operator.index(item))
             except TypeError:
-                raise IndexError(f"indexing: unsupported index {item!r}") from None
-    flat = []
-    for item in items:
-        flat.extend(item.tensors if isinstance(item, _MaskDims) else [item])
-    n_ellipsis = sum(i is Ellipsis for i in flat)
+                raise IndexError(f"indexing: only integers, slices (`:`), ellipsis (`...`), None and long or byte "
+                                 f"Variables are valid indices, got {type(item).__name__} {item!r}") from None
+    n_ellipsis = sum(i is Ellipsis for i in items)
     if n_ellipsis > 1:
-        raise IndexError("indexing: an index can only have a single ellipsis")
-    n_real = sum(i is not None and i is not Ellipsis for i in flat)
+        raise IndexError("indexing: an index can only have a single ellipsis ('...')")
+    n_real = sum(len(i.tensors) if isinstance(i, _MaskDims) else i is not None and i is not Ellipsis
+                 and i is not False for i in items)
     if n_real > x.ndim:
-        raise IndexError(f"indexing: too many indices for a tensor of {x.ndim} dims")
+        raise IndexError(f"too many indices for tensor of dimension {x.ndim}")
     if n_ellipsis:
-        pos = next(k for k, item in enumerate(flat) if item is Ellipsis)  # not .index: Tensor == is elementwise
-        flat = flat[:pos] + [slice(None)] * (x.ndim - n_real) + flat[pos + 1:]
+        pos = next(k for k, item in enumerate(items) if item is Ellipsis)  # not .index: Tensor == is elementwise
+        items = items[:pos] + [slice(None)] * (x.ndim - n_real) + items[pos + 1:]
     else:
-        flat = flat + [slice(None)] * (x.ndim - n_real)
+        items = items + [slice(None)] * (x.ndim - n_real)
+    flat, d = [], 0
+    for item in items:
+        if isinstance(item, _MaskDims):
+            mask_shape = item.mask.shape
+            if mask_shape != x.shape[d:d + len(mask_shape)]:
+                at = next(k for k in range(len(mask_shape)) if mask_shape[k] != x.shape[d + k])
+                raise IndexError(f"The shape of the mask {list(mask_shape)} at index {at} does not match the shape "
+                                 f"of the indexed tensor {list(x.shape)} at index {d + at}")
+            flat.extend(item.tensors)
+            d += len(item.tensors)
+        else:
+            flat.append(item)
+            d += item is not None and item is not False
     return tuple(flat)
 
 
 class _MaskDims:
     """The index tensors a bool mask expands to (they cover consecutive dims)."""
 
-    def __init__(self, tensors):
+    def __init__(self, mask: Tensor, tensors):
+        self.mask = mask
         self.tensors = list(tensors)
 
 
-def _basic_view(x: Tensor, items) -> tuple[tuple, list, int]:
-    """(shape, strides, offset) of the view that ints, slices and None select."""
-    base = contiguous_strides(x.shape)
-    offset, shape, strides, d = 0, [], [], 0
+def _basic_view(x: Tensor, items, layout=None) -> tuple[tuple, list, int]:
+    """(shape, strides, offset) of the view that ints, slices and None select from x laid
+    out as `layout` = (strides, offset) (default: row-major from 0). A None dim takes
+    torch's stride (the next dim's extent, 1 at the end)."""
+    base, offset = layout if layout is not None else (contiguous_strides(x.shape), 0)
+    shape, strides, d = [], [], 0
     for item in items:
-        if item is None:
-            shape.append(1)
-            strides.append(0)
+        if item is None or item is False:  # a new dim: None (and True) of size 1, False of size 0
+            shape.append(0 if item is False else 1)
+            strides.append(None)
             continue
         size = x.shape[d]
         if isinstance(item, slice):
             start, stop, step = item.indices(size)
             if step <= 0:
-                raise ValueError("indexing: step must be positive")
+                raise ValueError("indexing: step must be greater than zero")
             length = max(0, -(-(stop - start) // step))
-            offset += start * base[d] if length else 0
+            offset += start * base[d]
             shape.append(length)
             strides.append(base[d] * step)
         else:
             i = int(item)
             if not -size <= i < size:
-                raise IndexError(f"indexing: index {i} is out of bounds for dimension {d} with size {size}")
+                raise IndexError(f"index {i} is out of bounds for dimension {d} with size {size}")
             offset += (i % size) * base[d]
         d += 1
+    after = 1
+    for k in range(len(strides) - 1, -1, -1):
+        if strides[k] is None:
+            strides[k] = after
+        else:
+            after = strides[k] * shape[k]
     return tuple(shape), strides, offset
 
 
@@ -157,7 +203,11 @@ def _flat_positions(x: Tensor, items) -> Tensor:
 
 
 def _has_tensor_items(items) -> bool:
-    return any(isinstance(item, Tensor) for item in items)
+    if any(isinstance(item, Tensor) for item in items):
+        if any(item is False for item in items):
+            raise IndexError("indexing: a False index together with index tensors is not supported")
+        return True
+    return False
 
 
 def getitem(x: Tensor, index) -> Tensor:
@@ -172,8 +222,7 @@ def getitem(x: Tensor, index) -> Tensor:
 
         return _record("index", out, (x,), rule("gather", dev, positions._buf, 1, x.numel(), n, 1))
     shape, strides, offset = _basic_view(x, items)
-    out = Tensor(dev.strided_gather(x._buf, shape, strides, offset), shape, x.dtype)
-
+    out = new_view(x, shape, *_basic_view(x, items, layout(x))[1:])  # a view: x's storage, not a copy
     return _record("getitem", out, (x,), rule("getitem", dev, x.numel(), shape, strides, offset))
 
 

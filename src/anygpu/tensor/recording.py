@@ -70,8 +70,69 @@ def _attach(name: str, out: Tensor, parents: Sequence[Tensor], backward) -> Tens
     if is_grad_enabled() and any(p.requires_grad for p in parents):
         out.requires_grad = True
         out._parents = tuple(parents)
+        saves = _SAVES.get(name)
+        if saves is not None and backward is not None:
+            backward = _version_checked(backward, name, saves(parents, out))
         out._entry = Entry(name, tuple(p._key for p in parents), out._key, backward)
     return out
+
+
+def _products(parents, out) -> list:
+    """What torch's mul/matmul backward keeps: each operand whose partner needs a gradient."""
+    if len(parents) != 2:
+        return []
+    a, b = parents
+    return ([b] if a.requires_grad else []) + ([a] if b.requires_grad else [])
+
+
+# The tensors torch's backward of an op saves, so that an in-place change to one of them
+# before backward fails as torch's does (the version counter). Ops not listed save none
+# that torch would check; the engine keeps its own copies either way.
+_SAVES = {
+    "mul": _products, "matmul": _products, "bmm": _products, "mm": _products,
+    "div": lambda parents, out: ([parents[1]] + ([parents[0]] if parents[1].requires_grad else []))
+    if len(parents) == 2 else [],
+    "pow": lambda parents, out: list(parents),
+    "maximum": lambda parents, out: list(parents), "minimum": lambda parents, out: list(parents),
+    **{name: (lambda parents, out: [out]) for name in (
+        "exp", "tanh", "sigmoid", "relu", "sqrt", "rsqrt", "reciprocal", "softmax", "log_softmax")},
+    **{name: (lambda parents, out: list(parents)) for name in (
+        "log", "log2", "log10", "log1p", "sin", "cos", "tan", "abs", "square", "erf", "asin", "acos", "atan",
+        "sinh", "cosh", "silu", "gelu")},
+}
+
+
+def _version_checked(backward, name: str, saved: list):
+    """backward, first checking that no tensor in `saved` changed in place since now."""
+    if not saved:
+        return backward
+    marks = [(t, t if t._base is None else t._base) for t in saved]
+    versions = [owner._version for _, owner in marks]
+
+    def run(grad_out):
+        for (t, owner), version in zip(marks, versions):
+            if owner._version != version:
+                raise RuntimeError(
+                    f"one of the variables needed for gradient computation has been modified by an inplace "
+                    f"operation: a tensor of shape {list(t.shape)} and dtype {t.dtype}, saved by {name}, is at "
+                    f"version {owner._version}; expected version {version} instead")
+        return backward(grad_out)
+
+    def written_in_place(owner) -> None:
+        """The op itself was in place on `owner` (x.mul_(y)): its saved value is the one from before."""
+        for k, (_, mark) in enumerate(marks):
+            if mark is owner:
+                versions[k] = owner._version
+    run.written_in_place = written_in_place  # type: ignore[attr-defined]
+    return run
+
+
+def _written_in_place(result: Tensor, owner: Tensor) -> None:
+    """Tell result's own backward (the in-place op's) that `owner`'s new version is its own write."""
+    entry = result._entry
+    mark = getattr(entry.backward, "written_in_place", None) if entry is not None else None
+    if mark is not None:
+        mark(owner)
 
 
 def _freed_entry(entry: Entry) -> Entry:
