@@ -9,7 +9,7 @@ bucket by bucket). Regenerate on a GPU after warming a cache with the workloads 
 interest, e.g. on the H200:
 
     export ANYGPU_CACHE_DIR=$(mktemp -d)
-    anygpu tune -- python benchmarks/first_steps.py --steps 3 --first 3   # nanoGPT's shapes
+    anygpu tune -- python benchmarks/first_steps.py --steps 3 --first 3 --cache-dir "$ANYGPU_CACHE_DIR"
     anygpu tune -- anygpu train digits --epochs 1 --no-progress --out /tmp/digits
     anygpu bench --tune                                                  # the bench sizes
     python benchmarks/export_tuned_defaults.py                           # -> src/anygpu/ops/tuned_defaults.json

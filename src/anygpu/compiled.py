@@ -153,10 +153,13 @@ class _Signature:
                         Tensor(dev.empty(leaf._buf.len, leaf._buf.dtype), leaf.shape, leaf.dtype)
                         for leaf in args_leaves]
         # Closed-over inputs: the index in `closed` of each one with a buffer of its own (first
-        # of those sharing one), and the step's own buffer it is copied into at a replay.
+        # of those sharing one). At a replay, those that were another buffer in each of the two
+        # recordings compared are copied into the step's own buffer (`copied`: slot -> Buffer),
+        # and back when the step writes them; the others must still be the recorded buffer.
         self.slots = _slots(closed)
-        self.slot_private = [dev.empty(closed[i]._buf.len, closed[i]._buf.dtype) for i in self.slots]
-        self.write_back: list[int] = []  # slots the step writes in place: copied back after a replay
+        self.copied: dict = {}  # (made before a recording: never one of its pool buffers)
+        self.fixed: dict = {}  # slot -> (the Tensor, its wgpu buffer) in both recordings
+        self.write_back: list[int] = []  # copied slots the step writes in place
 
     def release(self) -> None:
         if self.replay is not None:
@@ -252,12 +255,16 @@ class CompiledStep:
             entry = self._signatures[key] = _Signature(dev, leaves, closed)
         entry.calls += 1
         if entry.state == "replay":
-            if not entry.replay.stale():
+            moved = next((n for n, (t, b) in entry.fixed.items()
+                          if closed[entry.slots[n]] is not t or t._buf._gpu is not b), None)
+            if moved is None and not entry.replay.stale():
                 self._last_reason = None
                 return self._replay(entry, leaves, closed)
             entry.release()  # a persistent buffer was replaced: record again
             entry.state, entry.previous, entry.tries = "recording", None, 0
-            entry.reason = "a buffer the capture used was replaced (e.g. a parameter reassigned): recording again"
+            entry.reason = ("a buffer the capture used was replaced (e.g. a parameter reassigned): recording again"
+                            if moved is None else f"{_closed_over(self.fn)[0][entry.slots[moved]]} is another tensor "
+                            f"than in the recordings (the same one twice before): recording again")
         if entry.state == "eager":
             return self._eager(entry.reason, args, kwargs)
         return self._record(entry, structure, leaves, closed)
@@ -267,8 +274,8 @@ class CompiledStep:
         for leaf, private in zip(leaves, entry.private):
             if private is not leaf and private._buf._gpu is not leaf._buf._gpu:
                 copies.append(("copy", leaf._buf._gpu, 0, private._buf._gpu, 0, _words(leaf._buf)))
-        for index, private in zip(entry.slots, entry.slot_private):
-            leaf = closed[index]
+        for slot, private in entry.copied.items():
+            leaf = closed[entry.slots[slot]]
             copies.append(("copy", leaf._buf._gpu, 0, private._gpu, 0, _words(leaf._buf)))
         return copies
 
@@ -279,6 +286,9 @@ class CompiledStep:
             if private is not leaf:
                 dev.copy(leaf._buf, private._buf)
         inputs = [closed[i]._buf._gpu for i in entry.slots]  # (realizes deferred work before recording)
+        for n, index in enumerate(entry.slots):  # the step's own buffers for them, made before recording
+            if n not in entry.copied:
+                entry.copied[n] = dev.empty(closed[index]._buf.len, closed[index]._buf.dtype)
         args, kwargs = _build(structure, entry.private)
         provisional = tuner.provisional_calls()
         recording = Recording(dev)
@@ -306,7 +316,8 @@ class CompiledStep:
             self._note(entry.reason)
             return result
         entry.tries += 1
-        previous, entry.previous = entry.previous, (recording, out_structure, inputs)
+        previous, entry.previous = entry.previous, (recording, out_structure, inputs,
+                                                    [closed[index] for index in entry.slots])
         if previous is None:
             entry.reason = "recorded once: replayed from the next call if that one records the same commands"
             self._note(entry.reason)
@@ -315,9 +326,15 @@ class CompiledStep:
         if why is None and previous[1] != out_structure:
             why = "the returned values differ in structure"
         if why is None:
-            rebind = {gpu_buffer: private._gpu for gpu_buffer, private in zip(inputs, entry.slot_private)}
+            # The same Tensor over the same buffer in both (a new batch may get the buffer its
+            # predecessor gave back to the pool: that one is copied like any other).
+            entry.fixed = {n: (closed[index], inputs[n]) for n, index in enumerate(entry.slots)
+                           if previous[2][n] is inputs[n] and previous[3][n] is closed[index]}
+            for n in entry.fixed:  # read where they are: no copy of their own
+                del entry.copied[n]
+            rebind = {inputs[n]: private._gpu for n, private in entry.copied.items()}
             changed = written(recording)
-            entry.write_back = [n for n, gpu_buffer in enumerate(inputs) if id(gpu_buffer) in changed]
+            entry.write_back = [n for n in entry.copied if id(inputs[n]) in changed]
             entry.replay = Replay(recording, rebind)
             entry.outputs = (out_structure, [(rebind.get(t._buf._gpu, t._buf._gpu), t.shape, t.dtype, t._buf.dtype,
                                               t._buf.len) for t in out_leaves])
@@ -348,6 +365,6 @@ class CompiledStep:
             results.append(Tensor(fresh, shape, dtype))
         for n in entry.write_back:  # closed-over tensors the step writes in place get its result
             leaf = closed[entry.slots[n]]
-            after.append(("copy", entry.slot_private[n]._gpu, 0, leaf._buf._gpu, 0, _words(leaf._buf)))
+            after.append(("copy", entry.copied[n]._gpu, 0, leaf._buf._gpu, 0, _words(leaf._buf)))
         replay.run(before=self._copy_in(entry, leaves, closed), after=after)
         return _build(structure, results)

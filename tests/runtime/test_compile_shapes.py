@@ -327,3 +327,31 @@ def test_no_replay_while_the_autotuner_is_choosing(monkeypatch):
     for _ in range(4):
         compiled()
     assert compiled.reason() is None and compiled.stats["replayed"] == 2
+
+
+def test_a_fixed_closed_over_tensor_is_read_in_place_and_a_replaced_one_records_again():
+    model = _mlp()
+    (x0, y0), (x1, _) = _batches(n=2)
+    y = ag.tensor(y0)
+    holder = {"x": ag.tensor(x0)}
+
+    def step():
+        return F.cross_entropy(model(holder["x"]), y)
+
+    def eager(x):
+        return float(F.cross_entropy(model(ag.tensor(x)), y).item())
+
+    compiled = ag.compile(step)
+    for _ in range(4):
+        assert float(compiled().item()) == eager(x0)
+    assert compiled.stats["replayed"] == 2 and compiled.reason() is None
+    holder["x"].mul_(2.0)  # changed in place: the replay reads it where it is
+    assert float(compiled().item()) == eager(2.0 * x0)
+    assert compiled.stats["replayed"] == 3
+    holder["x"] = ag.tensor(x1)  # another tensor: recorded again, never the old one's values
+    assert float(compiled().item()) == eager(x1)
+    assert compiled.reason() == "recorded once: replayed from the next call if that one records the same commands"
+    for n in range(4):
+        holder["x"] = ag.tensor(x1 + n)
+        assert float(compiled().item()) == eager(x1 + n)
+    assert compiled.stats["replayed"] >= 4 and compiled.reason() is None

@@ -263,7 +263,7 @@ class _Progress:
 
             from tqdm import tqdm
             self.bar = tqdm(total=self.total, initial=self.done, file=sys.stderr, unit="candidate",
-                            desc="anygpu: tuning kernels (once per shape; anygpu tune -- CMD does it ahead)",
+                            desc="anygpu: tuning kernels",
                             dynamic_ncols=True, mininterval=0.5)
         elif self.bar is not None:
             self.bar.update(1)
