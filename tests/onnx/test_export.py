@@ -496,8 +496,11 @@ def test_export_params_false_makes_parameters_inputs():
     np.testing.assert_allclose(_session(proto).run(None, feeds)[0], model(randn(2, 3)).numpy(), rtol=TOL, atol=TOL)
 
 
-def test_torch_onnx_name_resolves_to_anygpu():
+def test_torch_onnx_names_resolve_to_anygpu():
     assert ag.onnx.export is export
+    assert ag.onnx.errors.UnsupportedOperatorError is UnsupportedOperatorError
+    assert issubclass(UnsupportedOperatorError, ag.onnx.errors.OnnxExporterError)
+    assert issubclass(UnsupportedOperatorError, ValueError)
 
 
 # ===================================================================== whole models

@@ -25,9 +25,10 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping, Sequence
 
-from ._trace import UnsupportedOperatorError
+from . import errors
+from .errors import OnnxExporterError, UnsupportedOperatorError
 
-__all__ = ["export", "UnsupportedOperatorError", "TrainingMode", "is_in_onnx_export"]
+__all__ = ["export", "errors", "OnnxExporterError", "UnsupportedOperatorError", "TrainingMode", "is_in_onnx_export"]
 
 _EXPORTING = [False]
 _MIN_OPSET = 11

@@ -121,7 +121,7 @@ def _reduce(tr: Tracer, op: str, name: str, axes: list[int] | None, keepdims: bo
     return g.node(op, [name], {**attrs, "axes": list(axes)})
 
 
-def _float_elem(tr: Tracer, *values) -> int:
+def _common_elem(tr: Tracer, *values) -> int:
     """The element type two compared operands meet in (torch's promotion, roughly)."""
     elems = [tr.graph.types.get(tr.name(v)) if _is_tensor(v) else None for v in values]
     floats = [e for e in elems if e in FLOAT_TYPES]
@@ -154,7 +154,7 @@ def _compare(op: str, negate: bool = False, reverse: bool = False) -> Mapping:
         a, b = _values(args)[:2]
         if reverse:
             a, b = b, a
-        elem = _float_elem(tr, a, b)
+        elem = _common_elem(tr, a, b)
         if elem == TensorProto.BOOL and op != "Equal":
             elem = TensorProto.INT32
         g = tr.graph
@@ -239,12 +239,6 @@ def _where(tr: Tracer, out, args: Args) -> None:
     elem = elem_type(out.dtype)
     cond = _operand(tr, condition, TensorProto.BOOL)
     _result(tr, out, tr.graph.node("Where", [cond, _operand(tr, a, elem), _operand(tr, b, elem)]))
-
-
-def _maximum_or_minimum(op: str) -> Mapping:
-    def emit(tr: Tracer, out, args: Args) -> None:
-        _binary(op)(tr, out, args)
-    return emit
 
 
 # ===================================================================== matmul, linear, casts
@@ -426,9 +420,9 @@ def _getitem(tr: Tracer, out, args: Args) -> None:
         if len(advanced) > 1 or any(item is None or isinstance(item, int) for item in items):
             raise unsupported("index", "more than one tensor index, or a tensor index with ints or None")
         tensor_item = next(item for item in items if _is_tensor(item) or isinstance(item, (list, np.ndarray)))
-        dtype = getattr(tensor_item, "dtype", None)
-        if dtype is not None and getattr(dtype, "name", "") == "bool" or np.asarray(
-                tensor_item if not _is_tensor(tensor_item) else 0).dtype == np.bool_:
+        is_mask = (tensor_item.dtype.name == "bool" if _is_tensor(tensor_item)
+                   else np.asarray(tensor_item).dtype == np.bool_)
+        if is_mask:
             raise unsupported("index", "a boolean mask index is data-dependent")
     starts, ends, axes, steps, squeeze, unsqueeze = [], [], [], [], [], []
     dim = out_dim = 0

@@ -32,12 +32,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
+from .errors import UnsupportedOperatorError
+
 if TYPE_CHECKING:  # the onnx package is imported by export only, not with anygpu
     from ._graph import Graph
-
-
-class UnsupportedOperatorError(ValueError):
-    """An op the forward ran has no ONNX mapping (its name is in the message)."""
 
 
 def unsupported(op: str, why: str = "") -> UnsupportedOperatorError:
