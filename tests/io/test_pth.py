@@ -393,6 +393,14 @@ def test_truncated_and_damaged_zips(tmp_path):
         (tmp_path / "cut.pth").write_bytes(data[:cut])
         with pytest.raises(pth.PthError, match="load: "):
             (ag.load if cut >= 9 else pth.load)(tmp_path / "cut.pth")  # shorter: not recognisably torch's
+    with zipfile.ZipFile(tmp_path / "ok.pth") as archive:  # a changed byte inside a tensor's storage
+        info = archive.getinfo("ok/data/0")
+    at = info.header_offset + 30 + len(info.filename) + len(info.extra) + 100
+    damaged = bytearray(data)
+    damaged[at] ^= 0x01
+    (tmp_path / "flip.pth").write_bytes(bytes(damaged))
+    with pytest.raises(pth.PthError, match="'ok/data/0' fails its CRC-32 check"):
+        ag.load(tmp_path / "flip.pth")
     rng = np.random.default_rng(8)
     for _ in range(60):  # flipped bytes anywhere: a clear error or the right shapes, never a crash
         damaged = bytearray(data)

@@ -32,6 +32,7 @@ import stat
 import struct
 import warnings
 import zipfile
+import zlib
 from typing import Any, BinaryIO, Callable
 
 import numpy as np
@@ -464,11 +465,40 @@ def _check_member(info: zipfile.ZipInfo, where: str, limit: int | None = None) -
                        f"bytes (over {MAX_COMPRESSION_RATIO} times: a zip bomb?)")
 
 
-def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, where: str, size: int | None = None) -> bytes:
-    """The member's bytes, reading no more than its declared size; `size`, when given, must be it."""
+def _stored_bytes(whole: memoryview, info: zipfile.ZipInfo, where: str) -> memoryview | None:
+    """An uncompressed member's bytes as a slice of the file in memory (no copy), its CRC
+    checked; None where its local header is not where the central directory says."""
+    start = info.header_offset
+    header = bytes(whole[start:start + 30])
+    if len(header) < 30 or header[:4] != _ZIP_MAGIC:
+        return None
+    name_length, extra_length = struct.unpack("<HH", header[26:30])
+    begin = start + 30 + name_length + extra_length
+    try:
+        name = info.orig_filename.encode("utf-8" if info.flag_bits & 0x800 else "cp437")
+    except UnicodeEncodeError:
+        return None
+    if bytes(whole[start + 30:start + 30 + name_length]) != name:
+        return None
+    body = whole[begin:begin + info.file_size]
+    if len(body) != info.file_size:
+        raise PthError(f"load: {where}: {info.filename!r} reaches beyond the end of the file; the file is truncated")
+    if zlib.crc32(body) != info.CRC:
+        raise PthError(f"load: {where}: {info.filename!r} fails its CRC-32 check; the file is damaged")
+    return body
+
+
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, where: str, size: int | None = None,
+                 whole: memoryview | None = None) -> bytes | memoryview:
+    """The member's bytes, reading no more than its declared size; `size`, when given, must be it.
+    With the file in memory (`whole`), an uncompressed member is a slice of it, not a copy."""
     if size is not None and info.file_size != size:
         raise PthError(f"load: {where}: {info.filename!r} holds {info.file_size} bytes; the checkpoint "
                        f"declares {size}")
+    if whole is not None and info.compress_type == zipfile.ZIP_STORED:
+        body = _stored_bytes(whole, info, where)
+        if body is not None:
+            return body
     try:
         with archive.open(info) as member:
             data = member.read(info.file_size)
@@ -482,9 +512,10 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, where: str, si
     return data
 
 
-def _read_zip(file: BinaryIO, where: str, file_size: int):
+def _read_zip(data: bytes, where: str):
+    file_size, whole = len(data), memoryview(data)
     try:
-        archive = zipfile.ZipFile(file)
+        archive = zipfile.ZipFile(io.BytesIO(data))
     except Exception as error:  # BadZipFile, EOFError, struct.error, UnicodeDecodeError, ...
         raise PthError(f"load: {where}: not a readable zip archive ({error}); the file is damaged or "
                        "truncated") from None
@@ -510,7 +541,7 @@ def _read_zip(file: BinaryIO, where: str, file_size: int):
             if order not in (b"little", b"big"):
                 raise PthError(f"load: {where}: byteorder record {order!r}; expected 'little' or 'big'")
             little = order == b"little"
-        loaded: dict[str, bytes] = {}
+        loaded: dict[str, bytes | memoryview] = {}
         typed: dict[tuple[str, str], _Storage] = {}
 
         def storage(pid) -> _Storage:
@@ -523,7 +554,7 @@ def _read_zip(file: BinaryIO, where: str, file_size: int):
                 raise PthError(f"the pickle names storage {key!r}, which the archive does not hold")
             raw = _DTYPES[dtype][0]
             if key not in loaded:
-                loaded[key] = _read_member(archive, info, where, numel * raw.itemsize)
+                loaded[key] = _read_member(archive, info, where, numel * raw.itemsize, whole)
             elif len(loaded[key]) != numel * raw.itemsize:
                 raise PthError(f"storage {key!r} is read as {numel} x {dtype}, "
                                f"{numel * raw.itemsize} bytes; it holds {len(loaded[key])}")
@@ -732,7 +763,7 @@ def _records(f, where: str | None):
         with open_regular(f, "load") as handle:  # a FIFO or device is refused before any read
             data = handle.read()
     if data.startswith(_ZIP_MAGIC):
-        return _read_zip(io.BytesIO(data), where, len(data)), where
+        return _read_zip(data, where), where
     if data[:1] == b"\x80":
         return _read_legacy(data, where), where
     raise PthError(f"load: {where} is not a PyTorch checkpoint (it starts with {data[:4]!r}, neither a zip "
