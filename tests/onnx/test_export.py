@@ -625,8 +625,15 @@ def test_cli_exports_a_trained_model_file(tmp_path, capsys):
 
 def test_cli_export_errors_are_one_line(tmp_path, capsys):
     from anygpu.cli import main
+    from anygpu.infer import starter_model_path
     missing = tmp_path / "none.safetensors"
     assert main(["export", str(missing), str(tmp_path / "x.onnx")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    tampered = tmp_path / "tampered.safetensors"
+    data = bytearray(starter_model_path().read_bytes())
+    data[len(data) // 2] ^= 1
+    tampered.write_bytes(bytes(data))
+    assert main(["export", str(tampered), str(tmp_path / "x.onnx")]) == 1
     assert capsys.readouterr().err.count("\n") == 1
     assert not (tmp_path / "x.onnx").exists()
 

@@ -24,12 +24,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "export", help="write a model trained by 'anygpu train' as an ONNX file",
         description="Write a model.safetensors written by 'anygpu train' (its NanoSign signature is checked) "
                     "as an ONNX model with a dynamic batch dim, for onnxruntime and other ONNX runtimes. "
-                    "Needs the onnx package: pip install 'anygpu[onnx]'.",
+                    "Needs the onnx package: pip install 'anygpu[onnx]'. Exit 1: the model fails its NanoSign "
+                    "check; 2: bad arguments, a file that is not an anygpu model, an op with no ONNX mapping.",
     )
     parser.add_argument("model", type=Path, metavar="MODEL", help="a model.safetensors written by anygpu train")
     parser.add_argument("out", type=Path, metavar="OUT", help="the ONNX file to write (replaced atomically)")
     parser.add_argument("--opset", type=int, default=17, metavar="N", help="ONNX opset version (default 17)")
-    parser.set_defaults(func=run)
+    from anygpu.infer import _guarded  # a failed signature is exit 1, as for predict, eval and sample
+
+    parser.set_defaults(func=_guarded(run))
 
 
 def run(args: argparse.Namespace) -> int:
