@@ -51,6 +51,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
+import threading
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -214,6 +215,7 @@ class _Pace:
 
 
 _PACE = _Pace()
+_LOCK = threading.RLock()  # one decision at a time (threads driving several devices share the pace)
 
 
 def provisional_calls() -> int:
@@ -318,7 +320,8 @@ def choose(dev, tunable: Tunable, problem):
     memo = (tunable.name, problem, env.get("ANYGPU_AUTOTUNE"), env.get("ANYGPU_CACHE_DIR"), env.get("XDG_CACHE_HOME"))
     if memo in state.chosen:
         return state.chosen[memo]
-    choice, final = _decide(dev, tunable, problem)
+    with _LOCK:
+        choice, final = _decide(dev, tunable, problem)
     if final:
         state.chosen[memo] = choice
     else:
