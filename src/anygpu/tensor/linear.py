@@ -56,17 +56,19 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     if b.ndim == 2:
         batch_shape = a.shape[:-2]
         rows = numel(batch_shape) * m
-        out = Tensor(dev.matmul_strided(a._buf, b._buf, 1, rows, n, k), batch_shape + (m, n))
+        a_buf, b_buf = a._buf, b._buf  # (read once: a strided view gathers on each read)
+        out = Tensor(dev.matmul_strided(a_buf, b_buf, 1, rows, n, k), batch_shape + (m, n))
 
         return _record("matmul", out, (a, b),
-                       rule("matmul", dev, a._buf, b._buf, rows, n, k, (a.requires_grad, b.requires_grad)))
+                       rule("matmul", dev, a_buf, b_buf, rows, n, k, (a.requires_grad, b.requires_grad)))
     batch_shape = broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2])
     a_full = a if a.shape[:-2] == batch_shape else expand(a, batch_shape + (m, k))
     b_full = b if b.shape[:-2] == batch_shape else expand(b, batch_shape + (k, n))
     batch = numel(batch_shape)
-    out = Tensor(dev.matmul_strided(a_full._buf, b_full._buf, batch, m, n, k), batch_shape + (m, n))
+    a_buf, b_buf = a_full._buf, b_full._buf
+    out = Tensor(dev.matmul_strided(a_buf, b_buf, batch, m, n, k), batch_shape + (m, n))
 
-    return _record("bmm", out, (a_full, b_full), rule("bmm", dev, a_full._buf, b_full._buf, batch, m, n, k,
+    return _record("bmm", out, (a_full, b_full), rule("bmm", dev, a_buf, b_buf, batch, m, n, k,
                                                        (a_full.requires_grad, b_full.requires_grad)))
 
 

@@ -134,7 +134,8 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
     dev = gpu()
     cols = x.shape[-1]
     rows = x.numel() // cols
-    xb = x._buf if x._buf.dtype == "f16" else _float_operand(x)  # f16 rows: the f16 row kernels
+    xb = x._buf  # (read once: a strided view gathers on each read)
+    xb = xb if xb.dtype in ("f16", "f32") else dev.cast(xb, "f32")  # f16 rows: the f16 row kernels
     out = Tensor(dev.softmax(xb, rows, cols), x.shape)
     return _record("softmax", out, (x,), rule("softmax", dev, out._buf, rows, cols))
 
