@@ -736,7 +736,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     scale = 1.0 / math.sqrt(embed) if scale is None else float(scale)
     batch = numel(batch_shape)
     dev = gpu()
-    scores = dev.matmul_strided(q._buf, k._buf, batch, length, source, embed, trans_b=True, alpha=scale, op=op)
+    q_buf, k_buf, v_buf = q._buf, k._buf, v._buf  # (read once: a strided view gathers on each read)
+    scores = dev.matmul_strided(q_buf, k_buf, batch, length, source, embed, trans_b=True, alpha=scale, op=op)
     if mask is not None:
         scores, _ = dev.broadcast_binary("add", scores, scores_shape, mask._buf, mask.shape)
     probs = dev.softmax(scores, batch * length, source)
@@ -745,9 +746,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     if dropout_p > 0.0:
         seed = int(default_generator().integers(0, 2**63))
         kept = dev.dropout(probs, dropout_p, seed)
-    out = Tensor(dev.matmul_strided(kept, v._buf, batch, length, embed_v, source, op=op),
+    out = Tensor(dev.matmul_strided(kept, v_buf, batch, length, embed_v, source, op=op),
                  batch_shape + (length, embed_v))
-    backward = rule("attention", dev, q._buf, k._buf, v._buf, probs, kept, batch, length, source, embed, embed_v,
+    backward = rule("attention", dev, q_buf, k_buf, v_buf, probs, kept, batch, length, source, embed, embed_v,
                     scale, dropout_p, seed, mask_shapes=None if mask is None else (scores_shape, mask.shape),
                     needs=_needs(q, k, v, mask))
     return _record_with(op, out, (q, k, v, mask), backward)
