@@ -200,15 +200,16 @@ def pow_backward(dev, grad_out, a, b, out, shapes=None, needs=BOTH):
 def _extreme_rule(op: str):
     def extreme_backward(dev, grad_out, a, b, out=None, shapes=None, needs=BOTH):
         """out = maximum(a, b) (minimum): the gradient goes to the larger (smaller) input,
-        split evenly on ties, as in torch."""
+        split evenly on ties, whole to both where either is NaN, as in torch."""
         a_shape, b_shape, out_shape = shapes or (None, None, None)
-        if shapes is None:
-            share = dev.binary(op + "_share", a, b)
-        else:
-            share, _ = dev.broadcast_binary(op + "_share", a, a_shape, b, b_shape)
+
+        def share(x, x_shape, y, y_shape):
+            if shapes is None:
+                return dev.binary(op + "_share", x, y)
+            return dev.broadcast_binary(op + "_share", x, x_shape, y, y_shape)[0]
         # Select, not multiply (mask_mul): an infinite grad_out gives 0 to the input that lost.
-        ga = dev.binary("mask_mul", grad_out, share) if needs[0] else None
-        gb = dev.binary("mask_mul", grad_out, dev.unary("rsub_scalar", share, 1.0)) if needs[1] else None
+        ga = dev.binary("mask_mul", grad_out, share(a, a_shape, b, b_shape)) if needs[0] else None
+        gb = dev.binary("mask_mul", grad_out, share(b, b_shape, a, a_shape)) if needs[1] else None
         return _reduced(dev, (ga, gb), shapes)
     return extreme_backward
 

@@ -58,6 +58,13 @@ def _pow_expr(base: str, exponent: str, scalar: bool = False) -> str:
             f" {base} == 0.0 && {exponent} < 0.0)")
 
 
+def _expm1(x: str) -> str:
+    """WGSL exp(x) - 1 without the cancellation near 0 (torch's expm1): a Taylor polynomial
+    for |x| < 0.1 (relative error below 2e-9), exp(x) - 1 beyond."""
+    series = f"{x} * (1.0 + {x} * (0.5 + {x} * (0.16666667 + {x} * (0.041666668 + {x} * 0.008333334))))"
+    return f"select(exp({x}) - 1.0, {series}, abs({x}) < 0.1)"
+
+
 def _inf(x: str) -> str:
     """WGSL test that f32 `x` is +-inf, from its bits (see _nan)."""
     return f"((bitcast<u32>({x}) & 0x7fffffffu) == 0x7f800000u)"
@@ -69,7 +76,7 @@ UNARY = {
     "add_scalar": "v + alpha",
     # NaN stays NaN, as in torch. WGSL lets compilers assume no NaN, so `v != v` may fold to
     # false; the bit test survives.
-    "relu": "select(0.0, v, v > 0.0 || (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u)",
+    "relu": "select(0.0, v, v >= 0.0 || (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u)",  # relu(-0) = -0
     "sigmoid": "1.0 / (1.0 + exp(-v))",
     "silu": "v / (1.0 + exp(-v))",
     # tanh via exp of a clamped argument: WGSL's tanh may return NaN for large |v| on some drivers.
@@ -110,7 +117,7 @@ UNARY = {
     # erf: Abramowitz-Stegun 7.1.26 (abs error 1.5e-7), its series near 0 where that error is relative
     "erf": "select(erf_approx(v), 1.1283791671 * v * (1.0 - v * v * (0.333333333 - v * v * 0.1)), abs(v) < 0.05)",
     "leaky_relu": "select(v * alpha, v, v > 0.0)",
-    "elu": f"select(select(alpha * (exp(min(v, 0.0)) - 1.0), v, v > 0.0), v, {_nan('v')})",
+    "elu": f"select(select(alpha * {_expm1('select(v, 0.0, v > 0.0)')}, v, v > 0.0), v, {_nan('v')})",  # -0 kept
     # softplus with threshold beta (torch: x itself above it), alpha = beta parameter.
     "softplus": "select(log(1.0 + exp(v * alpha)) / alpha, v, v * alpha > beta)",
     "softplus_grad": "select(1.0 / (1.0 + exp(-v * alpha)), 1.0, v * alpha > beta)",
@@ -143,8 +150,10 @@ BINARY = {
     "leaky_relu_backward": "select(a * alpha, a, b > 0.0)",                        # b = x
     "elu_backward": "select(a * alpha * exp(min(b, 0.0)), a, b > 0.0)",            # b = x
     # The share of d max(a, b) (d min(a, b)) that goes to a: ties split evenly, as in torch.
-    "maximum_share": "select(select(0.0, 0.5, a == b), 1.0, a > b)",
-    "minimum_share": "select(select(0.0, 0.5, a == b), 1.0, a < b)",
+    # a's share of the gradient: 1 where a wins, 1/2 on ties, 1 with a NaN on either side
+    # (torch gives both inputs the whole gradient there); b's share is share(b, a).
+    "maximum_share": f"select(select(select(0.0, 0.5, a == b), 1.0, a > b), 1.0, {_nan('a')} || {_nan('b')})",
+    "minimum_share": f"select(select(select(0.0, 0.5, a == b), 1.0, a < b), 1.0, {_nan('a')} || {_nan('b')})",
 }
 
 
