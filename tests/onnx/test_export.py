@@ -16,6 +16,7 @@ import anygpu.nn.functional as F
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
+from anygpu.nn.functional import embedding, linear  # noqa: E402  (bound by name here: export must see these calls)
 from anygpu.onnx import UnsupportedOperatorError, export  # noqa: E402
 
 TOL = 1e-5
@@ -767,3 +768,14 @@ def test_circular_pad_needs_opset_19():
     check(model, randn(1, 2, 4, 5), opset_version=19)
     with pytest.raises(UnsupportedOperatorError, match="pad"):
         export(model, (randn(1, 2, 4, 5),), None, opset_version=17)
+
+
+def test_functions_imported_by_name_in_user_code():
+    # `from torch.nn.functional import embedding`: the module's own binding is traced too, so the
+    # lookup of integer ids is not baked in as a constant of the traced ids
+    ag.manual_seed(20)
+    model = Fn(lambda m, ids: linear(embedding(ids, m.p0), m.p1), randn(11, 4), randn(3, 4, seed=2))
+    proto = export(model, (ag.tensor(np.array([[1, 2, 3]], np.int64)),), None)
+    other = np.array([[10, 0, 7]], np.int64)
+    got = _session(proto).run(None, {"input_0": other})[0]
+    np.testing.assert_allclose(got, model(ag.tensor(other)).numpy(), rtol=TOL, atol=TOL)

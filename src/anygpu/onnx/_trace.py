@@ -2,7 +2,7 @@
 
 While `tracing(...)` is active, the public Tensor methods, the functions of
 `anygpu.tensor`, `anygpu.nn.functional` and `anygpu.functions` (and every binding of them
-that other anygpu modules imported by name) are replaced by wrappers. A wrapper called
+that other modules, anygpu's and the user's, imported by name) are replaced by wrappers. A wrapper called
 from user code (depth 0) with at least one *dynamic* argument (a tensor computed from the
 graph inputs) does one of three things:
 
@@ -222,12 +222,16 @@ def tracing(tracer: Tracer, methods: dict[str, Callable], functions: dict[str, C
                     handlers[id(value)] = handler
                 wrappers[id(value)] = _wrap(tracer, value, f"{prefix}.{name}", handler)
                 originals[id(value)] = value
+        # Every module's binding of a wrapped function: anygpu's own (`from ..tensor import cat`)
+        # and the user's (`from torch.nn.functional import embedding` under the compat import).
         for module_name, module in list(sys.modules.items()):
-            if module is None or not (module_name == "anygpu" or module_name.startswith("anygpu.")):
+            if module is None or module_name.startswith("anygpu.onnx"):
                 continue
-            if module_name.startswith("anygpu.onnx"):
+            try:
+                names = list(vars(module).items())
+            except TypeError:  # a module object without a __dict__
                 continue
-            for name, value in list(vars(module).items()):
+            for name, value in names:
                 wrapper = wrappers.get(id(value))
                 if wrapper is not None and originals[id(value)] is value:
                     restore.append((module, name, value))
