@@ -779,3 +779,24 @@ def test_functions_imported_by_name_in_user_code():
     other = np.array([[10, 0, 7]], np.int64)
     got = _session(proto).run(None, {"input_0": other})[0]
     np.testing.assert_allclose(got, model(ag.tensor(other)).numpy(), rtol=TOL, atol=TOL)
+
+
+def test_functions_stored_on_modules():
+    # a module keeping a function object (as TransformerEncoderLayer keeps activation=F.relu)
+    ag.manual_seed(21)
+
+    class Lookup(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.table = nn.Embedding(9, 3)
+            self.lookup = F.embedding
+
+        def forward(self, ids):
+            return self.lookup(ids, self.table.weight) * 2
+
+    model = Lookup()
+    proto = export(model, (ag.tensor(np.array([1, 2], np.int64)),), None)
+    assert model.lookup is F.embedding
+    other = np.array([8, 0], np.int64)
+    got = _session(proto).run(None, {"input_0": other})[0]
+    np.testing.assert_allclose(got, model(ag.tensor(other)).numpy(), rtol=TOL, atol=TOL)

@@ -17,6 +17,9 @@ with torch's tracer); dynamic_axes frees the named dims of inputs and outputs, a
 reshapes/expands that keep or merge them (see `_mappings.py`), but sizes computed in
 Python from a dynamic dim are the traced ones. The tracer patches anygpu's functions for
 the duration of the forward: do not run other anygpu work in other threads meanwhile.
+It rebinds the functions that modules and the model's layers hold by name; one reached
+through another reference (a closure, a functools.partial) runs unseen: on float values
+the autograd check catches that, on integer values (token ids) it would be baked in.
 Needs the ``onnx`` package: ``pip install 'anygpu[onnx]'``.
 """
 
@@ -191,7 +194,8 @@ def _export_traced(model, args, f, input_names, output_names, dynamic_axes, opse
             model.eval()
         for p in frozen:
             p.requires_grad = False
-        with enable_grad(), tracing(tracer, _mappings.METHODS, _mappings.FUNCTIONS):
+        namespaces = tuple(vars(m) for m in model.modules()) if isinstance(model, nn.Module) else ()
+        with enable_grad(), tracing(tracer, _mappings.METHODS, _mappings.FUNCTIONS, namespaces):
             for label, tensor_in in zip(input_labels, traced_inputs):
                 tracer.bind(tensor_in, graph.claim(label))
                 graph.types[label] = elem_type(tensor_in.dtype)

@@ -185,8 +185,11 @@ def _wrap(tracer: Tracer, original: Callable, label: str, handler: Callable | No
 
 
 @contextlib.contextmanager
-def tracing(tracer: Tracer, methods: dict[str, Callable], functions: dict[str, Callable]):
-    """Install the wrappers; restore every replaced attribute on exit."""
+def tracing(tracer: Tracer, methods: dict[str, Callable], functions: dict[str, Callable],
+            namespaces: tuple[dict, ...] = ()):
+    """Install the wrappers; restore every replaced attribute on exit. namespaces: further
+    dicts whose values may be functions to wrap (the model's modules' attributes, such as a
+    TransformerEncoderLayer's `activation = F.relu`)."""
     import importlib
     # anygpu.tensor (the attribute) is the tensor() factory; the package is in sys.modules.
     tensor_package = importlib.import_module("anygpu.tensor")
@@ -236,7 +239,16 @@ def tracing(tracer: Tracer, methods: dict[str, Callable], functions: dict[str, C
                 if wrapper is not None and originals[id(value)] is value:
                     restore.append((module, name, value))
                     setattr(module, name, wrapper)
+        for namespace in namespaces:
+            for name, value in list(namespace.items()):
+                wrapper = wrappers.get(id(value))
+                if wrapper is not None and originals[id(value)] is value:
+                    restore.append((namespace, name, value))
+                    namespace[name] = wrapper
         yield tracer
     finally:
         for owner, name, value in reversed(restore):
-            setattr(owner, name, value)
+            if isinstance(owner, dict):
+                owner[name] = value
+            else:
+                setattr(owner, name, value)
