@@ -265,6 +265,7 @@ class CompiledStep:
             entry.reason = ("a buffer the capture used was replaced (e.g. a parameter reassigned): recording again"
                             if moved is None else f"{_closed_over(self.fn)[0][entry.slots[moved]]} is another tensor "
                             f"than in the recordings (the same one twice before): recording again")
+            self._note(entry.reason)
         if entry.state == "eager":
             return self._eager(entry.reason, args, kwargs)
         return self._record(entry, structure, leaves, closed)
