@@ -800,3 +800,13 @@ def test_functions_stored_on_modules():
     other = np.array([8, 0], np.int64)
     got = _session(proto).run(None, {"input_0": other})[0]
     np.testing.assert_allclose(got, model(ag.tensor(other)).numpy(), rtol=TOL, atol=TOL)
+
+
+def test_an_op_reached_out_of_sight_on_float_values_fails():
+    import functools
+    weight = randn(3, 4, seed=3)
+    hidden = functools.partial(F.linear, weight=weight)  # a reference the tracer does not rebind
+    with pytest.raises(UnsupportedOperatorError, match="did not see"):
+        export(Fn(lambda m, x: hidden(x).relu()), (randn(2, 4),), None)
+    with pytest.raises(UnsupportedOperatorError, match="'linear'.*did not see"):
+        export(Fn(lambda m, x: hidden(x)), (randn(2, 4),), None)
