@@ -693,7 +693,7 @@ def test_legacy_underscore_export_returns_the_output(tmp_path):
 
 def test_zero_dim_inputs_and_results():
     check(Fn(lambda m, x: x * 2 + x.exp()), ag.tensor(np.float32(1.5)))
-    check(Fn(lambda m, x: (x.sum(), x.mean(0), x[0])), randn(5))
+    check(Fn(lambda m, x: (x.sum(), x.mean(0), x[0], x[0].max(0), x.sum().argmax())), randn(5))
 
 
 def test_empty_batch():

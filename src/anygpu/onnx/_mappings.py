@@ -490,8 +490,11 @@ def _extreme(op: str, arg_op: str, elementwise: str) -> Mapping:
             _binary(elementwise)(tr, out, {"a": x, "b": dim})
             return
         name = tr.name(x)
-        if dim is None or x.ndim == 0:
+        if dim is None:
             _result(tr, out, _reduce(tr, op, name, None, False) if x.ndim else tr.graph.node("Identity", [name]))
+            return
+        if x.ndim == 0:  # a 0-d tensor over dim 0: itself, and index 0 (left a constant)
+            _result(tr, out[0], tr.graph.node("Identity", [name]))
             return
         d = _dim(int(dim), x.ndim)
         values, indices = out[0], out[1]
