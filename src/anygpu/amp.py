@@ -3,7 +3,8 @@
 `autocast(device_type, dtype=torch.float16)` runs the ops of torch's CUDA autocast lists
 that way on every device type (anygpu has one adapter; torch's CPU lists differ):
 
-- lower precision (`LOWER`: matmul, mm, bmm, linear, conv1d/2d, conv_transpose2d, prelu):
+- lower precision (`LOWER`: matmul, mm, bmm, linear, conv1d/2d, conv_transpose2d, prelu,
+  scaled_dot_product_attention):
   float32 inputs are converted to float16 and the result is float16;
 - float32 (`FLOAT32`: softmax, log_softmax, layer_norm, group_norm, the losses, sum, prod,
   cumsum, exp, log, pow, ...): float16 inputs are converted to float32, the result is
@@ -34,7 +35,8 @@ from .tensor.elementwise import register_autocast
 
 __all__ = ["autocast", "GradScaler", "is_autocast_available"]
 
-LOWER = frozenset({"matmul", "mm", "bmm", "linear", "conv1d", "conv2d", "conv_transpose2d", "prelu"})
+LOWER = frozenset({"matmul", "mm", "bmm", "linear", "conv1d", "conv2d", "conv_transpose2d", "prelu",
+                   "scaled_dot_product_attention"})
 FLOAT32 = frozenset({
     "softmax", "log_softmax", "softmin", "layer_norm", "group_norm", "normalize", "cross_entropy", "nll_loss",
     "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "binary_cross_entropy_with_logits",

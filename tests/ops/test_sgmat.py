@@ -93,7 +93,7 @@ def fake_matrix_units(monkeypatch):
         try:
             got = dev_.matmul_strided(a, b, problem.batch, problem.m, problem.n, problem.k, problem.trans_a,
                                       problem.trans_b, problem.a_batch, problem.b_batch, problem.alpha, bias=bias)
-            dev_.copy(got, out)
+            dev_.copy(dev_.cast(got, out.dtype), out)
         finally:
             dev_._sgmat_choice = config
 
@@ -145,6 +145,48 @@ def test_a_configured_member_must_be_one_of_the_adapters(fake_matrix_units, monk
     monkeypatch.delenv("ANYGPU_SGMAT_CONFIG")
     monkeypatch.setenv("ANYGPU_MATRIX_UNITS", "0")
     assert sgmat.choose(dev) is None
+
+
+@pytest.mark.parametrize("kind", ["causal", "float_mask", "bool_mask"])
+def test_float16_attention_on_matrix_units_matches_torch(fake_matrix_units, kind):
+    """scaled_dot_product_attention on float16 q, k, v with matrix units: f16 products, f32
+    scores and softmax; values and the gradients of q, k, v against torch in float32."""
+    torch = pytest.importorskip("torch")
+    import anygpu.nn.functional as F
+    dev, calls = fake_matrix_units
+    rng = np.random.default_rng(7)
+    q, k, v = (rng.standard_normal((2, 3, 13, 8)).astype(np.float16) for _ in range(3))
+    g = rng.standard_normal((2, 3, 13, 8)).astype(np.float16)
+    mask = {"causal": None, "float_mask": rng.standard_normal((13, 13)).astype(np.float32),
+            "bool_mask": rng.random((13, 13)) < 0.7}[kind]
+    if kind == "bool_mask":
+        mask[:, 0] = True     # every row keeps a key
+    tq, tk, tv = (torch.tensor(x.astype(np.float32), requires_grad=True) for x in (q, k, v))
+    tmask = None if mask is None else torch.tensor(mask)
+    want = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, attn_mask=tmask, is_causal=mask is None)
+    want.backward(torch.tensor(g.astype(np.float32)))
+    aq, ak, av = (ag.tensor(x, requires_grad=True) for x in (q, k, v))
+    got = F.scaled_dot_product_attention(aq, ak, av, attn_mask=None if mask is None else ag.tensor(mask),
+                                         is_causal=mask is None)
+    assert got.dtype == ag.float16
+    got.backward(ag.tensor(g))
+    assert len(calls) >= 2      # both forward products went to the matrix family
+    np.testing.assert_allclose(got.numpy().astype(np.float32), want.detach().numpy(), rtol=2e-2, atol=2e-2)
+    for a, t in ((aq, tq), (ak, tk), (av, tv)):
+        assert a.grad.dtype == ag.float16
+        np.testing.assert_allclose(a.grad.numpy().astype(np.float32), t.grad.numpy(), rtol=3e-2, atol=3e-2)
+
+
+def test_out_dtype_f32_of_f16_operands_and_its_errors():
+    dev = gpu()
+    a = np.random.default_rng(1).standard_normal((5, 6)).astype(np.float16)
+    got = dev.read(dev.matmul_strided(dev.upload(a.ravel()), dev.upload(a.T.copy().ravel()), 1, 5, 5, 6,
+                                      out_dtype="f32"))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got.reshape(5, 5), a.astype(np.float64) @ a.T.astype(np.float64), rtol=2e-3, atol=2e-3)
+    x = dev.upload(np.ones(4, np.float32))
+    with pytest.raises(ValueError, match="out_dtype"):
+        dev.matmul_strided(x, x, 1, 2, 2, 2, out_dtype="f16")
 
 
 # --- on an adapter with matrix units (Dawn on a GPU): the real kernels against float64 ---

@@ -418,16 +418,22 @@ def attention_probs_backward(dev, grad_out, q, k, v, probs, kept, batch: int, le
     dV = P^T dO, dP = dO V^T, dS = softmax'(dP), dQ = scale dS K, dK = scale dS^T Q."""
     need_q, need_k, need_v, need_mask = needs
     op = "scaled_dot_product_attention"
+    # f16 q, k, v (kept rounded to f16, probs f32): f16 products, dP and dS in f32, dS rounded
+    # to f16 for dQ and dK, which come back f16 as their inputs.
+    half = q.dtype == "f16"
+    grad_out = dev.cast(grad_out, q.dtype)
     grad_v = dev.matmul_strided(kept, grad_out, batch, source, embed_v, length, trans_a=True, op=op) \
         if need_v else None
     if not (need_q or need_k or need_mask):
         return None, None, grad_v, None
-    grad_kept = dev.matmul_strided(grad_out, v, batch, length, source, embed_v, trans_b=True, op=op)
+    grad_kept = dev.matmul_strided(grad_out, v, batch, length, source, embed_v, trans_b=True, op=op,
+                                   out_dtype="f32" if half else None)
     grad_probs = dev.dropout(grad_kept, dropout_p, seed) if seed is not None else grad_kept
     grad_scores = dev.softmax_backward(grad_probs, probs, batch * length, source)
-    grad_q = dev.matmul_strided(grad_scores, k, batch, length, embed, source, alpha=scale, op=op) \
+    grad_scores16 = dev.cast(grad_scores, "f16") if half else grad_scores
+    grad_q = dev.matmul_strided(grad_scores16, k, batch, length, embed, source, alpha=scale, op=op) \
         if need_q else None
-    grad_k = dev.matmul_strided(grad_scores, q, batch, source, embed, length, trans_a=True, alpha=scale,
+    grad_k = dev.matmul_strided(grad_scores16, q, batch, source, embed, length, trans_a=True, alpha=scale,
                                 op=op) if need_k else None
     grad_mask = sum_to_shape(dev, grad_scores, *mask_shapes) if need_mask else None
     return grad_q, grad_k, grad_v, grad_mask

@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import amp
 from ..autograd.rules import backward as rule
-from ..ops import gpu
+from ..ops import gpu, sgmat
 from ..ops._common import check_pair
 from ..ops.conv import conv_output_size, conv_transpose_output_size
 from ..ops.lossfn import MEAN_ROWS
@@ -736,8 +736,15 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     scale = 1.0 / math.sqrt(embed) if scale is None else float(scale)
     batch = numel(batch_shape)
     dev = gpu()
+    # float16 q, k, v (on matrix units, see _half_or_autocast): both products on f16 operands,
+    # the scores and softmax in f32, the probabilities rounded to f16 for P V (flash
+    # attention's precision); the result is f16.
+    half = q.dtype is float16
+    if half and mask is not None and mask.dtype is float16:
+        mask = mask.float()
     q_buf, k_buf, v_buf = q._buf, k._buf, v._buf  # (read once: a strided view gathers on each read)
-    scores = dev.matmul_strided(q_buf, k_buf, batch, length, source, embed, trans_b=True, alpha=scale, op=op)
+    scores = dev.matmul_strided(q_buf, k_buf, batch, length, source, embed, trans_b=True, alpha=scale, op=op,
+                                out_dtype="f32" if half else None)
     if mask is not None:
         scores, _ = dev.broadcast_binary("add", scores, scores_shape, mask._buf, mask.shape)
     probs = dev.softmax(scores, batch * length, source)
@@ -746,6 +753,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     if dropout_p > 0.0:
         seed = int(default_generator().integers(0, 2**63))
         kept = dev.dropout(probs, dropout_p, seed)
+    if half:
+        kept = dev.cast(kept, "f16")
     out = Tensor(dev.matmul_strided(kept, v_buf, batch, length, embed_v, source, op=op),
                  batch_shape + (length, embed_v))
     backward = rule("attention", dev, q_buf, k_buf, v_buf, probs, kept, batch, length, source, embed, embed_v,
@@ -1848,6 +1857,9 @@ def _half_or_autocast(fn):
             return _linear_half(*args, **kwargs)
         if half and name in _HALF_NATIVE:
             return fn(*args, **kwargs)
+        if half and name == "scaled_dot_product_attention" and sgmat.choose(gpu()) is not None and \
+                all(t.dtype is float16 for t in floats[:3]):
+            return fn(*args, **kwargs)   # its products on matrix units, softmax in f32
         args = tuple(_converted(a, float32) for a in args)
         kwargs = {k: _converted(v, float32) for k, v in kwargs.items()}
         out = fn(*args, **kwargs)

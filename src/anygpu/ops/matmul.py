@@ -18,13 +18,15 @@ from .matmul_gen import Epilogue, Problem, can_stream, launch
 def matmul_strided(dev, a, b, batch: int, m: int, n: int, k: int,
                    trans_a: bool = False, trans_b: bool = False,
                    a_batch: bool = True, b_batch: bool = True, alpha: float = 1.0, op: str = "matmul",
-                   bias=None):
+                   bias=None, out_dtype: str | None = None):
     """C[z] = alpha * op(A[z]) @ op(B[z]) (+ bias) for z < batch, C row-major [batch, m, n], of
     a's dtype (f32; f16 stored, summed in f32; i32 exact, wrapping at 32 bits).
 
     A is stored [m, k] row-major ([k, m] if trans_a); B [k, n] ([n, k] if trans_b).
     a_batch/b_batch False broadcast one matrix over the batch (stride 0). bias: a Buffer of
     n elements of a's float dtype added to every row (a linear layer's), in the kernel's store.
+    out_dtype "f32" with f16 operands: the f32 sums themselves (matrix units store them as they
+    are; elsewhere the f16 result is widened).
 
     A float product is deferred like an elementwise op (ops/fusion.py, when the device
     fuses): the elementwise ops that read it before other work comes are folded into its
@@ -42,6 +44,9 @@ def matmul_strided(dev, a, b, batch: int, m: int, n: int, k: int,
         raise ValueError(f"{op}: a and b must both be f32, f16 or i32, got {a.dtype} and {b.dtype}")
     if a.dtype == "i32" and alpha != 1.0:
         raise ValueError(f"{op}: an i32 product takes no alpha (got {alpha}); scale the result instead")
+    if out_dtype not in (None, a.dtype) and not (a.dtype == "f16" and out_dtype == "f32"):
+        raise ValueError(f"{op}: out_dtype must be the operands' dtype or f32 for f16 operands, "
+                         f"got {out_dtype} for {a.dtype}")
     if bias is not None:
         check_buffer(op, "bias", bias, n, "n")
         if bias.dtype != a.dtype or a.dtype == "i32":
@@ -53,7 +58,7 @@ def matmul_strided(dev, a, b, batch: int, m: int, n: int, k: int,
         if matrix is not None:
             # Matrix units (tensor cores, ...): launched at once, not deferred; a bias is added
             # in the kernel's store, later elementwise ops run as their own (fused) kernels.
-            out = dev.empty(batch * m * n, "f16")
+            out = dev.empty(batch * m * n, out_dtype or "f16")
             try:
                 sgmat.launch(dev, matrix, problem, a, b, out, bias)
                 return out
@@ -71,6 +76,9 @@ def matmul_strided(dev, a, b, batch: int, m: int, n: int, k: int,
         unstreamed = matmul_tune.choose(dev, problem, a.dtype, stream=False)
         if bias is not None or not can_stream(config, problem, a.dtype):
             config = unstreamed
+    if out_dtype not in (None, a.dtype):
+        return dev.cast(matmul_strided(dev, a, b, batch, m, n, k, trans_a, trans_b, a_batch, b_batch, alpha, op,
+                                       bias), out_dtype)
     if dev.fuse and a.dtype in fusion.FUSABLE:
         return fusion.defer_product(dev, batch * m * n, a.dtype,
                                     functools.partial(_launch, dev, config, problem, a, b, bias,
