@@ -25,6 +25,7 @@ import weakref
 import numpy as np
 
 from ... import generator as streams
+from . import torch_alias
 from .collate import default_collate, default_convert
 from .dataset import IterableDataset, Subset, TensorDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
@@ -185,7 +186,11 @@ class DataLoader:
             if "forkserver" not in multiprocessing.get_all_start_methods():
                 return multiprocessing.get_context("spawn")
             context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload(["anygpu"])
+            preload = ["anygpu"]
+            if torch_alias.torch_is_anygpu():  # the workers' `import torch` must find anygpu too
+                os.environ[torch_alias.ENV] = "1"
+                preload.append(torch_alias.__name__)
+            context.set_forkserver_preload(preload)
             return context
         if isinstance(context, str):
             if context not in multiprocessing.get_all_start_methods():
