@@ -810,3 +810,12 @@ def test_an_op_reached_out_of_sight_on_float_values_fails():
         export(Fn(lambda m, x: hidden(x).relu()), (randn(2, 4),), None)
     with pytest.raises(UnsupportedOperatorError, match="'linear'.*did not see"):
         export(Fn(lambda m, x: hidden(x)), (randn(2, 4),), None)
+
+
+def test_a_plain_function_and_float16_values():
+    x = randn(3, 5).half()
+    proto = export(lambda t: (t * 2 + 1).relu(), (x,), None)
+    assert proto.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+    got = _session(proto).run(None, {"input_0": x.numpy()})[0]
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got, ((x * 2 + 1).relu()).numpy(), rtol=1e-3, atol=1e-3)

@@ -12,15 +12,17 @@ from .. import dtypes
 
 # anygpu dtype -> ONNX element type, and the numpy type its values are written in.
 _ELEM = {
-    dtypes.float32: TensorProto.FLOAT, dtypes.float16: TensorProto.FLOAT16, dtypes.bfloat16: TensorProto.BFLOAT16,
-    dtypes.float64: TensorProto.DOUBLE, dtypes.int32: TensorProto.INT32, dtypes.int64: TensorProto.INT64,
+    dtypes.float32: TensorProto.FLOAT, dtypes.float16: TensorProto.FLOAT16, dtypes.float64: TensorProto.DOUBLE, dtypes.int32: TensorProto.INT32, dtypes.int64: TensorProto.INT64,
     dtypes.bool: TensorProto.BOOL,
 }
-FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE)
+FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE)
 
 
 def elem_type(dtype) -> int:
     """The ONNX element type of an anygpu dtype."""
+    if dtype not in _ELEM:
+        raise ValueError(f"onnx.export: tensors of dtype {dtype} do not export (float32, float16, float64, "
+                         f"int32, int64 and bool do)")
     return _ELEM[dtype]
 
 
@@ -73,10 +75,7 @@ class Graph:
 
     def initializer(self, name: str, array: np.ndarray, elem: int) -> str:
         array = np.array(array, dtype=numpy_type(elem), order="C")  # (ascontiguousarray makes 0-d 1-d)
-        tensor = numpy_helper.from_array(array, name)
-        if elem == TensorProto.BFLOAT16:  # numpy has no bfloat16: written from float32 bits
-            tensor = helper.make_tensor(name, elem, array.shape, array.astype(np.float32).ravel().tolist())
-        self.initializers.append(tensor)
+        self.initializers.append(numpy_helper.from_array(array, name))
         self.types[name] = elem
         return name
 
