@@ -819,3 +819,26 @@ def test_a_plain_function_and_float16_values():
     got = _session(proto).run(None, {"input_0": x.numpy()})[0]
     assert got.dtype == np.float16
     np.testing.assert_allclose(got, ((x * 2 + 1).relu()).numpy(), rtol=1e-3, atol=1e-3)
+
+
+MISSING_ONNX = '''
+import sys
+class NoOnnx:
+    def find_spec(self, name, path=None, target=None):
+        if name == "onnx" or name.startswith("onnx."):
+            raise ModuleNotFoundError("No module named 'onnx'")
+sys.meta_path.insert(0, NoOnnx())
+import anygpu  # imports without onnx
+try:
+    anygpu.onnx.export(anygpu.nn.Linear(2, 2), (anygpu.zeros(1, 2),), None)
+except ModuleNotFoundError as error:
+    print(error)
+'''
+
+
+def test_without_the_onnx_package_the_error_names_the_extra():
+    import subprocess
+    import sys
+    run = subprocess.run([sys.executable, "-c", MISSING_ONNX], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "pip install 'anygpu[onnx]'" in run.stdout
