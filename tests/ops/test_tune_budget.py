@@ -250,3 +250,22 @@ def test_anygpu_tune_runs_from_the_command_line(tmp_path):
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "hi", done.stderr
     assert "anygpu tune:" in done.stderr
+
+
+def test_tunables_of_one_family_share_their_timings(dev, stubbed):
+    """matmul's streamed and unstreamed lists run the same products: what one timed, the
+    other does not time again."""
+    clock, speeds, costs, timed, last = stubbed
+    first, second = _Stub(), _Stub()
+    second.name = "test_stub unstreamed"
+    first.family = second.family = "test_stub"
+    last[0] = first
+    speeds.update(c2=1.0)
+    for _ in range(4):
+        tuner.choose(dev, first, ("f32", 4000))
+    assert len(timed) == 8 and _cached(dev, first, ("f32", 4000))["choice"] == "c2"
+    last[0] = second
+    start = clock.now
+    assert tuner.choose(dev, second, ("f32", 4000)) == "c2"  # complete at its first call
+    assert len(timed) == 8 and clock.now == start
+    assert _cached(dev, second, ("f32", 4000))["choice"] == "c2"

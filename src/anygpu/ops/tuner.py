@@ -662,12 +662,8 @@ def tune(dev, tunable: Tunable, problem, candidates=None, rounds: int | None = N
     rounds: timed rounds per candidate (median taken); budget_s: about how long one
     round may take (more repeats for fast problems)."""
     candidates = list(candidates) if candidates is not None else _usable(dev, tunable, problem)
-    state = _state(dev)
-    family = getattr(tunable, "family", None) or tunable.name
-    # Explicit tuning times afresh (a bench run's figures are its own).
-    for key in [k for k in state.timed if k[0] == family and k[1] == problem]:
-        del state.timed[key]
-    state.expected.pop((family, problem), None)
+    # Candidates this process timed on this problem already (for a tunable of the same family:
+    # matmul's streamed and unstreamed lists) keep their timing.
     pending = _Pending(tunable, problem, candidates, candidates[0], rounds, budget_s)
     _PROGRESS.add(len(pending.queue))
     try:
