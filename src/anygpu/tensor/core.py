@@ -672,8 +672,15 @@ class Tensor:
             correction = 0 if unbiased is False else 1
         if self._scalar_dim("std", dim):
             return self.reshape(1).std(0, correction=correction)
-        scale, ratio = self._scaled_var(dim, keepdim, correction)
-        return ratio.sqrt() * scale
+        scale, ratio, normalized, divisor = self._scaled_var(dim, keepdim, correction, parts=True)
+        value = (ratio.sqrt() * scale).detach()
+        if not self.requires_grad or not is_grad_enabled():
+            return value
+        # torch's gradient (x - mean) / ((n - correction) std) * grad, made directly, and 0 where
+        # std is 0 (a constant row) as torch's: through sqrt it is 0 * inf = NaN there.
+        linear = (self * normalized.detach()).sum(dim, keepdim=keepdim)
+        step = scale / (value * divisor) if divisor > 0 else value * math.nan
+        return value + (linear - linear.detach()) * where(value == 0.0, 0.0, step)
 
     def logsumexp(self, dim, keepdim: bool = False):
         if self._scalar_dim("logsumexp", dim):
