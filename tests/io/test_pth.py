@@ -509,3 +509,51 @@ def test_torchs_neg_bit_and_unknown_tensor_metadata(tmp_path):
     path.write_bytes(_zip_with(path, {"data.pkl": program.replace(b"X\x03\x00\x00\x00neg", b"X\x03\x00\x00\x00odd")}))
     with pytest.raises(pth.PthError, match="metadata {'odd': True}"):
         ag.load(path)
+
+
+def test_opcodes_outside_torchs_set_are_refused_before_anything_runs(tmp_path):
+    source = _save({}, tmp_path / "empty.pth")
+    path = tmp_path / "x.pth"
+    cases = {
+        "BYTEARRAY8": pickle.dumps(bytearray(b"abc"), protocol=5),
+        "READONLY_BUFFER": b"\x80\x05C\x03abc\x98.",
+        "INST": b"(ios\nsystem\nS'true'\n.",  # protocol 0's INST: os.system('true')
+        "INT": pickle.dumps(1, protocol=0),
+    }
+    for name, program in cases.items():
+        path.write_bytes(_zip_with(source, {"data.pkl": program}))
+        with pytest.raises(pth.PthError, match=f"opcode {name} "):
+            ag.load(path)
+
+
+def test_mutated_pickles_give_only_clear_errors(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
+    source = _save({"m": model.state_dict(), "x": torch.arange(10.0)[2:8:2], "l": [1, "a", (2.5, None)], "s": {1}},
+                   tmp_path / "f.pth")
+    legacy = _save({"m": model.state_dict()}, tmp_path / "g.pt", zip_format=False).read_bytes()
+    with zipfile.ZipFile(source) as archive:
+        program = archive.read("f/data.pkl")
+    rng = np.random.default_rng(9)
+
+    def mutate(data: bytes) -> bytes:
+        changed = bytearray(data)
+        for _ in range(int(rng.integers(1, 4))):
+            at = int(rng.integers(0, len(changed)))
+            kind = int(rng.integers(0, 3))
+            if kind == 0:
+                changed[at] = int(rng.integers(0, 256))
+            elif kind == 1:
+                del changed[at:at + int(rng.integers(1, 8))]
+            else:
+                changed[at:at] = rng.integers(0, 256, int(rng.integers(1, 4))).astype(np.uint8).tobytes()
+        return bytes(changed)
+
+    outcomes = {"loaded": 0, "refused": 0}
+    for attempt in range(300):
+        data = _zip_with(source, {"data.pkl": mutate(program)}) if attempt % 2 else mutate(legacy)
+        try:
+            pth.load(io.BytesIO(data))
+            outcomes["loaded"] += 1
+        except pth.PthError:
+            outcomes["refused"] += 1
+    assert outcomes["refused"] > 200, outcomes

@@ -28,6 +28,7 @@ import io
 import math
 import os
 import pickle
+import pickletools
 import stat
 import struct
 import warnings
@@ -409,9 +410,41 @@ class _Unpickler(pickle.Unpickler):
         return self._storage(pid)
 
 
+# The opcodes torch's weights_only loader runs (protocol 2), and protocol 3-4's forms of the
+# same operations (bytes, short strings, frames, memo, STACK_GLOBAL through find_class, sets).
+# Not allowed: protocol 0-1 text opcodes, INST/OBJ/EXT*, NEWOBJ_EX, PERSID (text), protocol
+# 5's out-of-band buffers and bytearrays.
+_OPCODES = frozenset((
+    "PROTO", "STOP", "MARK", "POP", "POP_MARK", "DUP", "NONE", "NEWTRUE", "NEWFALSE", "BININT", "BININT1",
+    "BININT2", "LONG1", "LONG4", "BINFLOAT", "SHORT_BINSTRING", "BINSTRING", "BINUNICODE", "SHORT_BINUNICODE",
+    "BINUNICODE8", "BINBYTES", "SHORT_BINBYTES", "BINBYTES8", "EMPTY_TUPLE", "TUPLE", "TUPLE1", "TUPLE2",
+    "TUPLE3", "EMPTY_LIST", "APPEND", "APPENDS", "EMPTY_DICT", "SETITEM", "SETITEMS", "EMPTY_SET", "ADDITEMS",
+    "FROZENSET", "BINGET", "LONG_BINGET", "BINPUT", "LONG_BINPUT", "MEMOIZE", "FRAME", "GLOBAL", "STACK_GLOBAL",
+    "REDUCE", "BUILD", "NEWOBJ", "BINPERSID",
+))
+
+
+def _check_opcodes(stream: BinaryIO) -> None:
+    """Read one pickle's opcodes (without running them) and refuse any outside _OPCODES."""
+    start = stream.tell()
+    try:
+        with warnings.catch_warnings():  # pickletools warns about odd escapes in text opcodes' arguments
+            warnings.simplefilter("ignore")
+            for opcode, _, position in pickletools.genops(stream):
+                if opcode.name not in _OPCODES:
+                    raise PthError(f"the pickle uses opcode {opcode.name} (at byte {position}), which PyTorch "
+                                   "checkpoints do not use")
+    except PthError:
+        raise
+    except Exception as error:  # truncated, unknown opcode, bad argument
+        raise PthError(f"not a readable PyTorch checkpoint pickle ({error})") from None
+    stream.seek(start)
+
+
 def _unpickle(data: bytes | BinaryIO, storage: Callable[[tuple], _Storage] | None, where: str):
     stream = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
     try:
+        _check_opcodes(stream)
         return _Unpickler(stream, storage).load()
     except PthError as error:
         text = str(error)
