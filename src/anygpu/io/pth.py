@@ -7,7 +7,9 @@ the names torch's own ``weights_only=True`` loader allows (tensor rebuild functi
 storage classes, dtypes, ``torch.Size``, ``torch.device``, ``OrderedDict``, ``set``,
 ``complex``, ...) and maps each to a function of this module; every other name is refused
 by name, never imported, never called. ``persistent_load`` resolves the storage records
-that point at the archive's ``data/<key>`` members.
+that point at the archive's ``data/<key>`` members. Before it runs, each pickle's opcodes
+are read (``pickletools.genops``, which runs nothing) and any outside the set torch's loader
+runs (with protocol 3-4's forms of the same operations) is refused.
 
 Formats: the zip archive torch has written since 1.6 (``<prefix>/data.pkl``,
 ``<prefix>/data/<key>`` storages, ``byteorder``, ``version``) and the legacy stream of
