@@ -289,3 +289,19 @@ def test_train_tensorboard_flag_logs_loss_accuracy_lr_and_throughput(tmp_path, c
                                                           rel=1e-6), key
     epoch_losses = [np.mean([e.value for e in losses[i * steps:(i + 1) * steps]]) for i in range(2)]
     assert epoch_losses == pytest.approx([record["train_loss"] for record in metrics["history"]], rel=1e-5)
+
+
+def test_train_tensorboard_without_the_package_is_a_one_line_error(tmp_path):
+    script = """
+import sys
+sys.modules["tensorboard"] = None
+from anygpu.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+    done = subprocess.run([sys.executable, "-c", script, "train", "digits", "--limit", "32", "--epochs", "1",
+                           "--out", str(tmp_path / "run"), "--tensorboard", str(tmp_path / "board"), "--no-progress"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.startswith("anygpu: error: --tensorboard: SummaryWriter needs the tensorboard package")
+    assert "anygpu[tensorboard]" in done.stderr and done.stderr.count("\n") == 1
+    assert not (tmp_path / "run" / "checkpoint.safetensors").exists()
