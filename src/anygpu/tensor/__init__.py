@@ -1,6 +1,8 @@
 """Layer 2: Tensor, with PyTorch's names and semantics, recorded onto the autograd engine.
 
-A Tensor is a contiguous row-major GPU Buffer plus a shape and a dtype. Each
+A Tensor is a contiguous row-major GPU Buffer plus a shape and a dtype; a view shares
+its base's Buffer (views.py: whole-buffer views hold the Buffer itself, strided views
+gather their elements when read and scatter in-place writes back). Each
 differentiable op launches its forward kernels and creates, beside them, the `Entry`
 whose backward closure routes the output's gradient to the inputs; `Tensor.backward`
 sorts the graph into a flat tape and runs the engine's one `reverse_walk` over it (the
@@ -8,8 +10,8 @@ same walk the Layer-1 Tape uses).
 
 The modules, lowest first: `core` (the Tensor class), `grad_mode`, `rng`, `recording`
 (autograd glue), `creation`, `elementwise`, `views`, `inplace`, `indexing`, `shape`,
-`special`, `linear`, `reductions`, `sorting`, `grad`. `core` is imported first: the
-others import Tensor from it.
+`special`, `linear`, `reductions`, `sorting`, `grad`; `function` (autograd.Function) and
+`linalg`. `core` is imported first: the others import Tensor from it.
 """
 
 # Every name the single module `tensor.py` had, from the module that now holds it.
@@ -17,6 +19,7 @@ from ..dtypes import bfloat16, float16, float32, int32, int64  # noqa: F401
 from ..ops import gpu  # noqa: F401
 from .core import (  # noqa: F401
     bool_, long, half, _BUF_DTYPE, _NP_DTYPE, post_backward_hooks, grad_ready_hooks, MaxResult, _normalize_dtype, _check_half, _is_int, _as_shape, _dim, RemovableHandle, Tensor,
+    Storage, StridedView,
 )
 from .grad_mode import (  # noqa: F401
     _state, _ANOMALY, is_anomaly_enabled, is_anomaly_check_nan_enabled, set_detect_anomaly, detect_anomaly, _nan_check, is_grad_enabled, _GradMode, no_grad, enable_grad, inference_mode, is_inference_mode_enabled, set_grad_enabled,

@@ -884,8 +884,9 @@ class Tensor:
 
     @property
     def data(self) -> "Tensor":
-        """The same values outside the graph (sharing the buffer: in-place ops on it change this tensor)."""
-        return self.detach()
+        """The same values outside the graph: a view, whose in-place ops change this tensor
+        without counting as its in-place ops (torch's .data does not share the version counter)."""
+        return untracked(detached(self))
 
     @data.setter
     def data(self, value: "Tensor") -> None:
@@ -1703,7 +1704,7 @@ class StridedView(Tensor):
 from .recording import _freed_entry, _record, _topological_order  # noqa: E402
 from .creation import arange, full, multinomial, ones, tensor, zeros, zeros_like  # noqa: E402
 from .elementwise import _as_float, _binary, _cast, _compare, _int_binary, _result_dtype, _to_tensor, _unary  # noqa: E402
-from .views import as_strided, detached, multi_output_views, diagonal, expand, is_row_major, layout, permute, reshape, squeezed, unfold, unsqueezed, view  # noqa: E402
+from .views import as_strided, detached, untracked, multi_output_views, diagonal, expand, is_row_major, layout, permute, reshape, squeezed, unfold, unsqueezed, view  # noqa: E402
 from .inplace import _inplace  # noqa: E402
 from .indexing import _check_index_range, _index_tensor, gather, getitem, index_select, nonzero, scatter, setitem, where  # noqa: E402
 from .shape import _triangle, cat, diag, flip, movedim, repeat_interleave, roll, stack  # noqa: E402

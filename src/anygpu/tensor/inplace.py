@@ -14,7 +14,7 @@ from ..ops.nd import contiguous_strides
 from .core import _NP_DTYPE, Tensor
 from .grad_mode import is_grad_enabled
 from .elementwise import _cast
-from .views import check_multi_output
+from .views import check_multi_output, counts_versions
 from .recording import _attach, _record, _written_in_place
 
 
@@ -98,8 +98,9 @@ def _inplace_view(x: Tensor, result: Tensor, op: str) -> Tensor:
     if grad_on and x.requires_grad and base.requires_grad and base._entry is None:
         raise RuntimeError(f"{op}: a view of a leaf Variable that requires grad is being used in an in-place "
                            f"operation.")
-    base._version += 1
-    _written_in_place(result, base)
+    if counts_versions(x):
+        base._version += 1
+        _written_in_place(result, base)
     dev = gpu()
     if not (grad_on and (result._entry is not None or x.requires_grad)):
         if x._view is None:

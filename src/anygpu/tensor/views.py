@@ -57,6 +57,8 @@ def new_view(x: Tensor, shape, strides, offset: int) -> Tensor:
     else:
         out = StridedView(base, shape, x.dtype, tuple(strides), offset)
     out._base = base
+    if _untracked and not counts_versions(x):  # a view of a .data view is outside the counter too
+        untracked(out)
     return out
 
 
@@ -85,10 +87,32 @@ def check_multi_output(x: Tensor, op: str) -> None:
                            f"out-of-place one.")
 
 
+# `.data` views: torch does not count their in-place ops in the base's version counter.
+# id(view) -> weak reference to it (by id: Tensor's == is elementwise).
+_untracked: dict = {}
+
+
+def untracked(view: Tensor) -> Tensor:
+    key = id(view)
+    _untracked[key] = weakref.ref(view, lambda _, key=key: _untracked.pop(key, None))
+    return view
+
+
+def counts_versions(view: Tensor) -> bool:
+    """Whether an in-place op on `view` bumps its base's version counter."""
+    mark = _untracked.get(id(view))
+    return mark is None or mark() is not view
+
+
 def detached(x: Tensor) -> Tensor:
     """x's data outside the graph: a view sharing x's buffer (detach(), .data)."""
-    strides, offset = layout(x)
-    out = new_view(x, x.shape, strides, offset)
+    if x._view is None:
+        out = Tensor(x._buf, x.shape, x.dtype)
+        out._base = x if x._base is None else x._base
+    else:  # (a StridedView's base is never a view)
+        out = StridedView(x._base, x.shape, x.dtype, *x._view)
+    if _untracked and not counts_versions(x):
+        untracked(out)
     out._host = _view_host(x, x._host)
     return out
 
@@ -99,6 +123,8 @@ def _view_or_copy(op: str, x: Tensor, shape) -> Tensor:
     if x._view is None:  # row-major already: always a view (sharing x's buffer)
         out = Tensor(x._buf, shape, x.dtype)
         out._base = x if x._base is None else x._base
+        if _untracked and not counts_versions(x):
+            untracked(out)
         out._host = _view_host(x, None if x._host is None else x._host.reshape(shape))
         return _record(op, out, (x,), rule("reshape", None))
     strides, offset = x._view
@@ -172,6 +198,8 @@ def _view_strides(shape, strides, new_shape):
 
 def squeezed(x: Tensor, dims) -> Tensor:
     """x without the size-1 dims in `dims` (a view)."""
+    if not dims:
+        return x  # nothing to squeeze
     keep = [d for d in range(x.ndim) if d not in dims]
     shape = tuple(x.shape[d] for d in keep)
     if x._view is None:
