@@ -162,6 +162,25 @@ def test_describe_matrices_lists_each_config_and_its_verdict():
     assert webgpu.describe_matrices(Fake()) == "not offered by Big GPU on Dawn"
 
 
+def test_dawns_benign_warnings_are_dropped_and_the_rest_of_stderr_kept():
+    code = r"""
+        import os
+        from anygpu.runtime import webgpu
+
+        def noisy():
+            os.write(2, b"Warning: maxDynamicUniformBuffersPerPipelineLayout artificially reduced from 1000000 "
+                        b"to 16 to fit dynamic offset allocation limit.\n")
+            os.write(2, b'Warning: Forcing toggle "vulkan_use_cooperative_matrix_robust_access" to 0 when it was 1\n')
+            os.write(2, b"a real problem\n")
+            return 7
+
+        print(webgpu.quiet_stderr(noisy))
+    """
+    done = _child(code, "dawn", timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "7"
+    assert done.stderr == "a real problem\n"
+
+
 # ---------------------------------------------------------------------------- WGSL for Tint
 
 def test_enable_subgroups_is_added_only_where_subgroup_builtins_are_used():

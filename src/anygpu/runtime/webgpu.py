@@ -54,8 +54,10 @@ DAWN_FEATURES = {
     "implicit-device-synchronization": "implicit-device-synchronization",
 }
 
-# Dawn's warnings on stderr that say nothing to a user (lavapipe's huge limits, clamped).
-_BENIGN_STDERR = re.compile(r"^Warning: \w+ artificially reduced from \d+ to \d+ to fit dynamic offset")
+# Dawn's warnings on stderr that say nothing to a user: lavapipe's huge limits, clamped; a toggle
+# anygpu asks for where it may help (MATRIX_DEVICE_TOGGLES), refused by a driver without it.
+_BENIGN_STDERR = re.compile(r"^Warning: (\w+ artificially reduced from \d+ to \d+ to fit dynamic offset"
+                            r'|Forcing toggle "(?:' + "|".join(MATRIX_DEVICE_TOGGLES) + r')" to 0 when it was 1)')
 
 
 def requested() -> str:
