@@ -1474,9 +1474,10 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
                          f"(weight of shape {weight.shape})")
     dev = gpu()
     n = input.numel()
-    out = Tensor(dev.gather_axis(weight._buf, input._buf, 1, rows, n, dim), input.shape + (dim,))
+    ids = input._buf  # (read once: a strided view gathers on each read)
+    out = Tensor(dev.gather_axis(weight._buf, ids, 1, rows, n, dim), input.shape + (dim,))
     skip = -1 if padding_idx is None else padding_idx
-    return _record(op, out, (weight,), rule("embedding", dev, input._buf, 1, rows, n, dim, skip=skip))
+    return _record(op, out, (weight,), rule("embedding", dev, ids, 1, rows, n, dim, skip=skip))
 
 
 def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, max_norm=None,
