@@ -199,7 +199,7 @@ def _flat_positions(x: Tensor, items) -> Tensor:
         positions = full((), 0, dtype=int64)
     if offset:
         positions = _int_binary("add", positions, offset, int64)
-    return positions if positions.shape == out_shape else expand(positions, out_shape)
+    return positions if positions.shape == out_shape else _own_buffer(expand(positions, out_shape))
 
 
 def _has_tensor_items(items) -> bool:
@@ -273,7 +273,17 @@ def _index_tensor(op: str, index) -> Tensor:
         index = tensor(array)
     if not _is_int(index.dtype):
         raise ValueError(f"{op}: index must be an integer tensor, got {index.dtype}")
-    return index
+    return _own_buffer(index)
+
+
+def _own_buffer(t: Tensor) -> Tensor:
+    """An integer tensor with a buffer of its own: a strided view's elements gathered once,
+    for the kernels and the backward rule that both read them."""
+    if t._view is None:
+        return t
+    out = Tensor(t._buf, t.shape, t.dtype)
+    out._host = t._host
+    return out
 
 
 def _check_index_range(op: str, index: Tensor, size: int, dim: int, negative: bool = True) -> None:
