@@ -6,7 +6,8 @@ ANYGPU_FUZZ_PROGRAMS (default 240: CI size) random programs run, and a quarter a
 edge-class programs (empty dims, values near 1e30, x ** 0, inf ** 1.5, zero vectors for
 normalize, zero-size batches for batch_norm); a nightly run sets it higher, e.g.
 `ANYGPU_FUZZ_PROGRAMS=20000`. ANYGPU_FUZZ_SEED picks another stream. A failure names the
-program's seed: `ANYGPU_FUZZ_SEED=<seed> ANYGPU_FUZZ_PROGRAMS=1` replays it alone.
+program's seed: `ANYGPU_FUZZ_SEED=<seed> ANYGPU_FUZZ_PROGRAMS=1` replays a random program
+alone (an edge-class program: `ANYGPU_FUZZ_SEED=<seed - 100000>`).
 """
 
 from __future__ import annotations
