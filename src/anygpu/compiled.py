@@ -11,14 +11,16 @@ replay the recording in one submit. Returned Tensors are fresh copies each call;
 may return None, a Tensor, or tuples, lists and dicts of them.
 
 Inputs: the step's Tensor arguments (positional or keyword), and the Tensors it closes over
--- its closure variables and the globals its own code names, directly or in a tuple, list or
-dict (`def step(): loss = F.cross_entropy(model(X), Y)` with a new X, Y each call). Input
-Tensors are copied into buffers owned by the compiled step, so the caller's tensors are
-never overwritten by a replay -- except a closed-over Tensor the step writes in place,
-which gets the step's result copied back. Tensors that require grad (parameters) are
-passed as they are and must be the same objects on every call. Tensors reached another
-way (an attribute, a helper function's globals) are not inputs: if they change, the
-step's commands change and it runs eagerly, saying so.
+and reads -- its closure variables and the globals its own code names, directly or in a
+tuple, list or dict (`def step(): loss = F.cross_entropy(model(X), Y)` with a new X, Y each
+call). Arguments are copied into buffers owned by the compiled step, so the caller's
+tensors are never overwritten by a replay. A closed-over Tensor that was the same object in
+the two recordings is read (and written) where it is, and a replay records afresh once that
+name holds another tensor; one that was another tensor each time is copied into the step's
+own buffer, and back when the step writes it in place. Tensors that require grad
+(parameters) are passed as they are and must be the same objects on every call. Tensors
+reached another way (an attribute, a helper function's globals) are not inputs: if they
+change, the step's commands change and it runs eagerly, saying so.
 
 Left eager (correct, not faster), with the exact reason in `step.reason(...)` (None only
 for a step that is replayed): a step that reads values back (`.item()`, `.numpy()`,
@@ -94,30 +96,26 @@ def _words(buf) -> int:
     return -(-max(buf.nbytes, 1) // 4) * 4
 
 
-def _closed_over(fn) -> tuple[tuple, list[Tensor]]:
-    """(names, Tensors) that `fn` closes over: its closure cells and the globals its code
-    names, each a Tensor or a tuple/list/dict holding Tensors (one level)."""
+def _closed_over(fn) -> dict:
+    """{name: Tensor} that `fn` closes over: its closure cells and the globals its code
+    names, each a Tensor or a tuple/list/dict holding Tensors (one level: 'batch[0]')."""
     func = getattr(fn, "__func__", fn)  # a bound method's function
     code = getattr(func, "__code__", None)
     if code is None:
-        return (), []
-    names: list = []
-    found: list[Tensor] = []
+        return {}
+    found: dict = {}
 
     def collect(name, value):
         if isinstance(value, Tensor):
-            names.append(name)
-            found.append(value)
+            found[name] = value
         elif isinstance(value, (tuple, list)) and len(value) <= _MAX_CONTAINER:
             for i, item in enumerate(value):
                 if isinstance(item, Tensor):
-                    names.append(f"{name}[{i}]")
-                    found.append(item)
+                    found[f"{name}[{i}]"] = item
         elif isinstance(value, dict) and len(value) <= _MAX_CONTAINER:
             for k, item in value.items():
                 if isinstance(item, Tensor):
-                    names.append(f"{name}[{k!r}]")
-                    found.append(item)
+                    found[f"{name}[{k!r}]"] = item
 
     for name, cell in zip(code.co_freevars, func.__closure__ or ()):
         try:
@@ -129,7 +127,7 @@ def _closed_over(fn) -> tuple[tuple, list[Tensor]]:
     for name in code.co_names:
         if name in scope:
             collect(name, scope[name])
-    return tuple(names), found
+    return found
 
 
 def _sig(t: Tensor) -> tuple:
@@ -139,27 +137,34 @@ def _sig(t: Tensor) -> tuple:
 class _Signature:
     """Everything recorded for one input signature."""
 
-    def __init__(self, dev, args_leaves: list[Tensor], closed: list[Tensor]):
+    def __init__(self, dev, args_leaves: list[Tensor]):
         self.dev = dev
         self.state = "recording"  # then "replay" or "eager"
         self.reason: str | None = "not called yet"
         self.tries = 0
-        self.calls = 0
-        self.previous: tuple | None = None  # (Recording, output structure, input buffers) of the last eager call
+        # (Recording, output structure, {name: (Tensor, wgpu buffer)} of the closed-over
+        # Tensors it read) of the last eager call
+        self.previous: tuple | None = None
         self.replay: Replay | None = None
         self.outputs = None  # (structure, [(gpu buffer, shape, dtype, len, nbytes) per Tensor])
         # Private copies of the inputs (parameters, which require grad, pass through as they are).
         self.private = [leaf if leaf.requires_grad else
                         Tensor(dev.empty(leaf._buf.len, leaf._buf.dtype), leaf.shape, leaf.dtype)
                         for leaf in args_leaves]
-        # Closed-over inputs: the index in `closed` of each one with a buffer of its own (first
-        # of those sharing one). At a replay, those that were another buffer in each of the two
-        # recordings compared are copied into the step's own buffer (`copied`: slot -> Buffer),
-        # and back when the step writes them; the others must still be the recorded buffer.
-        self.slots = _slots(closed)
-        self.copied: dict = {}  # (made before a recording: never one of its pool buffers)
-        self.fixed: dict = {}  # slot -> (the Tensor, its wgpu buffer) in both recordings
-        self.write_back: list[int] = []  # copied slots the step writes in place
+        # Closed-over inputs, by name: those the recordings read (`used`: name -> shape, dtype).
+        # At a replay the ones that were the same Tensor over the same buffer in both recordings
+        # (`fixed`) are read where they are; the others are copied into the step's own buffers
+        # (`copied`: name -> Buffer, made before a recording, so never one of its pool buffers),
+        # and back after it where the step writes them (`write_back`).
+        self.used: dict = {}
+        self.fixed: dict = {}
+        self.copied: dict = {}
+        self.write_back: list = []
+
+    def reset(self, why: str) -> None:
+        """Record afresh (a new situation, not a failed attempt)."""
+        self.release()
+        self.state, self.previous, self.tries, self.reason = "recording", None, 0, why
 
     def release(self) -> None:
         if self.replay is not None:
@@ -167,15 +172,17 @@ class _Signature:
             self.replay = None
 
 
-def _slots(closed: list[Tensor]) -> list[int]:
-    """Indices of the closed-over Tensors that are inputs (not requiring grad), one per buffer."""
+def _read(closed: dict, buffers: dict, recording) -> dict:
+    """{name: (Tensor, wgpu buffer)} of the closed-over Tensors (not requiring grad) whose
+    buffer (as it was before the recording, `buffers`) the recording used, one name per buffer."""
+    touched = set(map(id, recording.buffers()))
+    used: dict = {}
     seen: set = set()
-    slots = []
-    for i, t in enumerate(closed):
-        if not t.requires_grad and id(t._buf) not in seen:
-            seen.add(id(t._buf))
-            slots.append(i)
-    return slots
+    for name, gpu_buffer in buffers.items():
+        if id(gpu_buffer) in touched and id(gpu_buffer) not in seen:
+            seen.add(id(gpu_buffer))
+            used[name] = (closed[name], gpu_buffer)
+    return used
 
 
 class CompiledStep:
@@ -196,21 +203,17 @@ class CompiledStep:
     def _key(self, args, kwargs):
         leaves: list[Tensor] = []
         structure = _flatten((args, kwargs), leaves)
-        names, closed = _closed_over(self.fn)
-        owners = {}
-        aliases = tuple(owners.setdefault(id(t._buf), i) for i, t in enumerate(closed))
-        sig = tuple(_sig(t) for t in leaves)
-        key = (structure, sig, names, tuple(_sig(t) for t in closed), aliases, is_grad_enabled())
+        key = (structure, tuple(_sig(t) for t in leaves), is_grad_enabled())
         try:
             hash(key)
         except TypeError as exc:
-            return None, structure, leaves, closed, f"an argument is not hashable ({exc})"
-        return key, structure, leaves, closed, None
+            return None, structure, leaves, f"an argument is not hashable ({exc})"
+        return key, structure, leaves, None
 
     def reason(self, *args, **kwargs) -> str | None:
         """Why calls with these arguments' signature run eagerly; None only when they are
         replayed. Without arguments, for a step that takes some: the reason of the last call."""
-        key, _, leaves, _, unhashable = self._key(args, kwargs)
+        key, _, leaves, unhashable = self._key(args, kwargs)
         if unhashable is not None:
             return unhashable
         entry = self._signatures.get(key)
@@ -239,8 +242,9 @@ class CompiledStep:
         self._last_reason = why
 
     def __call__(self, *args, **kwargs):
-        key, structure, leaves, closed, unhashable = self._key(args, kwargs)
-        tensors = leaves + closed
+        key, structure, leaves, unhashable = self._key(args, kwargs)
+        closed = _closed_over(self.fn)
+        tensors = leaves or list(closed.values())
         dev = tensors[0]._buf._dev if tensors else gpu()
         if dev._recording is not None:
             # Called inside another step being captured: run eagerly so that step records it.
@@ -252,44 +256,57 @@ class CompiledStep:
             if len(self._signatures) >= self.max_signatures:
                 return self._eager(f"more than max_signatures={self.max_signatures} input signatures: "
                                    f"this one runs eagerly", args, kwargs)
-            entry = self._signatures[key] = _Signature(dev, leaves, closed)
-        entry.calls += 1
+            entry = self._signatures[key] = _Signature(dev, leaves)
         if entry.state == "replay":
-            moved = next((n for n, (t, b) in entry.fixed.items()
-                          if closed[entry.slots[n]] is not t or t._buf._gpu is not b), None)
-            if moved is None and not entry.replay.stale():
+            why = self._changed(entry, closed)
+            if why is None:
                 self._last_reason = None
                 return self._replay(entry, leaves, closed)
-            entry.release()  # a persistent buffer was replaced: record again
-            entry.state, entry.previous, entry.tries = "recording", None, 0
-            entry.reason = ("a buffer the capture used was replaced (e.g. a parameter reassigned): recording again"
-                            if moved is None else f"{_closed_over(self.fn)[0][entry.slots[moved]]} is another tensor "
-                            f"than in the recordings (the same one twice before): recording again")
-            self._note(entry.reason)
+            entry.reset(why)
+            self._note(why)
         if entry.state == "eager":
             return self._eager(entry.reason, args, kwargs)
         return self._record(entry, structure, leaves, closed)
 
-    def _copy_in(self, entry: _Signature, leaves: list[Tensor], closed: list[Tensor]) -> list[tuple]:
+    @staticmethod
+    def _changed(entry: _Signature, closed: dict) -> str | None:
+        """Why the replay cannot serve this call (None: it can)."""
+        if entry.replay.stale():
+            return "a buffer the capture used was replaced (e.g. a parameter reassigned): recording again"
+        for name, (shape, dtype) in entry.used.items():
+            t = closed.get(name)
+            if t is None or t.requires_grad or tuple(t.shape) != shape or t.dtype != dtype:
+                return f"{name}, a tensor the step closes over, is gone or changed shape or dtype: recording again"
+        for name, (tensor, gpu_buffer) in entry.fixed.items():
+            if closed[name] is not tensor or tensor._buf._gpu is not gpu_buffer:
+                return (f"{name} is another tensor than in the recordings (the same one in both): "
+                        f"recording again")
+        return None
+
+    def _copy_in(self, entry: _Signature, leaves: list[Tensor], closed: dict) -> list[tuple]:
         copies = []
         for leaf, private in zip(leaves, entry.private):
             if private is not leaf and private._buf._gpu is not leaf._buf._gpu:
                 copies.append(("copy", leaf._buf._gpu, 0, private._buf._gpu, 0, _words(leaf._buf)))
-        for slot, private in entry.copied.items():
-            leaf = closed[entry.slots[slot]]
+        for name, private in entry.copied.items():
+            leaf = closed[name]
             copies.append(("copy", leaf._buf._gpu, 0, private._gpu, 0, _words(leaf._buf)))
         return copies
 
-    def _record(self, entry: _Signature, structure, leaves: list[Tensor], closed: list[Tensor]):
+    def _record(self, entry: _Signature, structure, leaves: list[Tensor], closed: dict):
         self.stats["eager"] += 1
         dev = entry.dev
         for leaf, private in zip(leaves, entry.private):
             if private is not leaf:
                 dev.copy(leaf._buf, private._buf)
-        inputs = [closed[i]._buf._gpu for i in entry.slots]  # (realizes deferred work before recording)
-        for n, index in enumerate(entry.slots):  # the step's own buffers for them, made before recording
-            if n not in entry.copied:
-                entry.copied[n] = dev.empty(closed[index]._buf.len, closed[index]._buf.dtype)
+        # The closed-over inputs' buffers (realizing deferred work before recording), and the
+        # step's own buffers for those the last recording read, made before this one.
+        buffers = {name: t._buf._gpu for name, t in closed.items() if not t.requires_grad}
+        wanted = entry.previous[2] if entry.previous is not None else {}
+        for name in wanted:
+            t = closed.get(name)
+            if t is not None and name not in entry.copied:
+                entry.copied[name] = dev.empty(t._buf.len, t._buf.dtype)
         args, kwargs = _build(structure, entry.private)
         provisional = tuner.provisional_calls()
         recording = Recording(dev)
@@ -316,26 +333,31 @@ class CompiledStep:
                             "ANYGPU_TUNE_BUDGET; `anygpu tune -- CMD` tunes ahead): replay begins once they are tuned")
             self._note(entry.reason)
             return result
+        used = _read(closed, buffers, recording)
         entry.tries += 1
-        previous, entry.previous = entry.previous, (recording, out_structure, inputs,
-                                                    [closed[index] for index in entry.slots])
+        previous, entry.previous = entry.previous, (recording, out_structure, used)
         if previous is None:
             entry.reason = "recorded once: replayed from the next call if that one records the same commands"
             self._note(entry.reason)
             return result
-        why = same_step(previous[0], recording, (previous[2], inputs))
+        names = list(used)
+        if list(previous[2]) != names:
+            why = f"the step read other tensors it closes over ({', '.join(previous[2]) or 'none'}, then " \
+                  f"{', '.join(names) or 'none'})"
+        elif any(tuple(previous[2][n][0].shape) != tuple(used[n][0].shape) for n in names):
+            why = "a tensor the step closes over changed shape"
+        else:
+            why = same_step(previous[0], recording, ([previous[2][n][1] for n in names], [used[n][1] for n in names]))
         if why is None and previous[1] != out_structure:
             why = "the returned values differ in structure"
         if why is None:
-            # The same Tensor over the same buffer in both (a new batch may get the buffer its
-            # predecessor gave back to the pool: that one is copied like any other).
-            entry.fixed = {n: (closed[index], inputs[n]) for n, index in enumerate(entry.slots)
-                           if previous[2][n] is inputs[n] and previous[3][n] is closed[index]}
-            for n in entry.fixed:  # read where they are: no copy of their own
-                del entry.copied[n]
-            rebind = {inputs[n]: private._gpu for n, private in entry.copied.items()}
+            entry.fixed = {n: used[n] for n in names
+                           if previous[2][n][0] is used[n][0] and previous[2][n][1] is used[n][1]}
+            entry.copied = {n: entry.copied[n] for n in names if n not in entry.fixed}
+            entry.used = {n: (tuple(used[n][0].shape), used[n][0].dtype) for n in names}
+            rebind = {used[n][1]: private._gpu for n, private in entry.copied.items()}
             changed = written(recording)
-            entry.write_back = [n for n in entry.copied if id(inputs[n]) in changed]
+            entry.write_back = [n for n in entry.copied if id(used[n][1]) in changed]
             entry.replay = Replay(recording, rebind)
             entry.outputs = (out_structure, [(rebind.get(t._buf._gpu, t._buf._gpu), t.shape, t.dtype, t._buf.dtype,
                                               t._buf.len) for t in out_leaves])
@@ -354,7 +376,7 @@ class CompiledStep:
         self._note(why)
         return result
 
-    def _replay(self, entry: _Signature, leaves: list[Tensor], closed: list[Tensor]):
+    def _replay(self, entry: _Signature, leaves: list[Tensor], closed: dict):
         self.stats["replayed"] += 1
         replay = entry.replay
         dev = replay.dev
@@ -364,8 +386,8 @@ class CompiledStep:
             fresh = dev.empty(length, buf_dtype)
             after.append(("copy", gpu_buffer, 0, fresh._gpu, 0, _words(fresh)))
             results.append(Tensor(fresh, shape, dtype))
-        for n in entry.write_back:  # closed-over tensors the step writes in place get its result
-            leaf = closed[entry.slots[n]]
-            after.append(("copy", entry.copied[n]._gpu, 0, leaf._buf._gpu, 0, _words(leaf._buf)))
+        for name in entry.write_back:  # closed-over tensors the step writes in place get its result
+            leaf = closed[name]
+            after.append(("copy", entry.copied[name]._gpu, 0, leaf._buf._gpu, 0, _words(leaf._buf)))
         replay.run(before=self._copy_in(entry, leaves, closed), after=after)
         return _build(structure, results)

@@ -355,3 +355,30 @@ def test_a_fixed_closed_over_tensor_is_read_in_place_and_a_replaced_one_records_
         holder["x"] = ag.tensor(x1 + n)
         assert float(compiled().item()) == eager(x1 + n)
     assert compiled.stats["replayed"] >= 4 and compiled.reason() is None
+
+
+def test_tensors_the_step_only_collects_and_a_changing_batch_shape():
+    """A growing list of tensors the step names but does not read from the GPU (here: its
+    length) is no input, so it does not stop replay; a closed-over batch that changes shape
+    records afresh, then replays."""
+    model = _mlp()
+    history = []
+    batch = {}
+
+    def step():
+        loss = F.cross_entropy(model(batch["x"]), batch["y"])
+        assert len(history) < 100  # Python only: not replayed (as with CUDA graphs)
+        return loss
+
+    def eager(x, y):
+        return float(F.cross_entropy(model(ag.tensor(x)), ag.tensor(y)).item())
+
+    compiled = ag.compile(step)
+    full = _batches(seed=1, n=5)
+    part = _batches(seed=2, n=4, rows=4)
+    for x, y in full + part + full:
+        batch["x"], batch["y"] = ag.tensor(x), ag.tensor(y)
+        history.append(compiled())
+        assert float(history[-1].item()) == eager(x, y)
+    assert compiled.stats["replayed"] >= 6, compiled.stats
+    assert compiled.reason() is None
