@@ -287,3 +287,14 @@ def test_writes_through_data_do_not_bump_the_version_as_torch():
         y.sum().backward()
         grads.append(x.grad)
     same(grads[1], grads[0], 1e-5)
+
+
+def test_assigning_data_of_another_dtype_to_a_view_detaches_it_from_the_old_base():
+    """`p.data = p.data.half()`-style assignments: the tensor holds the new values, and its
+    in-place ops no longer reach the storage it used to view."""
+    for lib in (torch, ag):
+        base = lib.zeros(4, 3)
+        p = base.view(12)
+        p.data = lib.ones(12) * 2
+        p.add_(1)
+        assert base.sum().item() == 0.0 and p.tolist() == [3.0] * 12

@@ -899,7 +899,7 @@ class Tensor:
         else:
             if self._view is not None:
                 self.__class__ = Tensor
-            self._view = None
+            self._base, self._view = value._base, None  # (None when value owns its buffer: both hold it)
             self._buf = value._buf
         self.shape, self.dtype, self._host = value.shape, value.dtype, value._host
 
