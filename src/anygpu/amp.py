@@ -128,6 +128,11 @@ class autocast(contextlib.ContextDecorator):
         return False
 
 
+def _whole_buffer(t) -> bool:
+    """Whether Tensor t is all of its Buffer, in order (then a kernel may write the Buffer)."""
+    return getattr(t, "_base", None) is None and getattr(t, "_view", None) is None and t._buf.len == t.numel()
+
+
 class GradScaler:
     """torch.amp.GradScaler (init_scale 2**16, growth_factor 2, backoff_factor 0.5,
     growth_interval 2000). The scale lives on the host: one read per step (the inf/NaN
@@ -180,9 +185,11 @@ class GradScaler:
             raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
         if stage["stage"] == "stepped":
             raise RuntimeError("unscale_() is being called after step().")
+        from .ops import gpu
         from .tensor import Tensor, no_grad
         inverse = 1.0 / self._scale
         total = None
+        whole = []   # gradients that are their whole Buffer: unscaled and checked several per dispatch
         with no_grad():
             for group in optimizer.param_groups:
                 for p in group["params"]:
@@ -192,10 +199,20 @@ class GradScaler:
                     if grad.dtype is dtypes.float16:
                         raise ValueError("GradScaler.unscale_: attempting to unscale float16 gradients "
                                          "(keep the parameters in float32 and use autocast)")
+                    if grad.dtype is dtypes.float32 and _whole_buffer(grad):
+                        whole.append(grad)
+                        continue
                     grad.mul_(inverse)
                     probe = (grad * 0.0).sum()  # 0 unless an element is inf or NaN
                     total = probe if total is None else total + probe
-        stage["found_inf"] = total is not None and not math.isfinite(float(total.item()))
+            found = False
+            if whole:
+                dev = gpu()
+                flag = dev.unscale_check([g._buf for g in whole], inverse)
+                for g in whole:
+                    g._version += 1   # written in place, as mul_ would
+                found = bool(dev.read(flag)[0])
+        stage["found_inf"] = found or (total is not None and not math.isfinite(float(total.item())))
         stage["stage"] = "unscaled"
 
     def step(self, optimizer, *args, **kwargs):

@@ -72,11 +72,11 @@ def _tensor(op: str, name: str, value, min_ndim: int = 0, ndims: Sequence[int] |
     return value
 
 
-def _optional(op: str, name: str, value, shape) -> Tensor | None:
-    """None, or a float Tensor of exactly `shape`."""
+def _optional(op: str, name: str, value, shape, dtype=float32) -> Tensor | None:
+    """None, or a float Tensor (of `dtype`) of exactly `shape`."""
     if value is None:
         return None
-    _tensor(op, name, value)
+    _tensor(op, name, value, dtype=dtype)
     if value.shape != tuple(shape):
         raise ValueError(f"{op}: {name} has shape {value.shape}, expected {tuple(shape)}")
     return value
@@ -133,14 +133,20 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """y = input @ weight.T + bias: input (*, in_features), weight (out_features, in_features),
     bias (out_features) -> (*, out_features). One matmul reading weight transposed in place,
     adding the bias as it stores."""
+    return _linear(input, weight, bias, float32)
+
+
+def _linear(input: Tensor, weight: Tensor, bias: Tensor | None, dtype) -> Tensor:
+    """linear on operands of one float dtype (float32; float16: an f16 product, summed in f32,
+    on matrix units where the device has them), the bias added in the product's store."""
     op = "linear"
-    _tensor(op, "input", input, min_ndim=1)
-    _tensor(op, "weight", weight, ndims=(2,))
+    _tensor(op, "input", input, min_ndim=1, dtype=dtype)
+    _tensor(op, "weight", weight, ndims=(2,), dtype=dtype)
     out_f, in_f = weight.shape
     if input.shape[-1] != in_f:
         raise ValueError(f"linear: input has {input.shape[-1]} features in its last dim (shape {input.shape}), "
                          f"but weight of shape {weight.shape} expects in_features = {in_f}")
-    _optional(op, "bias", bias, (out_f,))
+    _optional(op, "bias", bias, (out_f,), dtype)
     rows = numel(input.shape[:-1])
     out_shape = input.shape[:-1] + (out_f,)
     dev = gpu()
@@ -1869,10 +1875,7 @@ def _half_or_autocast(fn):
 
 
 def _linear_half(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    _tensor("linear", "input", input, min_ndim=1, dtype=float16)
-    _tensor("linear", "weight", weight, ndims=(2,), dtype=float16)
-    out = matmul(input, weight.t())
-    return out if bias is None else out + bias
+    return _linear(input, weight, bias, float16)
 
 
 for _name in __all__:

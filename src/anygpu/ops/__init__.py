@@ -13,12 +13,14 @@ from . import attention, broadcast, conv, loss, norm, reduce, shape, softmax, up
 from . import batchnorm, index, layernorm, lossfn, pool, random
 from . import intmath
 from . import sparse
+from . import scaler
 
 _OP_MODULES = [elementwise, matmul, nd, reduce, broadcast, shape, upsample, softmax, attention, conv, norm,
                loss, optim]
 _OP_MODULES += [batchnorm, index, layernorm, lossfn, pool, random]  # the ops behind nn.functional
 _OP_MODULES += [intmath]  # integer tensors and sorting
 _OP_MODULES += [sparse]  # sparse matrices as segments of entries (anygpu.sparse)
+_OP_MODULES += [scaler]  # GradScaler's unscale of many gradients per dispatch (anygpu.amp)
 
 
 class Device(runtime.Device):
@@ -45,6 +47,8 @@ class Device(runtime.Device):
     batch_matmul = matmul.batch_matmul
     matmul_strided = matmul.matmul_strided
     matmul = matmul.matmul  # last: the name shadows the module in this class body
+    # scaler.py
+    unscale_check = scaler.unscale_check
     # nd.py
     broadcast_binary = nd.broadcast_binary
     strided_gather = nd.strided_gather

@@ -60,6 +60,10 @@ def sum_rows(dev, a, rows: int, cols: int):
     The backward of add_per_col(x, b, rows, cols) for b."""
     check_positive("sum_rows", rows=rows, cols=cols)
     check_buffer("sum_rows", "a", a, rows * cols, "rows*cols")
+    if a.dtype == "f16":   # summed in f32, stored f16 (the kernel below reads f32 words)
+        return dev.reduce_axis(a, 1, rows, cols, "sum")
+    if a.dtype != "f32":
+        raise ValueError(f"sum_rows: a must be f32 or f16, got {a.dtype}")
     kernel = dev.kernel("sum_rows", load_shader("sum_rows.wgsl"), 1, 1, "IIIII")
     col_tiles = -(-cols // 64)
     while True:

@@ -50,8 +50,9 @@ def _record(name: str, out: Tensor, parents: Sequence[Tensor], backward, native:
 
 # Ops whose forward ran on f16 Buffers and whose backward rule runs on them too (f16 stored,
 # f32 math): matmul's gradients are matmuls of the f16 gradient with the f16 operands (summed
-# in f32), softmax's backward reads the f16 gradient and output.
-_HALF_RULES = {"matmul", "bmm", "softmax"}
+# in f32), softmax's backward reads the f16 gradient and output; linear's are matmuls and a
+# row sum (in f32) of the f16 gradient; float16 attention's rule takes the f16 gradient.
+_HALF_RULES = {"matmul", "bmm", "softmax", "linear", "scaled_dot_product_attention"}
 
 
 def _converting_backward(backward, computed: str, wanted: tuple):
