@@ -155,10 +155,11 @@ def _linear(input: Tensor, weight: Tensor, bias: Tensor | None, dtype) -> Tensor
         return linked_empty(out, input, weight, bias)
     # The bias is added in the product's store (and a following activation joins it there:
     # ops/fusion.py); the product waits for it.
-    buf = dev.matmul_strided(input._buf, weight._buf, 1, rows, out_f, in_f, trans_b=True, op=op,
+    x_buf, w_buf = input._buf, weight._buf  # (read once: a strided view gathers on each read)
+    buf = dev.matmul_strided(x_buf, w_buf, 1, rows, out_f, in_f, trans_b=True, op=op,
                              bias=None if bias is None else bias._buf)
     out = Tensor(buf, out_shape)
-    backward = rule("linear", dev, input._buf, weight._buf, rows, in_f, out_f, needs=_needs(input, weight, bias))
+    backward = rule("linear", dev, x_buf, w_buf, rows, in_f, out_f, needs=_needs(input, weight, bias))
     return _record_with(op, out, (input, weight, bias), backward)
 
 
@@ -301,11 +302,12 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
     dev = gpu()
     gamma = weight._buf if weight is not None else ones(channels)._buf
     beta = bias._buf if bias is not None else dev.alloc(channels)
-    out = Tensor(dev.group_norm(input._buf, gamma, beta, batch, channels, spatial, num_groups, float(eps)),
+    x_buf = input._buf  # (read once: a strided view gathers on each read)
+    out = Tensor(dev.group_norm(x_buf, gamma, beta, batch, channels, spatial, num_groups, float(eps)),
                  input.shape)
     needs = _needs(input, weight, bias)
 
-    backward = rule("group_norm", dev, input._buf, gamma, batch, channels, spatial, num_groups, float(eps),
+    backward = rule("group_norm", dev, x_buf, gamma, batch, channels, spatial, num_groups, float(eps),
                     needs=needs)
 
     return _record_with(op, out, (input, weight, bias), backward)
@@ -332,9 +334,10 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
         return input.clone()
     dev = gpu()
     gamma = weight._buf if weight is not None else None
-    y, stats = dev.layer_norm(input._buf, gamma, None if bias is None else bias._buf, rows, cols, float(eps))
+    x_buf = input._buf  # (read once: a strided view gathers on each read)
+    y, stats = dev.layer_norm(x_buf, gamma, None if bias is None else bias._buf, rows, cols, float(eps))
     out = Tensor(y, input.shape)
-    backward = rule("layer_norm", dev, input._buf, gamma, stats, rows, cols, needs=_needs(input, weight, bias))
+    backward = rule("layer_norm", dev, x_buf, gamma, stats, rows, cols, needs=_needs(input, weight, bias))
 
     return _record_with(op, out, (input, weight, bias), backward)
 
