@@ -298,7 +298,7 @@ def expand_backward(dev, grad_out, x_shape, shape):
 def getitem_backward(dev, grad_out, x_len: int, shape, strides, offset: int):
     """out = the strided view (shape, strides, offset) of x (x_len elements): grad_out
     scattered into zeros at those positions."""
-    full = dev.alloc(x_len)
+    full = dev.alloc(x_len, grad_out.dtype)
     dev.strided_scatter(grad_out, full, shape, strides, offset)
     return (full,)
 

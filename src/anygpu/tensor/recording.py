@@ -52,7 +52,10 @@ def _record(name: str, out: Tensor, parents: Sequence[Tensor], backward, native:
 # f32 math): matmul's gradients are matmuls of the f16 gradient with the f16 operands (summed
 # in f32), softmax's backward reads the f16 gradient and output; linear's are matmuls and a
 # row sum (in f32) of the f16 gradient; float16 attention's rule takes the f16 gradient.
-_HALF_RULES = {"matmul", "bmm", "softmax", "linear", "scaled_dot_product_attention"}
+_HALF_RULES = {"matmul", "bmm", "softmax", "linear", "scaled_dot_product_attention",
+               # moves of values (gathers, scatters, reshapes): exact in any dtype, so an f16
+               # gradient needs no round trip through f32 (two casts each)
+               "reshape", "view", "contiguous", "permute", "getitem", "cat"}
 
 
 def _converting_backward(backward, computed: str, wanted: tuple):
