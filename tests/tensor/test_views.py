@@ -298,3 +298,18 @@ def test_assigning_data_of_another_dtype_to_a_view_detaches_it_from_the_old_base
         p.data = lib.ones(12) * 2
         p.add_(1)
         assert base.sum().item() == 0.0 and p.tolist() == [3.0] * 12
+
+
+def test_squeeze_and_unsqueeze_in_place_as_torch():
+    grads = []
+    for lib in (torch, ag):
+        x = lib.tensor(DATA[:, :1].copy(), requires_grad=True)
+        y = x * 2.0
+        y.squeeze_(1).unsqueeze_(0)
+        v = y[0, 1:, 2:]
+        v.unsqueeze_(-1)
+        assert tuple(y.shape) == (1, 5, 7) and tuple(v.shape) == (4, 5, 1)
+        assert v.stride() == (7, 1, 1) and v.storage_offset() == 9
+        (y * lib.tensor(DATA[0, :5, :7])).sum().backward()
+        grads.append(x.grad)
+    same(grads[1], grads[0])

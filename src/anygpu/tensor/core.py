@@ -729,6 +729,14 @@ class Tensor:
         dims = dim if isinstance(dim, (tuple, list)) else (dim,)
         return squeezed(self, {d for d in (_dim("squeeze", k, self.ndim) for k in dims) if self.shape[d] == 1})
 
+    def squeeze_(self, dim=None):
+        """squeeze in place: this tensor takes the new shape (its elements stay where they are)."""
+        return regeometry(self, self.squeeze(dim))
+
+    def unsqueeze_(self, dim: int):
+        """unsqueeze in place: this tensor takes the new shape (its elements stay where they are)."""
+        return regeometry(self, self.unsqueeze(dim))
+
     def permute(self, *dims):
         return permute(self, dims)
 
@@ -1704,7 +1712,7 @@ class StridedView(Tensor):
 from .recording import _freed_entry, _record, _topological_order  # noqa: E402
 from .creation import arange, full, multinomial, ones, tensor, zeros, zeros_like  # noqa: E402
 from .elementwise import _as_float, _binary, _cast, _compare, _int_binary, _result_dtype, _to_tensor, _unary  # noqa: E402
-from .views import as_strided, detached, untracked, multi_output_views, diagonal, expand, is_row_major, layout, permute, reshape, squeezed, unfold, unsqueezed, view  # noqa: E402
+from .views import as_strided, detached, regeometry, untracked, multi_output_views, diagonal, expand, is_row_major, layout, permute, reshape, squeezed, unfold, unsqueezed, view  # noqa: E402
 from .inplace import _inplace  # noqa: E402
 from .indexing import _check_index_range, _index_tensor, gather, getitem, index_select, nonzero, scatter, setitem, where  # noqa: E402
 from .shape import _triangle, cat, diag, flip, movedim, repeat_interleave, roll, stack  # noqa: E402

@@ -322,3 +322,19 @@ def as_strided(x: Tensor, size, stride, storage_offset=None) -> Tensor:
         raise ValueError(f"as_strided: size {size} and stride {stride} at offset {offset} reach element {last} "
                          f"of a tensor of {source.numel()} elements (the storage)")
     return strided_view("as_strided", source, size, lambda strides, start: (stride, offset), overlapping=True)
+
+
+def regeometry(x: Tensor, shaped: Tensor) -> Tensor:
+    """x takes the shape (and strides) of `shaped`, a view of x with the same elements in the
+    same order (squeeze_, unsqueeze_): gradients are flat buffers in that order, so x's graph
+    entry stays valid; views taken from x keep their own geometry."""
+    if shaped is not x:
+        x.shape = shaped.shape
+        if x._view is not None:
+            x._view = shaped._view
+            if shaped._view is None:  # (now the whole buffer in row-major order)
+                x.__class__ = Tensor
+                x._buf = shaped._buf
+        if x._host is not None:
+            x._host = x._host.reshape(x.shape)
+    return x
