@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from anygpu.train.loop import CHECKPOINT, Settings, fit, read_checkpoint_settings
+from anygpu.train.loop import CHECKPOINT, PRECISIONS, Settings, fit, read_checkpoint_settings
 
 __all__ = ["Stratagem", "STRATAGEMS", "register", "run", "Settings", "fit", "positive_int", "non_negative_int",
            "positive_float"]
@@ -115,6 +115,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         parser.add_argument("--tensorboard", type=Path, metavar="DIR",
                             help="also write TensorBoard event files to DIR: loss and learning rate per step, "
                                  "loss, accuracy, learning rate and samples/s per epoch (needs anygpu[tensorboard])")
+        parser.add_argument("--precision", choices=list(PRECISIONS), default="32",
+                            help="32: float32 throughout (default); 16-mixed: the forward under autocast "
+                                 "(float16 products on matrix units where the GPU has them, float32 master weights "
+                                 "and reductions) with a GradScaler")
         parser.add_argument("--balance", choices=["throughput"],
                             help="under mpiexec: split each global batch across ranks by their measured speed")
         if stratagem.name == "classifier":
@@ -172,6 +176,7 @@ def resolve(args: argparse.Namespace) -> tuple[Stratagem, Settings, Any]:
         extra={key: value for key, value in extra.items() if value is not None},
         balance=getattr(args, "balance", None),
         tensorboard=getattr(args, "tensorboard", None),
+        precision=PRECISIONS[getattr(args, "precision", None) or "32"],
     )
     return stratagem, settings, saved
 

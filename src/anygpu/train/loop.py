@@ -46,6 +46,10 @@ LOSS_PLOT = "loss.png"
 CHECKPOINT_FORMAT = "anygpu-checkpoint-1"
 
 
+# --precision values (Lightning's names) -> the one this trainer runs
+PRECISIONS = {"32": "32", "32-true": "32", "16-mixed": "16-mixed"}
+
+
 @dataclass
 class Settings:
     """One training run, as resolved from the command line and the stratagem's defaults.
@@ -68,6 +72,7 @@ class Settings:
     extra: dict[str, Any] = field(default_factory=dict)
     balance: str | None = None  # under mpiexec: "throughput" splits each global batch by rank speed
     tensorboard: Path | None = None  # --tensorboard DIR: TensorBoard event files of the run
+    precision: str = "32"  # "32" or "16-mixed" (--precision): the forward under float16 autocast, a GradScaler
 
     def to_json(self) -> str:
         values = asdict(self)
@@ -502,7 +507,11 @@ def fit(task_factory: Callable[[Settings], Task], settings: Settings,
     started = time.perf_counter()
     # Data-parallel steps are captured too (their bucket exchanges are host calls and gates of
     # the replay), except while --balance times each rank's eager work.
-    compiled = _compiled_step(task) if parallel is None or not parallel.balance else None
+    # 16-mixed: the forward under float16 autocast and a GradScaler, eager (the scaler reads its
+    # inf check back each step, so such a step is never replayed).
+    mixed = settings.precision == "16-mixed"
+    scaler = ag.amp.GradScaler("cuda", enabled=mixed)
+    compiled = _compiled_step(task) if (parallel is None or not parallel.balance) and not mixed else None
     for epoch in range(start_epoch, settings.epochs + 1):
         epoch_started = time.perf_counter()
         task.model.train()
@@ -541,12 +550,14 @@ def fit(task_factory: Callable[[Settings], Task], settings: Settings,
                 if compiled is not None:
                     loss = compiled(*task.inputs(x, y, rng))
                 else:
-                    loss = task.loss(x, y, rng)
+                    with ag.autocast("cuda", dtype=ag.float16, enabled=mixed):
+                        loss = task.loss(x, y, rng)
                     task.optimizer.zero_grad()
-                    loss.backward()
+                    scaler.scale(loss).backward()
                     if parallel is not None:
                         parallel.sync(len(x))
-                    task.optimizer.step()
+                    scaler.step(task.optimizer)
+                    scaler.update()
                 if task.scheduler is not None and task.scheduler_per_step:
                     task.scheduler.step()
                 # The loss is read once the next step is recorded: the GPU never waits on the host.
