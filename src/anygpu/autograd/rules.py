@@ -243,11 +243,20 @@ def sum_backward(dev, grad_out, x_shape, kept_shape):
 @rule("max_all", "min_all")
 def extreme_all_backward(dev, grad_out, x, value, x_shape):
     """out = max(x) (min) over everything, 1 element: grad_out shared evenly among the
-    elements equal to it, as in torch."""
+    elements equal to it (among the NaNs when it is NaN), as in torch."""
     n = x.len
-    hits, _ = dev.broadcast_binary("eq", x, tuple(x_shape), value, ())
+    hits, _ = dev.broadcast_binary("same", x, tuple(x_shape), value, ())
     share = dev.binary("div", grad_out, dev.reduce_axis(hits, 1, n, 1, "sum"))
     return (dev.broadcast_binary("mask_mul", share, (), hits, tuple(x_shape))[0],)
+
+
+@rule("logsumexp")
+def logsumexp_backward(dev, grad_out, x, out, x_shape, kept_shape):
+    """out = log(sum(exp(x))) over one dim of x (size 1 in kept_shape): grad_out * exp(x - out),
+    0 (not 0 * inf) for a finite x beside an infinite one, as torch."""
+    shifted, _ = dev.broadcast_binary("sub", x, tuple(x_shape), out, tuple(kept_shape))
+    weights = dev.unary("exp", shifted)
+    return (dev.broadcast_binary("mul", grad_out, tuple(kept_shape), weights, tuple(x_shape))[0],)
 
 
 @rule("max_dim", "min_dim")

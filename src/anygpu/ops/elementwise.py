@@ -165,6 +165,9 @@ BINARY = {
     # (torch gives both inputs the whole gradient there); b's share is share(b, a).
     "maximum_share": f"select(select(select(0.0, 0.5, a == b), 1.0, a > b), 1.0, {_nan('a')} || {_nan('b')})",
     "minimum_share": f"select(select(select(0.0, 0.5, a == b), 1.0, a < b), 1.0, {_nan('a')} || {_nan('b')})",
+    # 1 where a is b or both are NaN: the elements a full max/min came from (torch shares its
+    # gradient among the NaNs when the result is NaN).
+    "same": f"select(0.0, 1.0, a == b || ({_nan('a')} && {_nan('b')}))",
 }
 
 

@@ -182,7 +182,12 @@ def logsumexp(x: Tensor, dim, keepdim: bool = False) -> Tensor:
     peak = _max_detached(x, d)
     # An infinite max shifts by 0 instead: inf - inf would be NaN where torch gives +-inf.
     peak = where(peak.abs() == math.inf, 0.0, peak)
-    out = (x - peak).exp().sum(d, keepdim=True).log() + peak
+    with no_grad():
+        out = (x - peak).exp().sum(d, keepdim=True).log() + peak
+    # torch's gradient, grad * exp(x - out): 0 for a finite x beside an infinite one, where
+    # the chain above (exp(x) / sum with an infinite sum) would make 0 * inf = NaN.
+    out = _record("logsumexp", Tensor(out._buf, out.shape), (x,),
+                  rule("logsumexp", gpu(), _float_operand(x), out._buf, x.shape, out.shape))
     return out if keepdim else out.squeeze(d)
 
 
