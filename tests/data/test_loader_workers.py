@@ -138,3 +138,11 @@ def test_fork_workers_load_host_data_and_refuse_gpu_work():
     data = ag.tensor(np.ones((4, 2), np.float32))
     with pytest.raises(RuntimeError, match="started by fork and cannot use the GPU"):
         list(DataLoader(wd.MadeOnDevice(data), batch_size=2, num_workers=1, multiprocessing_context="fork"))
+
+
+def test_each_epoch_of_fresh_workers_sees_the_dataset_as_it_is_then():
+    dataset = wd.Numbered(4)
+    loader = DataLoader(dataset, batch_size=2, num_workers=1)
+    assert [b[1].tolist() for b in rows(loader)] == [[0, 1], [2, 3]]
+    dataset.n = 6  # torch's workers fork from the dataset of that epoch
+    assert [b[1].tolist() for b in rows(loader)] == [[0, 1], [2, 3], [4, 5]]

@@ -2,7 +2,7 @@
 
 With `num_workers=0` batches are loaded in the main process. With `num_workers > 0` and a
 dataset (with collate_fn and worker_init_fn) that pickles, that many worker processes load
-whole batches in parallel (see worker.py: spawn start method, torch's seeding, batches
+whole batches in parallel (see worker.py: fresh interpreters, torch's seeding, batches
 returned in the sampler's order, `prefetch_factor` batches in flight per worker,
 `persistent_workers` kept from epoch to epoch, a worker's exception re-raised here naming
 the worker); a dataset that does not pickle is loaded in the main process with a warning.
@@ -165,18 +165,22 @@ class DataLoader:
             return None
         if self._default_collate and _rows_source(self.dataset) is not None:
             return None  # a TensorDataset's rows are on the GPU already: workers could only add copies
-        if self._payload is None:
-            collate = ("collate" if self._auto_collation else "convert") if self._default_collate \
-                else self.collate_fn
-            try:
-                self._payload = host_dumps((self.dataset, collate, self.worker_init_fn, self._auto_collation,
-                                            self.batch_size, self.drop_last))
-            except Exception as exc:  # lambdas, local classes, open files, ...
-                warnings.warn(f"DataLoader: the dataset, collate_fn or worker_init_fn cannot be pickled "
-                              f"({type(exc).__name__}: {exc}); loading in the main process instead of "
-                              f"{self.num_workers} worker processes", stacklevel=3)
-                self._payload = b""
-        return self._payload or None
+        if self._payload == b"":  # it did not pickle: the main process loads, every epoch
+            return None
+        if self.persistent_workers and self._pool is not None:
+            return self._payload  # the running workers keep their copy, as torch's
+        collate = ("collate" if self._auto_collation else "convert") if self._default_collate \
+            else self.collate_fn
+        try:  # every epoch: new workers see the dataset as it is now, as torch's forked ones do
+            self._payload = host_dumps((self.dataset, collate, self.worker_init_fn, self._auto_collation,
+                                        self.batch_size, self.drop_last))
+        except Exception as exc:  # lambdas, local classes, open files, ...
+            warnings.warn(f"DataLoader: the dataset, collate_fn or worker_init_fn cannot be pickled "
+                          f"({type(exc).__name__}: {exc}); loading in the main process instead of "
+                          f"{self.num_workers} worker processes", stacklevel=3)
+            self._payload = b""
+            return None
+        return self._payload
 
     def _context(self):
         context = self.multiprocessing_context
