@@ -313,3 +313,20 @@ def test_squeeze_and_unsqueeze_in_place_as_torch():
         (y * lib.tensor(DATA[0, :5, :7])).sum().backward()
         grads.append(x.grad)
     same(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("name", ["slice-step", "int-middle", "transpose", "diagonal", "narrow", "view-of-view"])
+def test_a_view_read_after_its_base_changed_in_place_differentiates_as_torch(name):
+    """torch re-makes a view's graph entry from its base's current graph when the base has
+    changed in place; a use from before the change keeps the old one."""
+    grads = []
+    for lib in (torch, ag):
+        x = lib.tensor(DATA.copy(), requires_grad=True)
+        base = x * 1.0
+        v = VIEWS[name](base)
+        before = (v * 3.0).sum()
+        base.mul_(2.0)
+        loss = (v * v).sum() + before + (base * 0.5).sum()
+        loss.backward()
+        grads.append(x.grad)
+    same(grads[1], grads[0], 1e-5)

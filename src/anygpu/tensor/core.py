@@ -1690,7 +1690,7 @@ class StridedView(Tensor):
         self._key = id(self)
         self._base = base
         self._view = (strides, offset)
-        self._version = 0
+        self._version = base._version  # (a view's own counter: its base's version when its entry was made)
 
     @property  # type: ignore[override]
     def _buf(self):

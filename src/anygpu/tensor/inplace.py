@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 
 import numpy as np
 
@@ -15,10 +14,9 @@ from .core import _NP_DTYPE, Tensor
 from .grad_mode import is_grad_enabled
 from .elementwise import _cast
 from .views import check_multi_output, counts_versions
-from .recording import _attach, _record, _written_in_place
+from .recording import _attach, _inplace_keys, _record, _written_in_place
 
 
-_inplace_keys = itertools.count(-1, -1)  # engine keys of in-place results (ids are positive)
 
 
 def _graph_ancestors(root: Tensor, stop: Tensor):
@@ -124,6 +122,7 @@ def _inplace_view(x: Tensor, result: Tensor, op: str) -> Tensor:
     x._key = next(_inplace_keys)
     x._entry, x._parents, x.requires_grad, x._host = None, (), False, None
     _attach(op, x, (base,), rule("getitem", dev, base.numel(), x.shape, strides, offset))
+    x._version = base._version
     if x._view is None:
         x._buf = base._buf
     return x

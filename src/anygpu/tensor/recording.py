@@ -3,14 +3,16 @@ conversions), and the graph walk backward uses."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Sequence
 
 
 from ..autograd.engine import Entry
+from ..autograd.rules import backward as rule
 from ..dtypes import float16, float32
 from ..ops import gpu
 
-from .core import Tensor, _is_int
+from .core import StridedView, Tensor, _is_int
 from .grad_mode import is_grad_enabled
 
 
@@ -70,8 +72,15 @@ def _converting_backward(backward, computed: str, wanted: tuple):
     return run
 
 
+_inplace_keys = itertools.count(-1, -1)  # engine keys of in-place results and re-made views (ids are positive)
+
+
 def _attach(name: str, out: Tensor, parents: Sequence[Tensor], backward) -> Tensor:
     if is_grad_enabled() and any(p.requires_grad for p in parents):
+        for p in parents:
+            if p._view is not None and p._version != p._base._version:  # a view read after its base changed
+                parents = tuple(_view_now(q) for q in parents)
+                break
         out.requires_grad = True
         out._parents = tuple(parents)
         saves = _SAVES.get(name)
@@ -79,6 +88,24 @@ def _attach(name: str, out: Tensor, parents: Sequence[Tensor], backward) -> Tens
             backward = _version_checked(backward, name, saves(parents, out))
         out._entry = Entry(name, tuple(p._key for p in parents), out._key, backward)
     return out
+
+
+def _view_now(view: Tensor) -> Tensor:
+    """The operand an op records for a strided view read after its base changed in place:
+    as torch, a view whose graph entry comes from the base as it is now (its values are
+    read from the base anyway), so gradients reach the base's current graph. The view
+    itself keeps its entry for the ops that read it before."""
+    if view._view is None or view._version == view._base._version:
+        return view
+    base = view._base
+    if not view.requires_grad or not base.requires_grad:
+        return view  # a detached view, or a base outside any graph: nothing to route
+    strides, offset = view._view
+    now = StridedView(base, view.shape, view.dtype, strides, offset)
+    now.requires_grad = True
+    now._parents = (base,)
+    now._entry = Entry("view", (base._key,), now._key, rule("getitem", gpu(), base.numel(), view.shape, strides, offset))
+    return now
 
 
 def _products(parents, out) -> list:
