@@ -132,3 +132,17 @@ def test_out_keeps_the_tensors_identity_for_later_use():
     assert view_source.numpy().tolist() == [4.0, 6.0]
     ag.mul(out, 2, out=out)  # out as an input too
     assert out.numpy().tolist() == [8.0, 12.0]
+
+
+def test_new_factories_and_requires_grad_checks_as_torch():
+    for m in LIBS:
+        x = m.ones(2)
+        assert tuple(x.new_zeros(size=(2, 3)).shape) == (2, 3)
+        assert tuple(x.new_ones(size=[4], layout=m.strided).shape) == (4,)
+        assert tuple(x.new_empty((1, 2), pin_memory=False).shape) == (1, 2)
+        assert x.new_full(size=(2,), fill_value=3.0).numpy().tolist() == [3.0, 3.0]
+        for make in (lambda: m.zeros(3, dtype=m.long, requires_grad=True),
+                     lambda: m.arange(5, requires_grad=True),
+                     lambda: m.full((2,), 7, requires_grad=True)):
+            with pytest.raises((RuntimeError, ValueError), match="(?i)only .*float.* can require grad"):
+                make()

@@ -1110,17 +1110,18 @@ class Tensor:
     def new_tensor(self, data, dtype=None, device=None, requires_grad: bool = False):
         return tensor(data, dtype=dtype or self.dtype, requires_grad=requires_grad)
 
-    def new_zeros(self, *size, dtype=None, device=None, requires_grad: bool = False):
-        return zeros(*size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+    # new_*: torch's keywords (size=, layout, pin_memory) go to the factories (tensor/outputs.py).
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad: bool = False, **keywords):
+        return zeros(*size, dtype=dtype or self.dtype, requires_grad=requires_grad, **keywords)
 
-    def new_ones(self, *size, dtype=None, device=None, requires_grad: bool = False):
-        return ones(*size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+    def new_ones(self, *size, dtype=None, device=None, requires_grad: bool = False, **keywords):
+        return ones(*size, dtype=dtype or self.dtype, requires_grad=requires_grad, **keywords)
 
-    def new_empty(self, *size, dtype=None, device=None, requires_grad: bool = False):
-        return zeros(*size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+    def new_empty(self, *size, dtype=None, device=None, requires_grad: bool = False, **keywords):
+        return zeros(*size, dtype=dtype or self.dtype, requires_grad=requires_grad, **keywords)
 
-    def new_full(self, size, fill_value, dtype=None, device=None, requires_grad: bool = False):
-        return full(size, fill_value, dtype=dtype or self.dtype, requires_grad=requires_grad)
+    def new_full(self, size, fill_value, dtype=None, device=None, requires_grad: bool = False, **keywords):
+        return full(size, fill_value, dtype=dtype or self.dtype, requires_grad=requires_grad, **keywords)
 
     def narrow(self, dim: int, start: int, length: int):
         d = _dim("narrow", dim, self.ndim)

@@ -137,6 +137,8 @@ def factory(variadic: bool = True, size_keyword: bool = True, takes_memory_forma
                     raise ValueError(f"{op}: size given both as arguments {args} and as size={size!r}")
                 args = (tuple(size) if isinstance(size, (tuple, list)) else (size,),) + args
             result = fn(*args, **kwargs)
+            if kwargs.get("requires_grad") and not result.dtype.is_floating_point:
+                raise ValueError(f"{op}: only float tensors can require gradients, got dtype {result.dtype}")
             return write_out(op, result, out, warn_resize=False)
         return wrapper
     return decorate
