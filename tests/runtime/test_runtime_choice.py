@@ -95,6 +95,47 @@ def test_missing_dawn_simulated_by_a_failing_import(monkeypatch):
     assert runtime.module.__name__ == "wgpu"
 
 
+_AUTO_WITH_FAKE_MATRICES = """
+    import json
+    from anygpu.runtime import webgpu, GpuError
+
+    # lavapipe has no subgroup matrices: pretend Dawn's adapter lists one f16 config, and stand in
+    # for the GPU part of the self-check (passing, or failing as a wrong result would).
+    fake = [{"M": 8, "N": 8, "K": 8, "component_type": "f16", "result_type": "f32",
+             "min_subgroup_size": 8, "max_subgroup_size": 8},
+            {"M": 8, "N": 8, "K": 32, "component_type": "i8", "result_type": "i32",
+             "min_subgroup_size": 8, "max_subgroup_size": 8}]
+    webgpu.raw_matrix_configs = lambda adapter: fake
+    calls = []
+
+    def run_check(device, config, subgroup_size):
+        calls.append([config["M"], config["component_type"], subgroup_size])
+        if FAIL:
+            raise GpuError("wrong result (largest error 3 against numpy)")
+
+    webgpu._run_check = run_check
+    import anygpu as ag
+    dev = ag.gpu()
+    print(json.dumps({"runtime": dev.runtime, "reason": dev.runtime_reason, "calls": calls}))
+"""
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_auto_runs_the_self_check_once_and_follows_it(fail):
+    """auto's whole path where Dawn offers matrices (simulated): the self-check runs once, on the
+    f16 config only, while the runtime is being chosen; a failure sends auto to wgpu-native."""
+    _dawn_or_skip()
+    done = _child(f"FAIL = {fail}\n" + textwrap.dedent(_AUTO_WITH_FAKE_MATRICES), "auto", timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["calls"] == [[8, "f16", 8]]
+    if fail:
+        assert result["runtime"] == "wgpu"
+        assert "self-check failed" in result["reason"] and "wrong result" in result["reason"]
+    else:
+        assert result["runtime"] == "dawn" and "self-check passed" in result["reason"]
+
+
 def test_the_cli_reports_missing_dawn_in_one_line():
     code = """
         import sys

@@ -146,8 +146,8 @@ def _select(choice: str) -> Runtime:
             dawn = _load_dawn()
         except ImportError as exc:
             report = DawnReport(False, str(exc))
-        else:
-            report = _dawn_report(dawn, check=choice == "auto")
+        else:  # what auto weighs (ANYGPU_RUNTIME=dawn takes Dawn as it is)
+            report = _dawn_report(dawn) if choice == "auto" else DawnReport(True, f"wgpudawn {_version('wgpudawn')}")
     name, reason = decide(choice, report)
     if name == "dawn":
         runtime = Runtime("dawn", sys.modules["wgpudawn"], reason, _version("wgpudawn"))
@@ -263,9 +263,9 @@ def _checkable(config: dict) -> bool:
     return config["component_type"] == "f16" and config["result_type"] in ("f16", "f32")
 
 
-def _dawn_report(wgpudawn, check: bool) -> DawnReport:
-    """Dawn's adapters, the first (discrete first) with f16 subgroup matrices, and, when `check`,
-    the self-check on it."""
+def _dawn_report(wgpudawn) -> DawnReport:
+    """Dawn's adapters, the first (discrete first) with f16 subgroup matrices, and the
+    self-check on it. Runs while the runtime is being chosen: nothing here may call current()."""
     detail = f"wgpudawn {_version('wgpudawn')}"
     try:
         adapters = quiet_stderr(wgpudawn.gpu.enumerate_adapters_sync)
@@ -279,8 +279,6 @@ def _dawn_report(wgpudawn, check: bool) -> DawnReport:
     offering.sort(key=lambda a: rank.get(a.info.get("adapter_type"), 4))
     adapter = offering[0]
     name = adapter.info.get("device", "?")
-    if not check:
-        return DawnReport(True, detail, name, None, names)
     results = self_check(adapter)
     failed = _check_errors.get(_adapter_key(adapter))
     outcome = "passed" if any(results.values()) else (failed or "no config passed")
@@ -339,9 +337,10 @@ def self_check(adapter, device=None) -> dict:
         results: dict = {}
         errors: list[str] = []
         if configs:
+            own = device is None
             try:
-                if device is None:
-                    device = open_device(adapter, ["subgroup-matrix", "shader-f16"], None)[0]
+                if own:  # runtime given: this may run while the runtime is being chosen
+                    device = open_device(adapter, ["subgroup-matrix", "shader-f16"], None, runtime="dawn")[0]
                 for config in configs:
                     try:
                         _run_check(device, config, max(config["max_subgroup_size"], _subgroup_max(adapter), 1))
@@ -353,6 +352,8 @@ def self_check(adapter, device=None) -> dict:
                                       + " ".join(str(exc).split())[:300])
             except Exception as exc:
                 errors.append("device: " + " ".join(str(exc).split())[:300])
+            if own and device is not None:
+                device.destroy()
         _checks[key] = results
         if errors:
             _check_errors[key] = "; ".join(errors)
@@ -422,23 +423,25 @@ def device_matrix_configs(adapter, device) -> list[dict]:
 
 # ---------------------------------------------------------------------------- devices
 
-def adapter_features(adapter) -> dict[str, str]:
-    """{anygpu's name: the runtime's name} of the features anygpu uses that `adapter` offers."""
+def adapter_features(adapter, runtime: str | None = None) -> dict[str, str]:
+    """{anygpu's name: the runtime's name} of the features anygpu uses that `adapter` offers
+    (`runtime`: 'wgpu' or 'dawn', the chosen one by default)."""
     offered = set(adapter.features)
-    if current().name == "dawn":
+    if (runtime or current().name) == "dawn":
         return {ours: theirs for ours, theirs in DAWN_FEATURES.items() if theirs in offered}
     wanted = ("timestamp-query", "timestamp-query-inside-passes", "subgroup", "shader-f16")
     return {name: name for name in wanted if name in offered}
 
 
-def open_device(adapter, features, limits):
+def open_device(adapter, features, limits, runtime: str | None = None):
     """(wgpu device, anygpu feature names granted) on `adapter` with anygpu's `features` (those
-    it offers; names as in Device.features) and `limits` (None: defaults)."""
-    runtime = current()
-    offered = adapter_features(adapter)
+    it offers; names as in Device.features) and `limits` (None: defaults). `runtime`: 'wgpu' or
+    'dawn', the chosen one by default."""
+    runtime = runtime or current().name
+    offered = adapter_features(adapter, runtime)
     names = sorted(f for f in features if f in offered)
     native_names = [offered[f] for f in names]
-    if runtime.name != "dawn":
+    if runtime != "dawn":
         device = adapter.request_device_sync(required_features=native_names, required_limits=limits or {})
         return device, names
     from wgpudawn.backends.dawn import extras
