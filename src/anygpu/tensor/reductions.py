@@ -33,8 +33,31 @@ def _dims(op: str, dim, ndim: int) -> tuple[int, ...]:
     return dims
 
 
+_INT32_MAX = 2**31 - 1
+
+
+def _check_int_sums(op: str, x: Tensor, host_sums) -> None:
+    """ValueError when a sum of x's integers would pass 32 bits: anygpu stores int64 in i32,
+    where the kernels would wrap, and torch's int64 would not. The float32 sum of |x| bounds
+    every sum (one read-back; bool tensors count below 2**31 and skip it); only past that
+    bound are the exact sums (`host_sums` of the values in int64) made on the host. Partial
+    sums that wrap do no harm: i32 addition is exact modulo 2**32."""
+    if x.dtype.is_floating_point or x.dtype is bool_ or x.numel() < 2:
+        return
+    if float(_reduce_sum(_cast(x, float32).abs(), None, False).item()) < 0.99 * _INT32_MAX:
+        return
+    exact = np.asarray(host_sums(x.numpy().astype(np.int64)))
+    if exact.size and (exact.max() > _INT32_MAX or exact.min() < -_INT32_MAX - 1):
+        worst = int(exact.max()) if exact.max() > _INT32_MAX else int(exact.min())
+        raise ValueError(f"{op}: an integer sum reaches {worst}, beyond the 32 bits anygpu keeps int64 in "
+                         f"([-2**31, 2**31 - 1]); use x.float().{op}(...) where float32's 24-bit precision "
+                         f"will do")
+
+
 def _reduce_sum_int(x: Tensor, dims, keepdim: bool) -> Tensor:
-    """Exact sum of an integer or bool tensor over dims: int64, as torch."""
+    """Exact sum of an integer or bool tensor over dims: int64, as torch (a sum beyond 32
+    bits raises: _check_int_sums)."""
+    _check_int_sums("sum", x, lambda values: values.sum(axis=tuple(dims)))
     dev = gpu()
     buf, shape = _int_operand(x), list(x.shape)
     for d in sorted(dims, reverse=True):
@@ -221,11 +244,16 @@ def _cumulative_extreme(op: str, x: Tensor, dim: int, compare: str):
     return MaxResult(gather(x, d, index), index)
 
 
-def cumsum(x: Tensor, dim: int, dtype=None) -> Tensor:
+def cumsum(x: Tensor, dim: int, dtype=None, *, _checked: bool = False) -> Tensor:
     """Running sums along dim: a matmul with a triangle of ones per block of 256 and a
-    recursive running sum of the block totals (exact on integers; bool sums to int64)."""
+    recursive running sum of the block totals (exact on integers, a sum beyond 32 bits
+    raises: _check_int_sums; bool sums to int64)."""
+    if not _checked and dtype is None:
+        _check_int_sums("cumsum", x, lambda values: np.cumsum(values, axis=dim))
     if dtype is not None:
         x = x.to(dtype)
+        if not _checked:
+            _check_int_sums("cumsum", x, lambda values: np.cumsum(values, axis=dim))
     elif x.dtype is bool_ or x.dtype is int32:
         x = _cast(x, int64)
     if x.ndim == 0:
@@ -239,9 +267,9 @@ def cumsum(x: Tensor, dim: int, dtype=None) -> Tensor:
     pad = blocks * _CUMSUM_BLOCK - n
     padded = cat([moved, zeros(moved.shape[:-1] + (pad,), dtype=moved.dtype)], -1) if pad else moved
     grouped = padded.reshape(moved.shape[:-1] + (blocks, _CUMSUM_BLOCK))
-    inner = cumsum(grouped, -1)
+    inner = cumsum(grouped, -1, _checked=True)
     totals = inner[..., -1]
-    offsets = cumsum(totals, -1) - totals
+    offsets = cumsum(totals, -1, _checked=True) - totals
     out = (inner + offsets.unsqueeze(-1)).reshape(moved.shape[:-1] + (blocks * _CUMSUM_BLOCK,))
     return _moved_back(out[..., :n] if pad else out, d, x.ndim)
 
