@@ -88,8 +88,9 @@ for _name in ("abs", "exp", "log", "log2", "log10", "log1p", "expm1", "sqrt", "r
 absolute = abs  # noqa: F821 — defined by the loop above
 negative = neg  # type: ignore[name-defined]  # noqa: F821
 multiply = mul  # type: ignore[name-defined]  # noqa: F821
-subtract = sub  # type: ignore[name-defined]  # noqa: F821
 divide = div  # type: ignore[name-defined]  # noqa: F821
+
+
 def _with_alpha(name: str, method):
     """torch.add / torch.sub (input, other, *, alpha=1, out=None): input +- alpha * other."""
     def fn(input, other, *, alpha=1, out=None):
@@ -103,6 +104,7 @@ def _with_alpha(name: str, method):
 
 add = _with_alpha("add", add)  # type: ignore[has-type]  # noqa: F821
 sub = _with_alpha("sub", sub)  # type: ignore[has-type]  # noqa: F821
+subtract = sub
 
 # Tensor-level functions with torch's out= (the methods above have it already).
 cat = with_out("cat", cat)
