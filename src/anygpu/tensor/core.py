@@ -679,8 +679,9 @@ class Tensor:
         # torch's gradient (x - mean) / ((n - correction) std) * grad, made directly, and 0 where
         # std is 0 (a constant row) as torch's: through sqrt it is 0 * inf = NaN there.
         linear = (self * normalized.detach()).sum(dim, keepdim=keepdim)
-        step = scale / (value * divisor) if divisor > 0 else value * math.nan
-        return value + (linear - linear.detach()) * where(value == 0.0, 0.0, step)
+        constant = value == 0.0  # `where` masks their gradient whole, even an infinite one
+        step = scale / (where(constant, 1.0, value) * divisor) if divisor > 0 else value * math.nan
+        return value + where(constant, 0.0, (linear - linear.detach()) * step)
 
     def logsumexp(self, dim, keepdim: bool = False):
         if self._scalar_dim("logsumexp", dim):
