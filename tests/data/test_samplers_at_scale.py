@@ -29,6 +29,7 @@ _PEAK_RSS = textwrap.dedent("""
         sampler = WeightedRandomSampler(np.linspace(0, 1, 100), num_samples=int(1e10))
     loader = DataLoader(data, sampler=sampler, batch_size=64)
     assert len(loader) == -(-int(1e10) // 64)
+    next(iter(DataLoader(data, batch_size=64)))[0].numpy()  # the GPU device opened before measuring
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     batches = list(b.numpy() for _, b in zip(range(5), loader))
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
