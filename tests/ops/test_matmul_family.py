@@ -298,8 +298,10 @@ class _GpuLike:
     max_workgroup_storage = 49152
 
 
+# 128x64x16_8x8_v4d, not 128x128x16: that one's tiles take 33280 bytes of workgroup memory, over
+# lavapipe's 32768 (Dawn refuses the pipeline; wgpu-native did not check).
 @pytest.mark.parametrize("name", ["simple", "64x64x8_8x8_v4p", "32x64x4_4x8_v1p", "64x64x16_8x8_v4dh",
-                                  "128x128x32_8x8_v4ph", "128x128x16_8x8_v4d", "64x64x16_8x8_v4dw"])
+                                  "128x128x32_8x8_v4ph", "128x64x16_8x8_v4d", "64x64x16_8x8_v4dw"])
 @pytest.mark.parametrize("trans_a, trans_b", [(False, False), (True, True)])
 def test_f16_nan_inf_and_overflow_come_out_as_float64_rounded_to_f16(dev, rng, name, trans_a, trans_b):
     needs_f16(dev)
