@@ -346,7 +346,9 @@ def _layer_norm_body(c: RowConfig, comp: str, store: str, one_pass: bool, affine
         lines.append("var rstd = 0.0;")
         lines.append("var pivot = shift;")
         # 2^-90 < spread < 3e38 (so finite, and no square lost below the smallest normal)
-        lines.append("if (spread > 8e-28 && spread < 3e38 && variance >= spread * 0.00390625) {")
+        # uniform_flag (kernels/lib/row_reduce_*.wgsl): Tint cannot see that the condition is
+        # uniform, and the else branch holds barriers.
+        lines.append("if (uniform_flag(me, spread > 8e-28 && spread < 3e38 && variance >= spread * 0.00390625)) {")
         lines.append("    rstd = inverseSqrt(variance + P.eps);")
         lines.append("} else {")
         lines += ["    " + line for line in _layer_norm_two_pass(c, comp, "    ")]

@@ -41,3 +41,13 @@ fn reduce_pair(me: RowThread, value: vec2<f32>) -> vec2<f32> {
     }
     return rr_top[0];
 }
+
+var<workgroup> rr_flag: u32;
+
+// `yes` (the same in every thread) as a value the compiler knows to be uniform, so a branch on
+// it may hold barriers: Tint's uniformity analysis (Dawn) takes anything computed from workgroup
+// memory, as every reduction's result is, for non-uniform. Costs workgroupUniformLoad's barriers.
+fn uniform_flag(me: RowThread, yes: bool) -> bool {
+    if (me.tid == 0u) { rr_flag = select(0u, 1u, yes); }
+    return workgroupUniformLoad(&rr_flag) == 1u;
+}
