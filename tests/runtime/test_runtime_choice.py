@@ -136,6 +136,17 @@ def test_auto_runs_the_self_check_once_and_follows_it(fail):
         assert result["runtime"] == "dawn" and "self-check passed" in result["reason"]
 
 
+def test_dawn_that_cannot_start_sends_auto_to_wgpu_and_fails_dawn_clearly(monkeypatch):
+    def broken():
+        raise RuntimeError("no Vulkan loader")
+
+    monkeypatch.setattr(webgpu, "_load_dawn", broken)
+    runtime = webgpu._select("auto")
+    assert runtime.name == "wgpu" and "could not start: no Vulkan loader" in runtime.reason
+    with pytest.raises(GpuError, match="ANYGPU_RUNTIME=dawn: Dawn could not start: no Vulkan loader"):
+        webgpu._select("dawn")
+
+
 def test_the_cli_reports_missing_dawn_in_one_line():
     code = """
         import sys

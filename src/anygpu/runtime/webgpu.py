@@ -146,6 +146,12 @@ def _select(choice: str) -> Runtime:
             dawn = _load_dawn()
         except ImportError as exc:
             report = DawnReport(False, str(exc))
+        except ValueError:  # ANYGPU_DAWN_TOGGLES names a toggle Dawn does not have
+            raise
+        except Exception as exc:  # installed but cannot start (no Vulkan loader, ...)
+            if choice == "dawn":
+                raise GpuError(f"{ENV}=dawn: Dawn could not start: {' '.join(str(exc).split())[:300]}") from exc
+            report = DawnReport(True, f"wgpudawn {_version('wgpudawn')}, which could not start: {exc}")
         else:  # what auto weighs (ANYGPU_RUNTIME=dawn takes Dawn as it is)
             report = _dawn_report(dawn) if choice == "auto" else DawnReport(True, f"wgpudawn {_version('wgpudawn')}")
     name, reason = decide(choice, report)
