@@ -4,8 +4,6 @@ load through the restricted reader (anygpu.io.pth), flat state dicts keep their 
 
 import io
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest
