@@ -346,7 +346,11 @@ def self_check(adapter, device=None) -> dict:
             own = device is None
             try:
                 if own:  # runtime given: this may run while the runtime is being chosen
-                    device = open_device(adapter, ["subgroup-matrix", "shader-f16"], None, runtime="dawn")[0]
+                    # The features and limits the real device asks for: on the H200 a device with
+                    # the matrix feature but without subgroups and the adapter's limits failed in
+                    # vkCreateDevice (VK_ERROR_INITIALIZATION_FAILED), so auto never chose Dawn.
+                    device = open_device(adapter, ["subgroup-matrix", "shader-f16", "subgroup"],
+                                         dict(adapter.limits), runtime="dawn")[0]
                 for config in configs:
                     try:
                         _run_check(device, config, max(config["max_subgroup_size"], _subgroup_max(adapter), 1))
