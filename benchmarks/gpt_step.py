@@ -19,7 +19,6 @@ import argparse
 import importlib.util
 import json
 import statistics
-import sys
 import time
 
 import numpy as np
@@ -50,9 +49,8 @@ def main() -> None:
     ap.add_argument("--losses", type=int, default=0, help="train this many steps and report their losses")
     args = ap.parse_args()
     if args.backend == "anygpu":
-        sys.path.insert(0, __import__("os").path.join(__import__("os").path.dirname(__file__), "..", "tests", "compat"))
-        from torch_shim import AnygpuAsTorch
-        sys.meta_path.insert(0, AnygpuAsTorch())
+        from anygpu.utils.data import torch_alias
+        torch_alias.install()   # `import torch` in model.py gives anygpu
     import torch
     spec = importlib.util.spec_from_file_location("nanogpt_model", args.model)
     model_py = importlib.util.module_from_spec(spec)

@@ -10,33 +10,17 @@ runs unchanged. The program directory goes first on sys.path (for shared_init.py
 
 from __future__ import annotations
 
-import importlib
-import importlib.abc
-import importlib.util
 import runpy
 import sys
 from pathlib import Path
 
 
-class AnygpuAsTorch(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """`import torch.X` gives the module `anygpu.X` itself."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname == "torch" or fullname.startswith("torch."):
-            return importlib.util.spec_from_loader(fullname, self)
-        return None
-
-    def create_module(self, spec):
-        return importlib.import_module("anygpu" + spec.name[len("torch"):])
-
-    def exec_module(self, module):
-        pass
-
-
 def main(argv: list[str]) -> None:
     backend, program = argv[1], Path(argv[2]).resolve()
     if backend == "anygpu":
-        sys.meta_path.insert(0, AnygpuAsTorch())
+        # the package's own hook (the one its DataLoader workers install too)
+        from anygpu.utils.data import torch_alias
+        torch_alias.install()
     elif backend != "torch":
         raise SystemExit(f"torch_shim: backend must be 'torch' or 'anygpu', got {backend!r}")
     else:
