@@ -79,44 +79,15 @@ def main() -> int:
     import anygpu as ag
     import anygpu.nn.functional as F
     from anygpu import nn
+    from anygpu.bench.suite import gpt_module
     from anygpu.ops import tuner
 
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            w = args.width
-            self.ln1, self.ln2 = nn.LayerNorm(w), nn.LayerNorm(w)
-            self.qkv, self.proj = nn.Linear(w, 3 * w), nn.Linear(w, w)
-            self.fc, self.out = nn.Linear(w, 4 * w), nn.Linear(4 * w, w)
-
-        def forward(self, x):
-            b, t, c = x.shape
-            q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
-            q, k, v = (z.view(b, t, args.heads, c // args.heads).transpose(1, 2) for z in (q, k, v))
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
-            return x + self.out(F.gelu(self.fc(self.ln2(x))))
-
-    class GPT(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.tok, self.pos = nn.Embedding(args.vocab, args.width), nn.Embedding(args.block, args.width)
-            self.blocks = nn.ModuleList([Block() for _ in range(args.layers)])
-            self.ln, self.head = nn.LayerNorm(args.width), nn.Linear(args.width, args.vocab, bias=False)
-
-        def forward(self, idx, targets):
-            x = self.tok(idx) + self.pos(ag.arange(idx.shape[1]))
-            for block in self.blocks:
-                x = block(x)
-            logits = self.head(self.ln(x))
-            return F.cross_entropy(logits.view(-1, args.vocab), targets.view(-1))
-
     ag.manual_seed(0)
-    model = GPT()
+    model = gpt_module(nn, args.layers, args.width, args.heads, args.block, args.vocab)   # anygpu bench's GPT
     opt = ag.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1)
 
     def step(idx, targets):
-        loss = model(idx, targets)
+        loss = F.cross_entropy(model(idx), targets.view(-1))
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)

@@ -13,6 +13,7 @@ import pytest
 import anygpu as ag
 import anygpu.nn.functional as F
 from anygpu import nn
+from anygpu.bench.suite import gpt_module
 from anygpu.ops import tuner
 
 STEPS = 7
@@ -220,42 +221,6 @@ def test_grad_scaler_is_replayed():
     _assert_same_run(_scaler_step(), lambda s, x, y: s(x, y))
 
 
-class _Block(nn.Module):
-    def __init__(self, width, heads, block):
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
-        self.qkv, self.proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
-        self.fc, self.out = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
-
-    def forward(self, x):
-        b, t, c = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
-        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
-        return x + self.out(F.gelu(self.fc(self.ln2(x))))
-
-
-class TinyGPT(nn.Module):
-    """nanoGPT's shape at toy size: token and position embeddings, causal attention blocks,
-    a final layer norm and a tied-free head."""
-
-    def __init__(self, vocab=11, width=16, heads=2, layers=2, block=8):
-        super().__init__()
-        self.tok, self.pos = nn.Embedding(vocab, width), nn.Embedding(block, width)
-        self.blocks = nn.ModuleList([_Block(width, heads, block) for _ in range(layers)])
-        self.ln, self.head = nn.LayerNorm(width), nn.Linear(width, vocab, bias=False)
-
-    def forward(self, idx, targets):
-        t = idx.shape[1]
-        x = self.tok(idx) + self.pos(ag.arange(t))
-        for block in self.blocks:
-            x = block(x)
-        logits = self.head(self.ln(x))
-        return logits, F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
-
-
 def test_a_nanogpt_style_step():
     rng = np.random.default_rng(3)
     batches = [(rng.integers(0, 11, (3, 8)).astype(np.int32), rng.integers(0, 11, (3, 8)).astype(np.int32))
@@ -263,11 +228,11 @@ def test_a_nanogpt_style_step():
 
     def make():
         ag.manual_seed(5)
-        model = TinyGPT()
+        model = gpt_module(nn, layers=2, width=16, heads=2, block=8, vocab=11)   # nanoGPT's shape, toy size
         opt = ag.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1, betas=(0.9, 0.95))
 
         def step(idx, targets):
-            _, loss = model(idx, targets)
+            loss = F.cross_entropy(model(idx), targets.view(-1))
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
