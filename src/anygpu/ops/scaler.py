@@ -19,6 +19,7 @@ from ._common import WORKGROUP_1D, grid_1d
 GROUP = 6   # gradients per dispatch: with the flag, 7 storage bindings (WebGPU's default limit is 8)
 
 
+@functools.lru_cache(maxsize=None)
 def _params(n: int) -> Params:
     return Params(*(f"n{i}: u32" for i in range(n)), "inverse: f32")
 

@@ -27,6 +27,8 @@ Kernels are chosen by the tuner among `candidates()` (ops/sgmat_tune.py)."""
 from __future__ import annotations
 
 import functools
+import os
+import warnings
 from typing import NamedTuple
 
 from .matmul_problem import PARAM_FORMAT, Problem
@@ -76,14 +78,7 @@ class SgConfig(NamedTuple):
         except (ValueError, IndexError):
             raise ValueError(f"sgmat: not a subgroup-matrix config name: {name!r}") from None
 
-    def fits(self, problem) -> bool:
-        """Whether this config computes `problem` (a direct config, tk 0, has no bounds
-        checks: whole tiles and whole k steps only)."""
-        return self.tk > 0 or (problem.m % self.bm == 0 and problem.n % self.bn == 0 and problem.k % self.k0 == 0)
-
     def workgroup_bytes(self) -> int:
-        if self.tk == 0:
-            return 4 * self.wm * self.wn * self.m0 * self.n0
         # the larger of the two layouts of each operand (plain or transposed)
         a = max(self.bm * (self.tk + _PAD), self.tk * (self.bm + _PAD))
         b = max(self.tk * (self.bn + _PAD), self.bn * (self.tk + _PAD))
@@ -173,31 +168,6 @@ def _tile_copy(name: str, src: str, rows: int, cols: int, vec: int, threads: int
 
 
 @functools.lru_cache(maxsize=None)
-def _direct_loop(c: SgConfig, lay: Layout) -> list[str]:
-    """The k loop of a config with tk == 0: each subgroup loads its matrices straight from
-    A and B (the caches keep what neighbouring subgroups share)."""
-    L = [f"  let row0 = wrow + sgm * {c.tm * c.m0}u;", f"  let col0 = wcol + sgn * {c.tn * c.n0}u;"]
-    for i in range(c.tm):
-        for j in range(c.tn):
-            L.append(f"  var acc{i}_{j} = AM();")
-    L.append(f"  for (var k = 0u; k < P.k; k += {c.k0}u) {{")
-    for i in range(c.tm):
-        if lay.trans_a:
-            L.append(f"    let a{i} = subgroupMatrixLoad<LM, col_major>(&A, a_base + k * P.m + row0 + {i * c.m0}u, P.m);")
-        else:
-            L.append(f"    let a{i} = subgroupMatrixLoad<LM, row_major>(&A, a_base + (row0 + {i * c.m0}u) * P.k + k, P.k);")
-    for j in range(c.tn):
-        if lay.trans_b:
-            L.append(f"    let b{j} = subgroupMatrixLoad<RM, col_major>(&B, b_base + (col0 + {j * c.n0}u) * P.k + k, P.k);")
-        else:
-            L.append(f"    let b{j} = subgroupMatrixLoad<RM, row_major>(&B, b_base + k * P.n + col0 + {j * c.n0}u, P.n);")
-    for i in range(c.tm):
-        for j in range(c.tn):
-            L.append(f"    acc{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, acc{i}_{j});")
-    L.append("  }")
-    return L
-
-
 def generate(config: SgConfig, lay: Layout) -> str:
     """The WGSL of `config` for layout `lay` (bindings: 0 the matmul uniform block, 1 A,
     2 B, [3 bias,] then C)."""
@@ -208,9 +178,8 @@ def generate(config: SgConfig, lay: Layout) -> str:
     b_rows, b_cols = (bn, tk) if lay.trans_b else (tk, bn)
     a_size = a_rows * (a_cols + _PAD)
     b_size = b_rows * (b_cols + _PAD)
-    direct = tk == 0   # matrices loaded straight from A and B (whole tiles only: no bounds)
-    a_ty = "vec4<u32>" if lay.vec_a == 8 and not direct else "f16"
-    b_ty = "vec4<u32>" if lay.vec_b == 8 and not direct else "f16"
+    a_ty = "vec4<u32>" if lay.vec_a == 8 else "f16"
+    b_ty = "vec4<u32>" if lay.vec_b == 8 else "f16"
     L = ["diagnostic(off, chromium.subgroup_matrix_uniformity);", "enable f16;", "enable subgroups;",
          "enable chromium_experimental_subgroup_matrix;",
          _PARAMS,
@@ -224,9 +193,8 @@ def generate(config: SgConfig, lay: Layout) -> str:
           f"alias LM = subgroup_matrix_left<f16, {c.k0}, {c.m0}>;",
           f"alias RM = subgroup_matrix_right<f16, {c.n0}, {c.k0}>;",
           f"alias AM = subgroup_matrix_result<f32, {c.n0}, {c.m0}>;",
-          ]
-    if not direct:
-        L += [f"var<workgroup> sA: array<f16, {2 * a_size}>;", f"var<workgroup> sB: array<f16, {2 * b_size}>;"]
+          f"var<workgroup> sA: array<f16, {2 * a_size}>;",
+          f"var<workgroup> sB: array<f16, {2 * b_size}>;"]
     if not lay.direct:
         L.append(f"var<workgroup> sC: array<f32, {c.wm * c.wn * c.m0 * c.n0}>;")
     L += [f"@compute @workgroup_size({nt})",
@@ -240,71 +208,67 @@ def generate(config: SgConfig, lay: Layout) -> str:
           "  let c_base = z * P.c_bs;",
           f"  let sgm = sgid % {c.wm}u;",
           f"  let sgn = sgid / {c.wm}u;"]
-    if direct:
-        L += _direct_loop(c, lay)
+    # Tile origins in stored coordinates (row, column) and bounds.
+    if lay.trans_a:
+        a_args = dict(ld="P.m", r0="k0", c0="wrow", rmax="P.k", cmax="P.m")
     else:
-        # Tile origins in stored coordinates (row, column) and bounds.
-        if lay.trans_a:
-            a_args = dict(ld="P.m", r0="k0", c0="wrow", rmax="P.k", cmax="P.m")
-        else:
-            a_args = dict(ld="P.k", r0="wrow", c0="k0", rmax="P.m", cmax="P.k")
-        if lay.trans_b:
-            b_args = dict(ld="P.k", r0="wcol", c0="k0", rmax="P.n", cmax="P.k")
-        else:
-            b_args = dict(ld="P.n", r0="k0", c0="wcol", rmax="P.k", cmax="P.n")
-        fa, sa = _tile_copy("sA", "A", a_rows, a_cols, lay.vec_a, nt, base="a_base", reg="ra", **a_args)
-        fb, sb = _tile_copy("sB", "B", b_rows, b_cols, lay.vec_b, nt, base="b_base", reg="rb", **b_args)
-        for u in range(-(-a_rows * a_cols // lay.vec_a // nt)):
-            L.append(f"  var ra{u}: {a_ty};")
-        for u in range(-(-b_rows * b_cols // lay.vec_b // nt)):
-            L.append(f"  var rb{u}: {b_ty};")
+        a_args = dict(ld="P.k", r0="wrow", c0="k0", rmax="P.m", cmax="P.k")
+    if lay.trans_b:
+        b_args = dict(ld="P.k", r0="wcol", c0="k0", rmax="P.n", cmax="P.k")
+    else:
+        b_args = dict(ld="P.n", r0="k0", c0="wcol", rmax="P.k", cmax="P.n")
+    fa, sa = _tile_copy("sA", "A", a_rows, a_cols, lay.vec_a, nt, base="a_base", reg="ra", **a_args)
+    fb, sb = _tile_copy("sB", "B", b_rows, b_cols, lay.vec_b, nt, base="b_base", reg="rb", **b_args)
+    for u in range(-(-a_rows * a_cols // lay.vec_a // nt)):
+        L.append(f"  var ra{u}: {a_ty};")
+    for u in range(-(-b_rows * b_cols // lay.vec_b // nt)):
+        L.append(f"  var rb{u}: {b_ty};")
+    for i in range(c.tm):
+        for j in range(c.tn):
+            L.append(f"  var acc{i}_{j} = AM();")
+
+    def block(lines, depth):
+        return ["  " * depth + x for x in lines]
+
+    def stash(stage_a, stage_b):
+        return (["{", f"  let stage = {stage_a};"] + ["  " + x for x in sa] + ["}",
+                 "{", f"  let stage = {stage_b};"] + ["  " + x for x in sb] + ["}"])
+
+    L += ["  var k0 = 0u;"] + block(fa + fb, 1) + block(stash("0u", "0u"), 1) + ["  workgroupBarrier();"]
+    L += [f"  let steps = (P.k + {tk - 1}u) / {tk}u;",
+          "  for (var t = 0u; t < steps; t++) {",
+          "    let cur = t % 2u;",
+          f"    k0 = (t + 1u) * {tk}u;",
+          "    let more = t + 1u < steps;",
+          "    if (more) {"] + block(fa + fb, 3) + ["    }",
+          f"    let a_off = cur * {a_size}u;",
+          f"    let b_off = cur * {b_size}u;"]
+    a_pitch, b_pitch = a_cols + _PAD, b_cols + _PAD
+    for kk in range(0, tk, c.k0):
+        L.append("    {")
+        for i in range(c.tm):
+            if lay.trans_a:   # sA[k][m]: element (r, c) of the left matrix at (kk + c) * pitch + m
+                off = f"a_off + {kk * a_pitch}u + sgm * {c.tm * c.m0}u + {i * c.m0}u"
+                L.append(f"      let a{i} = subgroupMatrixLoad<LM, col_major>(&sA, {off}, {a_pitch}u);")
+            else:             # sA[m][k]
+                off = f"a_off + (sgm * {c.tm * c.m0}u + {i * c.m0}u) * {a_pitch}u + {kk}u"
+                L.append(f"      let a{i} = subgroupMatrixLoad<LM, row_major>(&sA, {off}, {a_pitch}u);")
+        for j in range(c.tn):
+            if lay.trans_b:   # sB[n][k]
+                off = f"b_off + (sgn * {c.tn * c.n0}u + {j * c.n0}u) * {b_pitch}u + {kk}u"
+                L.append(f"      let b{j} = subgroupMatrixLoad<RM, col_major>(&sB, {off}, {b_pitch}u);")
+            else:             # sB[k][n]
+                off = f"b_off + {kk * b_pitch}u + sgn * {c.tn * c.n0}u + {j * c.n0}u"
+                L.append(f"      let b{j} = subgroupMatrixLoad<RM, row_major>(&sB, {off}, {b_pitch}u);")
         for i in range(c.tm):
             for j in range(c.tn):
-                L.append(f"  var acc{i}_{j} = AM();")
-
-        def block(lines, depth):
-            return ["  " * depth + x for x in lines]
-
-        def stash(stage_a, stage_b):
-            return (["{", f"  let stage = {stage_a};"] + ["  " + x for x in sa] + ["}",
-                     "{", f"  let stage = {stage_b};"] + ["  " + x for x in sb] + ["}"])
-
-        L += ["  var k0 = 0u;"] + block(fa + fb, 1) + block(stash("0u", "0u"), 1) + ["  workgroupBarrier();"]
-        L += [f"  let steps = (P.k + {tk - 1}u) / {tk}u;",
-              "  for (var t = 0u; t < steps; t++) {",
-              "    let cur = t % 2u;",
-              f"    k0 = (t + 1u) * {tk}u;",
-              "    let more = t + 1u < steps;",
-              "    if (more) {"] + block(fa + fb, 3) + ["    }",
-              f"    let a_off = cur * {a_size}u;",
-              f"    let b_off = cur * {b_size}u;"]
-        a_pitch, b_pitch = a_cols + _PAD, b_cols + _PAD
-        for kk in range(0, tk, c.k0):
-            L.append("    {")
-            for i in range(c.tm):
-                if lay.trans_a:   # sA[k][m]: element (r, c) of the left matrix at (kk + c) * pitch + m
-                    off = f"a_off + {kk * a_pitch}u + sgm * {c.tm * c.m0}u + {i * c.m0}u"
-                    L.append(f"      let a{i} = subgroupMatrixLoad<LM, col_major>(&sA, {off}, {a_pitch}u);")
-                else:             # sA[m][k]
-                    off = f"a_off + (sgm * {c.tm * c.m0}u + {i * c.m0}u) * {a_pitch}u + {kk}u"
-                    L.append(f"      let a{i} = subgroupMatrixLoad<LM, row_major>(&sA, {off}, {a_pitch}u);")
-            for j in range(c.tn):
-                if lay.trans_b:   # sB[n][k]
-                    off = f"b_off + (sgn * {c.tn * c.n0}u + {j * c.n0}u) * {b_pitch}u + {kk}u"
-                    L.append(f"      let b{j} = subgroupMatrixLoad<RM, col_major>(&sB, {off}, {b_pitch}u);")
-                else:             # sB[k][n]
-                    off = f"b_off + {kk * b_pitch}u + sgn * {c.tn * c.n0}u + {j * c.n0}u"
-                    L.append(f"      let b{j} = subgroupMatrixLoad<RM, row_major>(&sB, {off}, {b_pitch}u);")
-            for i in range(c.tm):
-                for j in range(c.tn):
-                    L.append(f"      acc{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, acc{i}_{j});")
-            L.append("    }")
-        L += ["    if (more) {"] + block(stash(f"(1u - cur) * {a_size}u", f"(1u - cur) * {b_size}u"), 3) + ["    }",
-              "    workgroupBarrier();",
-              "  }"]
-    if not direct:
-        L.append(f"  let row0 = wrow + sgm * {c.tm * c.m0}u;")
-        L.append(f"  let col0 = wcol + sgn * {c.tn * c.n0}u;")
+                L.append(f"      acc{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, acc{i}_{j});")
+        L.append("    }")
+    L += ["    if (more) {"] + block(stash(f"(1u - cur) * {a_size}u", f"(1u - cur) * {b_size}u"), 3) + ["    }",
+          "    workgroupBarrier();",
+          "  }"]
+    L.append(f"  let row0 = wrow + sgm * {c.tm * c.m0}u;")
+    L.append(f"  let col0 = wcol + sgn * {c.tn * c.n0}u;")
     if lay.direct:
         for i in range(c.tm):
             for j in range(c.tn):
@@ -385,7 +349,6 @@ def choose(dev) -> SgConfig | None:
     """The family member this device runs f16 products with (None: no matrix units, or
     they failed here). ANYGPU_SGMAT_CONFIG=<name> overrides; ANYGPU_MATRIX_UNITS=0 turns
     the family off."""
-    import os
     cached = getattr(dev, "_sgmat_choice", False)
     if cached is not False:
         return cached
@@ -411,6 +374,5 @@ def choose(dev) -> SgConfig | None:
 def forget(dev, reason: str) -> None:
     """Stop using matrix units on `dev` (a kernel did not compile or run): products go back
     to the register-blocked family; say so once."""
-    import warnings
     dev._sgmat_choice = None
     warnings.warn(f"anygpu: matrix-unit matmul disabled on this device: {reason}", RuntimeWarning, stacklevel=3)
