@@ -14,6 +14,7 @@ from . import batchnorm, index, layernorm, lossfn, pool, random
 from . import intmath
 from . import sparse
 from . import scaler
+from . import host64
 
 _OP_MODULES = [elementwise, matmul, nd, reduce, broadcast, shape, upsample, softmax, attention, conv, norm,
                loss, optim]
@@ -23,7 +24,7 @@ _OP_MODULES += [sparse]  # sparse matrices as segments of entries (anygpu.sparse
 _OP_MODULES += [scaler]  # GradScaler's unscale of many gradients per dispatch (anygpu.amp)
 
 
-class Device(runtime.Device):
+class Device(host64.HostMemory, runtime.Device):
     """A GPU device with every Layer-0 op as a method (see SPEC Layer 0): each is the op
     module's function, named here so that "go to definition" on `dev.conv2d` finds it.
     A new op function is listed here too (tests/ops/test_device_methods.py checks)."""
@@ -135,6 +136,13 @@ class Device(runtime.Device):
     segment_softmax_backward = sparse.segment_softmax_backward
 
 
+# float64 Buffers live on the host: every op method sends them to its numpy counterpart.
+for _name, _fn in list(vars(Device).items()):
+    if callable(_fn) and not _name.startswith("_") and _name != "pool2d_output_size":
+        setattr(Device, _name, host64.dispatching(_name, _fn))
+del _name, _fn
+
+
 def unbound_ops() -> list[str]:
     """Public functions of the op modules that are not Device methods (should be none)."""
     missing = []
@@ -144,7 +152,8 @@ def unbound_ops() -> list[str]:
             if (name.startswith("_") or isinstance(fn, type) or not callable(fn)
                     or getattr(fn, "__module__", None) != module.__name__):
                 continue
-            if getattr(Device, name, None) is not fn:
+            method = getattr(Device, name, None)
+            if method is not fn and getattr(method, "__wrapped__", None) is not fn:
                 missing.append(f"{module.__name__}.{name}")
     return missing
 

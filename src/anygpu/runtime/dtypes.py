@@ -9,9 +9,11 @@ f16 elements are loaded into f32 and accumulate there), and the host's numpy typ
     i32   int32
     u32   uint32 (raw words: indices, bit patterns)
     bool  0/1 stored in a u32 word (WGSL has no storable bool); computed as u32
+    f64   float64, held on the host in numpy (WGSL has no f64): a `host.HostBuffer`, never
+          bound to a kernel; every op on it runs in numpy (ops/host64/)
 
 `kind` groups dtypes whose kernels share expressions: "float" (f32, f16), "int" (i32),
-"uint" (u32) and "bool".
+"uint" (u32) and "bool"; "host" (f64) has no kernels.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ DTYPES: dict[str, DType] = {d.name: d for d in (
     DType("i32", "i32", "i32", 4, np.int32, "int"),
     DType("u32", "u32", "u32", 4, np.uint32, "uint"),
     DType("bool", "u32", "u32", 4, np.bool_, "bool"),
+    DType("f64", "f64", "f64", 8, np.float64, "host"),
 )}
 
 # numpy dtype -> Buffer dtype for `Device.upload` without an explicit dtype.
