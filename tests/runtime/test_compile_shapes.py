@@ -98,11 +98,11 @@ def test_returning_none_or_a_tuple(returns):
     assert step.reason() is None
 
 
-@pytest.mark.xfail(strict=True, reason="backward accumulates into a new .grad tensor (tensor/core.py write_grad) "
-                                        "where torch adds in place: with zero_grad(set_to_none=False) the zeroed "
-                                        "gradient is another buffer each call, so the commands never repeat")
 def test_zero_grad_without_set_to_none():
-    _assert_same_run(_sgd_step(set_to_none=False), lambda s, x, y: s(x, y))
+    """backward adds into the zeroed .grad in place (as torch's AccumulateGrad), so the
+    gradient is the same buffer each call and the step repeats."""
+    step = _assert_same_run(_sgd_step(set_to_none=False), lambda s, x, y: s(x, y))
+    assert step.reason() is None
 
 
 def test_gradient_clipping():

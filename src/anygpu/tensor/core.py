@@ -413,7 +413,7 @@ class Tensor:
             if leaf.grad is None:
                 leaf.grad = Tensor(grad, leaf.shape, leaf.dtype)
             else:
-                leaf.grad = Tensor(dev.add(leaf.grad._buf, grad), leaf.shape, leaf.dtype)
+                leaf.grad.add_(Tensor(grad, leaf.shape, leaf.dtype))  # in place, as torch's AccumulateGrad
 
         done = None
         if grad_ready_hooks:  # a leaf is complete once the walk passes the first entry reading it
