@@ -47,6 +47,11 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--timed", type=int, default=20)
     ap.add_argument("--losses", type=int, default=0, help="train this many steps and report their losses")
+    ap.add_argument("--no-scaler", action="store_true", help="fp16-autocast without GradScaler")
+    ap.add_argument("--compile", action="store_true", help="anygpu: run the step through anygpu.compile")
+    ap.add_argument("--cprofile", type=int, default=0, help="anygpu: host profile of this many steps (top functions)")
+    ap.add_argument("--kernels", action="store_true",
+                    help="anygpu with --compile: GPU time of each dispatch of the captured step, by kernel")
     args = ap.parse_args()
     if args.backend == "anygpu":
         from anygpu.utils.data import torch_alias
@@ -69,7 +74,7 @@ def main() -> None:
     opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), "cuda")
     autocast = args.precision.endswith("autocast")
     dtype = torch.float16 if args.precision.startswith("fp16") else torch.bfloat16
-    scaler = torch.cuda.amp.GradScaler(enabled=args.precision == "fp16-autocast")
+    scaler = torch.cuda.amp.GradScaler(enabled=args.precision == "fp16-autocast" and not args.no_scaler)
     data = tokens(2_000_000, 65)
     rng = np.random.default_rng(1)
 
@@ -100,7 +105,47 @@ def main() -> None:
         if dev is not None:
             result["runtime"] = getattr(dev, "runtime", "wgpu")
             result["adapter"] = dev.adapter_name if hasattr(dev, "adapter_name") else None
+    if args.compile and args.backend == "anygpu":
+        import anygpu
+        step = anygpu.compile(step)
     losses = []
+    if args.cprofile:
+        import cProfile
+        import pstats
+        for _ in range(args.warmup):
+            step(*batch()).item()
+        batches = [batch() for _ in range(args.cprofile)]
+        prof = cProfile.Profile()
+        t0 = time.perf_counter()
+        prof.enable()
+        for x, y in batches:
+            step(x, y).item()
+        prof.disable()
+        result["ms_per_step_profiled"] = round((time.perf_counter() - t0) * 1e3 / args.cprofile, 2)
+        stats = pstats.Stats(prof)
+        stats.sort_stats("tottime").print_stats(30)
+        stats.sort_stats("cumulative").print_stats(40)
+    if args.kernels:
+        import collections
+        import sys
+        sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+        from step_kernels import per_dispatch
+        for _ in range(3):
+            step(*batch()).item()
+        (entry,) = step._signatures.values()
+        dev = anygpu.ops.gpu()
+        rows = per_dispatch(dev, entry.replay, 5)
+        by_kernel = collections.defaultdict(lambda: [0, 0.0])
+        for r in rows:
+            by_kernel[r["kernel"][:70]][0] += 1
+            by_kernel[r["kernel"][:70]][1] += r["us"]
+        total = sum(v[1] for v in by_kernel.values())
+        print(f"captured step: {len(rows)} dispatches, each alone {total / 1e3:.2f} ms in all")
+        for name, (count, us) in sorted(by_kernel.items(), key=lambda kv: -kv[1][1])[:40]:
+            print(f"  {us / 1e3:8.3f} ms  {count:5d}x  {name}")
+        result["kernels_ms"] = round(total / 1e3, 3)
+        result["dispatches"] = len(rows)
+        result["reason"] = step.reason(*batch())
     if args.losses:
         for _ in range(args.losses):
             losses.append(float(step(*batch()).item()))
