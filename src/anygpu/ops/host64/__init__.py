@@ -146,5 +146,6 @@ class HostMemory:
 
 
 from . import core as _core  # noqa: E402,F401 — registers casts, strided copies, where
+from . import nn as _nn  # noqa: E402,F401 — attention, convolutions, norms, losses, optimizers, pooling
 
 __all__ = ["HOST_OPS", "HostBuffer", "HostMemory", "dispatching", "f64", "host_op", "is_host", "values"]
