@@ -10,7 +10,7 @@ by `Buffer._gpu`), so a deferred op always sees its inputs as they were when it 
 called: in-place kernels (optimizers, setitem) and host writes come after it.
 
 Realizing (`realize`) walks the pending Nodes once, in creation order, and cuts them per
-(length, dtype) into runs of at most MAX_NODES ops, MAX_PARAMS scalars and MAX_BINDINGS
+length into runs of at most MAX_NODES ops, MAX_PARAMS scalars and MAX_BINDINGS
 buffers. A run becomes one generated kernel (template kernels/fused.wgsl) that writes a
 Node only when its Buffer is still held (autograd's saved tensors: written by the kernel
 that computes it, so later reuse is exact and never recomputes), when a later run reads
@@ -31,6 +31,18 @@ Results match op-by-op execution bit for bit, NaN and inf included (a NaN's sign
 where IEEE leaves it open, NaN * NaN; tests/ops/test_fusion.py, lavapipe and the H200).
 f16 ran op by op until 2026-11-30: the H200's compiler drops a register round trip
 f32(f16(x)), so fused chains kept f32 intermediates and differed from op by op.
+A binary op's second operand passes an identity of its own (xor with the zero word times
+the op's number): in one kernel `a - a` (one value on both sides, or two equal ops the
+compiler merged) was folded to 0 for NaN and inf, where the op's kernel loads two bindings.
+
+f32 and f16 mix in one kernel (autocast's chains): each input and output binding has its
+own type, everything computes in f32, and a cast between f32 and f16 (nd.cast, `defer_cast`)
+is a Node whose expression is its argument and whose dtype is the target: its conversion is
+the rounding of its value (`rounded`), so a chain such as f16 product -> cast -> add of an
+f32 residual -> cast back is one kernel, with the op-by-op kernels' bits (f32 -> f16 rounds
+to nearest even and overflows to inf as the cast kernel's f16(); a NaN stays a NaN with its
+sign). A cast alone runs the cast kernel (nd.launch_cast). A product's epilogue keeps the
+product's dtype: a cast ends it (matmul_gen.Epilogue has one element type).
 
 Products (matmul.matmul_strided, float dtypes) are deferred too (`defer_product`, which
 first realizes what is pending, so a product is always the first Node realize gets). When
@@ -123,6 +135,23 @@ def defer_binary(dev, name: str, expr: str, a, b, alpha: float):
     return _defer(dev, Node(name, expr, tuple(args), alpha, 0.0, None, a.len, a.dtype))
 
 
+# A cast between f32 and f16 is a Node of the target dtype whose expression is its argument:
+# the conversion is the rounding every op's result gets (`rounded`, of the Node's dtype).
+CAST = "v"
+
+
+def defer_cast(dev, x, dtype: str):
+    """The Buffer of x (a non-empty f32 or f16 Buffer) converted to the other of the two,
+    computed when it is needed: inside a fused kernel a conversion step, alone the cast's
+    own kernel (nd.launch_cast)."""
+    arg = x._lazy
+    if arg is None:
+        arg = x
+    else:
+        arg.readers += 1
+    return _defer(dev, Node("cast", CAST, (arg,), 0.0, 0.0, None, x.len, dtype))
+
+
 def defer_product(dev, n: int, dtype: str, produce, inputs: int, room: int = 0, name: str = "matmul"):
     """The Buffer of a product (n elements of dtype) that `produce` records when it is
     realized, with the elementwise ops that read it by then folded into its store:
@@ -197,15 +226,11 @@ def realize(dev, nodes: list) -> None:
         else:
             out._lazy = None
             dev._attach(out)
-        args = tuple(arg.out if type(arg) is Node else arg for arg in node.args)
-        if len(args) == 1:
-            elementwise.launch_unary(dev, node.name, node.expr, args[0], out, node.alpha, node.beta)
-        else:
-            elementwise.launch_binary(dev, node.name, node.expr, args[0], args[1], out, node.alpha)
+        _launch_alone(dev, node, tuple(arg.out if type(arg) is Node else arg for arg in node.args), out)
         return
     limit = min(MAX_BINDINGS, int(dev.limits.get("max-storage-buffers-per-shader-stage", 8)))
-    runs: dict = {}  # (n, dtype) -> its open _Run
-    n = dtype = None
+    runs: dict = {}  # n -> its open _Run (f32 and f16 Nodes of one length share a kernel)
+    n = None
     run = local = None
     uses_of = _USES
     held = []  # the Buffers being written, held until their kernels are recorded
@@ -216,11 +241,11 @@ def realize(dev, nodes: list) -> None:
             if buf is not None and buf._lazy is node:
                 node.out = buf
                 held.append(buf)
-            if node.n != n or node.dtype != dtype:
-                n, dtype = node.n, node.dtype
-                run = runs.get((n, dtype))
+            if node.n != n:
+                n = node.n
+                run = runs.get(n)
                 if run is None:
-                    run = runs[(n, dtype)] = _Run()
+                    run = runs[n] = _Run()
                 local = run.local
             args = node.args
             expr = node.expr
@@ -241,11 +266,11 @@ def realize(dev, nodes: list) -> None:
                             params.append(node.alpha)
                         if uses & 2:
                             params.append(node.beta)
-                    run.spec += (expr, 1, local[arg])
+                    run.spec += (expr, node.dtype, 1, local[arg])
                     local[node] = count
                     if not node.readers and node.out is None:
                         _emit(dev, run)  # see _place
-                        run = runs[(n, dtype)] = _Run()
+                        run = runs[n] = _Run()
                         local = run.local
                     continue
             run = _place(dev, runs, run, node, uses, limit)
@@ -292,7 +317,7 @@ def _realize_product(dev, nodes: list) -> list:
         scalars = ([node.alpha] if uses & 1 else []) + ([node.beta] if uses & 2 and other is None else [])
         buf = tail.ref()
         tail_written = (buf is not None and buf._lazy is tail) or tail.readers > 1
-        if (len(steps) < MAX_EPILOGUE and type(other) is not Node
+        if (len(steps) < MAX_EPILOGUE and type(other) is not Node and node.dtype == head.dtype  # no casts
                 and len(values) + len(scalars) <= head.room
                 and head.inputs + len(extras) + (other is not None) + writes + tail_written + 1 <= limit):
             steps.append((node.expr, len(args), other is None or args[0] is tail))
@@ -365,7 +390,7 @@ def _place(dev, runs: dict, run: _Run, node: Node, uses: int, limit: int) -> _Ru
         if count and (count >= MAX_NODES or len(inputs) + len(fresh) + written > limit
                       or len(run.params) + (uses & 1) + (uses >> 1) > MAX_PARAMS):
             _emit(dev, run)
-            run = runs[(node.n, node.dtype)] = _Run()
+            run = runs[node.n] = _Run()
             continue
         break
     for src in fresh:
@@ -379,13 +404,13 @@ def _place(dev, runs: dict, run: _Run, node: Node, uses: int, limit: int) -> _Ru
     if uses & 2:
         run.params.append(node.beta)
     local[node] = count
-    run.spec += (node.expr, len(refs), *refs)
+    run.spec += (node.expr, node.dtype, len(refs), *refs)
     run.written = written
     if not node.readers and node.out is None:
         # A result nobody holds or reads (a timing loop drops its results) still runs,
         # and ends its kernel: repeats of one op are not merged into one kernel.
         _emit(dev, run)
-        run = runs[(node.n, node.dtype)] = _Run()
+        run = runs[node.n] = _Run()
     return run
 
 
@@ -446,15 +471,11 @@ def _emit(dev, run: _Run) -> None:
     if not first.n:
         return  # empty Buffers: nothing to compute
     if len(nodes) == 1:  # the op's own kernel
-        if len(first.args) == 1:
-            elementwise.launch_unary(dev, first.name, first.expr, inputs[0], outputs[0], first.alpha, first.beta)
-        else:
-            a, b = (inputs[-1 - r] for r in run.spec[2:4])
-            elementwise.launch_binary(dev, first.name, first.expr, a, b, outputs[0], first.alpha)
+        _launch_alone(dev, first, tuple(inputs[-1 - r] for r in run.spec[3:]), outputs[0])
         return
-    n, dtype = first.n, first.dtype
+    n = first.n
     vec4 = n % 4 == 0
-    structure = (dtype, vec4, len(inputs), tuple(run.spec), tuple(written))
+    structure = (vec4, tuple(buf.dtype for buf in inputs), tuple(run.spec), tuple(written))
     entry = _SOURCES.get(structure)
     if entry is None:
         entry = _SOURCES[structure] = _generate(*structure)
@@ -474,49 +495,74 @@ def _emit(dev, run: _Run) -> None:
 _SOURCES: dict[tuple, tuple] = {}
 
 
-def _generate(dtype: str, vec4: bool, n_in: int, spec: tuple, written: tuple):
-    """The WGSL of a fused run (see the module doc and kernels/fused.wgsl)."""
-    t = DTYPES[dtype]
-    store, c = t.storage, t.compute  # f16 elements compute in f32
+def _launch_alone(dev, node: Node, args: tuple, out) -> None:
+    """Record the own kernel of `node` (a run of one op) reading the Buffers `args`."""
+    if node.expr is CAST:
+        from .nd import launch_cast  # (nd imports elementwise, which imports this module)
+        launch_cast(dev, args[0], out)
+    elif len(args) == 1:
+        elementwise.launch_unary(dev, node.name, node.expr, args[0], out, node.alpha, node.beta)
+    else:
+        elementwise.launch_binary(dev, node.name, node.expr, args[0], args[1], out, node.alpha)
+
+
+def _generate(vec4: bool, input_dtypes: tuple, spec: tuple, written: tuple):
+    """The WGSL of a fused run (see the module doc and kernels/fused.wgsl). Inputs, values
+    and outputs may each be f32 or f16 (an f16 value is an f32 rounded to f16: the values
+    of casts, `CAST`, and of ops on f16 arguments); everything computes in f32."""
+    c = "f32"  # what f32 and f16 elements compute in
     functions, names = [], {}
-    body = []
+    body, dtypes = [], []
     n_params = pos = 0
     while pos < len(spec):
-        expr, arity = spec[pos], spec[pos + 1]
-        refs = spec[pos + 2:pos + 2 + arity]
-        pos += 2 + arity
+        expr, dtype, arity = spec[pos], spec[pos + 1], spec[pos + 2]
+        refs = spec[pos + 3:pos + 3 + arity]
+        pos += 3 + arity
+        dtypes.append(dtype)
         name = names.get((expr, arity))
         if name is None:
             name = names[(expr, arity)] = f"op{len(names)}"
             functions.append(op_function(name, expr, arity, c))
         operands = [f"t{r}" if r >= 0 else f"x{-1 - r}" for r in refs]
+        if arity == 2:
+            # b through an identity of its own: a compiler that sees one value on both sides
+            # (refs equal, or two ops of one expression merged) folds a - a to 0 and a / a
+            # to 1, NaN and inf included; the op's own kernel loads two bindings.
+            operands[1] = f"bitcast<f32>(bitcast<u32>({operands[1]}) ^ (P.zero * {len(body) + 1}u))"
         scalars = param_operands(expr, arity, n_params, "P.p")
         n_params += sum(x != "0.0" for x in scalars)
         call = f"{name}({', '.join(operands + scalars)})"
         # Every op rounds and overflows exactly as its own kernel, which stores its result.
         body.append(f"    let t{len(body)} = {rounded(dtype, call)};")
+    n_in = len(input_dtypes)
     fields = "\n".join(f"    o{m}: {c}," for m in range(len(written)))
     results = ", ".join(f"t{k}" for k in written)
     inputs = ", ".join(f"x{m}: {c}" for m in range(n_in))
     functions.append(f"struct Results {{\n{fields}\n}}\n\nfn fused({inputs}) -> Results {{\n"
                      + "\n".join(body) + f"\n    return Results({results});\n}}")
-    element = f"vec4<{store}>" if vec4 else store
-    bindings = [f"@group(0) @binding({m + 1}) var<storage, read> in{m}: array<{element}>;"
-                for m in range(n_in)]
-    bindings += [f"@group(0) @binding({n_in + m + 1}) var<storage, read_write> out{m}: array<{element}>;"
-                 for m in range(len(written))]
+    loads = [DTYPES[dtype].storage for dtype in input_dtypes]
+    stores = [DTYPES[dtypes[k]].storage for k in written]
+    bindings = [f"@group(0) @binding({m + 1}) var<storage, read> in{m}: array<{_element(store, vec4)}>;"
+                for m, store in enumerate(loads)]
+    bindings += [f"@group(0) @binding({n_in + m + 1}) var<storage, read_write> out{m}: array<{_element(store, vec4)}>;"
+                 for m, store in enumerate(stores)]
     if vec4:
         lines = [f"    let x{m} = vec4<{c}>(in{m}[i]);" for m in range(n_in)]
         for lane in "xyzw":
             lines.append(f"    let r{lane} = fused({', '.join(f'x{m}.{lane}' for m in range(n_in))});")
         lines += [f"    out{m}[i] = vec4<{store}>(vec4<{c}>(rx.o{m}, ry.o{m}, rz.o{m}, rw.o{m}));"
-                  for m in range(len(written))]
+                  for m, store in enumerate(stores)]
     else:
         lines = [f"    let r = fused({', '.join(f'{c}(in{m}[i])' for m in range(n_in))});"]
-        lines += [f"    out{m}[i] = {store}(r.o{m});" for m in range(len(written))]
+        lines += [f"    out{m}[i] = {store}(r.o{m});" for m, store in enumerate(stores)]
     n_words = -(-n_params // 4) * 4
     params = (Params("n: u32", "zero: u32", "pad1: u32", "pad2: u32", f"p: C[{n_words}]") if n_words
               else Params("n: u32", "zero: u32"))
-    source = load_shader("fused.wgsl", dtype, BINDINGS="\n".join(bindings), FUNCTIONS="\n\n".join(functions),
-                         BODY="\n".join(lines), **params.subs(dtype))
-    return source, params.format(dtype), n_words
+    half = "f16" if "f16" in loads or "f16" in stores else "f32"  # `enable f16;` where an f16 is bound
+    source = load_shader("fused.wgsl", half, BINDINGS="\n".join(bindings), FUNCTIONS="\n\n".join(functions),
+                         BODY="\n".join(lines), **params.subs(half))
+    return source, params.format(half), n_words
+
+
+def _element(store: str, vec4: bool) -> str:
+    return f"vec4<{store}>" if vec4 else store

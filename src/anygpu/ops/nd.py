@@ -10,7 +10,7 @@ import math
 
 from ..runtime import Params
 from ..runtime.dtypes import DTYPES
-from . import reduce
+from . import fusion, reduce
 from ._common import check_buffer, grid_1d
 from .elementwise import UNARY_PARAMS, binary, check_same_dtype, expression, out_dtype_of, scalar_param, source
 
@@ -207,12 +207,24 @@ _CAST_EXPR = {
 
 def cast(dev, x, dtype: str):
     """Convert a Buffer to another dtype, as torch's .to(): f32/f16 -> i32 truncates toward
-    zero, anything -> bool is `!= 0`, bool -> numbers is 0/1; i32 <-> u32 keep the bits."""
+    zero, anything -> bool is `!= 0`, bool -> numbers is 0/1; i32 <-> u32 keep the bits.
+    f32 <-> f16 is deferred and fused with the elementwise ops around it (fusion.py)."""
     if x.dtype == dtype:
         return x
     if dtype not in DTYPES:
         raise ValueError(f"cast: dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
-    src, dst = DTYPES[x.dtype], DTYPES[dtype]
+    if dev.fuse and x.len and x.dtype in fusion.FUSABLE and dtype in fusion.FUSABLE:
+        return fusion.defer_cast(dev, x, dtype)
+    out = dev.empty(x.len, dtype)
+    if x.len:
+        launch_cast(dev, x, out)
+    return out
+
+
+def launch_cast(dev, x, out) -> None:
+    """Record the kernel converting x into out (same length, out's dtype; see `cast`): the
+    unary template with the conversion as its expression (alpha, beta unused)."""
+    src, dst = DTYPES[x.dtype], DTYPES[out.dtype]
     if dst.name == "bool":
         expr = _CAST_EXPR["bool"]
     elif src.name == "bool":
@@ -222,14 +234,10 @@ def cast(dev, x, dtype: str):
     else:
         expr = _CAST_EXPR["convert"]
     expr = expr.format(C=src.compute, OUT_C=dst.compute)
-    out = dev.empty(x.len, dtype)
-    if x.len:
-        # The unary template with the conversion as its expression (alpha, beta unused).
-        kernel = dev.kernel(f"cast_{x.dtype}_{dtype}", source("unary.wgsl", expr, UNARY_PARAMS, x.dtype, dtype),
-                            1, 1, UNARY_PARAMS.format(x.dtype))
-        zero = scalar_param(x.dtype, 0)
-        dev.launch(kernel, [x], [out], (x.len, zero, zero), grid_1d(dev, x.len))
-    return out
+    kernel = dev.kernel(f"cast_{x.dtype}_{out.dtype}", source("unary.wgsl", expr, UNARY_PARAMS, x.dtype, out.dtype),
+                        1, 1, UNARY_PARAMS.format(x.dtype))
+    zero = scalar_param(x.dtype, 0)
+    dev.launch(kernel, [x], [out], (x.len, zero, zero), grid_1d(dev, x.len))
 
 
 def where(dev, cond, a, b):
