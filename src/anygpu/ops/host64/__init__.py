@@ -146,6 +146,7 @@ class HostMemory:
 
 
 from . import core as _core  # noqa: E402,F401 — registers casts, strided copies, where
+from . import math as _math  # noqa: E402,F401 — elementwise, reductions, matmul, softmax, gather, sort, dropout
 from . import nn as _nn  # noqa: E402,F401 — attention, convolutions, norms, losses, optimizers, pooling
 
 __all__ = ["HOST_OPS", "HostBuffer", "HostMemory", "dispatching", "f64", "host_op", "is_host", "values"]
