@@ -22,6 +22,7 @@ from .. import batchnorm as _batchnorm
 from .. import conv as _conv
 from .. import lossfn as _lossfn
 from .. import norm as _norm
+from .. import optim as _optim
 from .. import pool as _pool
 from .. import scaler as _scaler
 from .._common import check_buffer, check_pair, check_positive, check_same_len
@@ -260,7 +261,8 @@ def _group_xhat(dev, x, batch: int, channels: int, spatial: int, groups: int, ep
     xg = _f(dev, x).reshape(batch, groups, (channels // groups) * spatial)
     mean, variance = _moments(xg, 2)
     rstd = _rstd(variance, eps)
-    return (xg - mean) * rstd, rstd
+    with np.errstate(invalid="ignore"):
+        return (xg - mean) * rstd, rstd
 
 
 @host_op("group_norm")
@@ -499,20 +501,48 @@ def _lerp(start, end, weight: float):
     return end - (end - start) * (1.0 - weight)
 
 
+def _skipped(dev, op: str, found_inf) -> bool:
+    """Whether GradScaler's flag (one u32 GPU Buffer, or None) says to skip the update."""
+    if found_inf is None:
+        return False
+    if found_inf.dtype != "u32" or found_inf.len != 1:
+        raise ValueError(f"{op}: found_inf must be one u32, got {found_inf.len} x {found_inf.dtype}")
+    return bool(dev.read(found_inf)[0])
+
+
+def _unset(stored: np.ndarray) -> np.ndarray:
+    """Where a momentum buffer still holds ops/optim.py's UNSET marker: its f32 bits, or in a
+    float64 buffer that NaN converted to float64 (as a cast of the f32 state gives here)."""
+    marker = getattr(_optim, "UNSET", None)
+    if marker is None or stored.dtype not in (np.float32, np.float64):
+        return np.zeros(stored.shape, bool)
+    as_f32 = np.array([marker], np.uint32).view(np.float32)
+    if stored.dtype == np.float32:
+        return stored.view(np.uint32) == np.uint32(marker)
+    return stored.view(np.uint64) == as_f32.astype(np.float64).view(np.uint64)[0]
+
+
 @host_op("sgd_step")
 def sgd_step(dev, param, grad, momentum_buf=None, *, lr: float, momentum: float = 0.0,
              dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
-             first: bool = False, maximize: bool = False) -> None:
+             first: bool = False, maximize: bool = False, found_inf=None) -> None:
+    """found_inf: where GradScaler's flag is set nothing is written; a momentum buffer still
+    holding the UNSET marker starts as the gradient (as ops/optim.sgd_step)."""
     state = {} if momentum_buf is None else {"momentum_buf": momentum_buf}
-    if not _state("sgd_step", param, grad, **state):
+    if not _state("sgd_step", param, grad, **state) or _skipped(dev, "sgd_step", found_inf):
         return
-    p = _f(dev, param)
-    d = _signed_grad(dev, grad, maximize) + weight_decay * p
-    if momentum_buf is not None:
-        buf = d if first else momentum * _f(dev, momentum_buf) + (1.0 - dampening) * d
-        _store(dev, momentum_buf, buf)
-        d = d + momentum * buf if nesterov else buf
-    _store(dev, param, p - lr * d)
+    with np.errstate(invalid="ignore", over="ignore"):
+        p = _f(dev, param)
+        d = _signed_grad(dev, grad, maximize) + weight_decay * p
+        if momentum_buf is not None:
+            if first:
+                buf = d
+            else:
+                stored = np.asarray(values(dev, momentum_buf))
+                buf = np.where(_unset(stored), d, momentum * stored.astype(np.float64) + (1.0 - dampening) * d)
+            _store(dev, momentum_buf, buf)
+            d = d + momentum * buf if nesterov else buf
+        _store(dev, param, p - lr * d)
 
 
 def _adam_moments(dev, param, grad, exp_avg, exp_avg_sq, weight_decay, decay, beta1, beta2, maximize):
@@ -527,14 +557,12 @@ def _adam_moments(dev, param, grad, exp_avg, exp_avg_sq, weight_decay, decay, be
     return p, g, m, v
 
 
-@host_op("adam_step")
-def adam_step(dev, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq=None, *, step_size: float,
-              beta1: float, beta2: float, eps: float, bias_correction2_sqrt: float,
-              weight_decay: float = 0.0, decay: float = 1.0, maximize: bool = False) -> None:
+def _adam(dev, op, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step_size, beta1, beta2, eps,
+          bias_correction2_sqrt, weight_decay, decay, maximize) -> None:
     state = dict(exp_avg=exp_avg, exp_avg_sq=exp_avg_sq)
     if max_exp_avg_sq is not None:
         state["max_exp_avg_sq"] = max_exp_avg_sq
-    if not _state("adam_step", param, grad, **state):
+    if not _state(op, param, grad, **state):
         return
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         p, _, m, v = _adam_moments(dev, param, grad, exp_avg, exp_avg_sq, weight_decay, decay, beta1, beta2,
@@ -543,6 +571,45 @@ def adam_step(dev, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq=None, *, ste
             v = np.maximum(_f(dev, max_exp_avg_sq), v)
             _store(dev, max_exp_avg_sq, v)
         _store(dev, param, p - step_size * (m / (np.sqrt(v) / bias_correction2_sqrt + eps)))
+
+
+@host_op("adam_step")
+def adam_step(dev, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq=None, *, step_size: float,
+              beta1: float, beta2: float, eps: float, bias_correction2_sqrt: float,
+              weight_decay: float = 0.0, decay: float = 1.0, maximize: bool = False) -> None:
+    _adam(dev, "adam_step", param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step_size, beta1, beta2, eps,
+          bias_correction2_sqrt, weight_decay, decay, maximize)
+
+
+@host_op("adam_multi_step")
+def adam_multi_step(dev, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs=None, *, step_sizes,
+                    bias_correction2_sqrts, beta1: float, beta2: float, eps: float, weight_decay: float = 0.0,
+                    decay: float = 1.0, maximize: bool = False) -> None:
+    """adam_step on each parameter whose Buffers include a HostBuffer; the others (all GPU
+    Buffers) go to the GPU op together."""
+    lists = [("params", params), ("grads", grads), ("exp_avgs", exp_avgs), ("exp_avg_sqs", exp_avg_sqs),
+             ("step_sizes", step_sizes), ("bias_correction2_sqrts", bias_correction2_sqrts)]
+    amsgrad = max_exp_avg_sqs is not None
+    if amsgrad:
+        lists.append(("max_exp_avg_sqs", max_exp_avg_sqs))
+    count = len(params)
+    for name, entries in lists:
+        if len(entries) != count:
+            raise ValueError(f"adam_multi_step: {name} has {len(entries)} entries, params has {count}")
+    maxes = max_exp_avg_sqs if amsgrad else [None] * count
+    on_host = [any(b.__class__ is HostBuffer for b in (params[i], grads[i], exp_avgs[i], exp_avg_sqs[i], maxes[i]))
+               for i in range(count)]
+    for i in (i for i in range(count) if on_host[i]):
+        _adam(dev, f"adam_multi_step (parameter {i})", params[i], grads[i], exp_avgs[i], exp_avg_sqs[i], maxes[i],
+              step_sizes[i], beta1, beta2, eps, bias_correction2_sqrts[i], weight_decay, decay, maximize)
+    rest = [i for i in range(count) if not on_host[i]]
+    if rest:
+        def pick(entries):
+            return [entries[i] for i in rest]
+        _optim.adam_multi_step(dev, pick(params), pick(grads), pick(exp_avgs), pick(exp_avg_sqs),
+                               pick(max_exp_avg_sqs) if amsgrad else None, step_sizes=pick(step_sizes),
+                               bias_correction2_sqrts=pick(bias_correction2_sqrts), beta1=beta1, beta2=beta2,
+                               eps=eps, weight_decay=weight_decay, decay=decay, maximize=maximize)
 
 
 @host_op("adadelta_step")
@@ -815,20 +882,33 @@ def upsample_nearest2d_backward(dev, grad, batch: int, channels: int, in_h: int,
 
 
 @host_op("unscale_check")
-def unscale_check(dev, grads, inverse: float, flag=None):
-    """float64 gradients multiplied by `inverse` in place on the host, float32 ones by the GPU
-    op; the u32 flag (a GPU Buffer, as the GPU op's) is set when a result is inf or NaN."""
+def unscale_check(dev, grads, inverse: float | None = None, flag=None, scale=None):
+    """float64 gradients multiplied in place on the host by `inverse`, or by the float32
+    reciprocal of the one-element f32 Buffer `scale` (as torch's
+    scale.double().reciprocal().float()); float32 ones by the GPU op. Returns the u32 flag
+    (a GPU Buffer, as the GPU op's), set when a result is inf or NaN."""
+    op = "unscale_check"
+    if (inverse is None) == (scale is None):
+        raise ValueError(f"{op}: give exactly one of inverse (a number) and scale (a Buffer)")
     for i, g in enumerate(grads):
         if g.dtype not in ("f32", "f64"):
-            raise ValueError(f"unscale_check: gradient {i} must be f32 or f64, got {g.dtype}")
-    if flag is not None and (flag.dtype != "u32" or flag.len != 1):
-        raise ValueError(f"unscale_check: flag must be one u32, got {flag.len} x {flag.dtype}")
-    flag = _scaler.unscale_check(dev, [g for g in grads if g.dtype == "f32"], inverse, flag)
+            raise ValueError(f"{op}: gradient {i} must be f32 or f64, got {g.dtype}")
+    for name, buf, dtype in (("flag", flag, "u32"), ("scale", scale, "f32")):
+        if buf is not None and (buf.dtype != dtype or buf.len != 1):
+            raise ValueError(f"{op}: {name} must be one {dtype}, got {buf.len} x {buf.dtype}")
+    on_gpu = [g for g in grads if g.dtype == "f32"]
+    if scale is None:
+        flag = _scaler.unscale_check(dev, on_gpu, inverse, flag)
+        factor = float(inverse)  # type: ignore[arg-type]
+    else:
+        flag = _scaler.unscale_check(dev, on_gpu, flag=flag, scale=scale)
+        with np.errstate(divide="ignore"):
+            factor = float(np.float32(1.0 / np.float64(dev.read(scale)[0])))
     bad = False
     with np.errstate(over="ignore", invalid="ignore"):
         for g in grads:
             if g.__class__ is HostBuffer:
-                g.arr *= float(inverse)
+                g.arr *= factor
                 bad = bad or not bool(np.isfinite(g.arr).all())
     if bad:
         dev.write(flag, np.ones(1, np.uint32))
