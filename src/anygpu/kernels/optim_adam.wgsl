@@ -11,8 +11,7 @@
 @group(0) @binding(5) var<storage, read_write> max_exp_avg_sq: array<f32>;
 
 fn apply(i: u32, p: f32, m: f32, v: f32) {
-    let denom = sqrt(v) / P.bias_correction2_sqrt + P.eps;
-    param[i] = p + P.neg_step_size * (m / denom);
+    param[i] = adam_param(p, m, v, P.bias_correction2_sqrt, P.neg_step_size);
 }
 
 @compute @workgroup_size(256)

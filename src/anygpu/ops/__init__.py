@@ -14,6 +14,8 @@ from . import batchnorm, index, layernorm, lossfn, pool, random
 from . import intmath
 from . import sparse
 from . import scaler
+from . import flash_attention
+from . import foreach
 from . import host64
 
 _OP_MODULES = [elementwise, matmul, nd, reduce, broadcast, shape, upsample, softmax, attention, conv, norm,
@@ -22,6 +24,8 @@ _OP_MODULES += [batchnorm, index, layernorm, lossfn, pool, random]  # the ops be
 _OP_MODULES += [intmath]  # integer tensors and sorting
 _OP_MODULES += [sparse]  # sparse matrices as segments of entries (anygpu.sparse)
 _OP_MODULES += [scaler]  # GradScaler's unscale of many gradients per dispatch (anygpu.amp)
+_OP_MODULES += [flash_attention]  # attention without the scores in memory
+_OP_MODULES += [foreach]  # several tensors per dispatch (clip_grad_norm_)
 
 
 class Device(host64.HostMemory, runtime.Device):
@@ -50,6 +54,10 @@ class Device(host64.HostMemory, runtime.Device):
     matmul = matmul.matmul  # last: the name shadows the module in this class body
     # scaler.py
     unscale_check = scaler.unscale_check
+    update_scale = scaler.update_scale
+    # foreach.py
+    sum_squares = foreach.sum_squares
+    scale_by = foreach.scale_by
     # nd.py
     broadcast_binary = nd.broadcast_binary
     strided_gather = nd.strided_gather
@@ -79,6 +87,9 @@ class Device(host64.HostMemory, runtime.Device):
     attention_probs = attention.attention_probs
     scaled_dot_product_attention = attention.scaled_dot_product_attention
     attention_backward = attention.attention_backward
+    # flash_attention.py
+    flash_attention_backward = flash_attention.flash_attention_backward
+    flash_attention = flash_attention.flash_attention  # last: the name shadows the module in this class body
     # conv.py
     conv2d = conv.conv2d
     conv_transpose2d = conv.conv_transpose2d
@@ -93,6 +104,7 @@ class Device(host64.HostMemory, runtime.Device):
     # optim.py
     sgd_step = optim.sgd_step
     adam_step = optim.adam_step
+    adam_multi_step = optim.adam_multi_step
     adadelta_step = optim.adadelta_step
     adagrad_step = optim.adagrad_step
     rmsprop_step = optim.rmsprop_step
@@ -126,6 +138,8 @@ class Device(host64.HostMemory, runtime.Device):
     broadcast_binary_int = intmath.broadcast_binary_int
     reduce_axis_int = intmath.reduce_axis_int
     matmul_int = intmath.matmul_int
+    scan_int = intmath.scan_int
+    cast_to_int = intmath.cast_to_int
     sort_rows = intmath.sort_rows
     index_put = intmath.index_put
     # sparse.py

@@ -12,11 +12,13 @@ name, so the two cannot drift apart."""
 from __future__ import annotations
 
 import functools
+import struct
 
 from ..runtime import Params, load_shader
+from . import foreach
 from ._common import check_buffer, grid_1d
 
-__all__ = ["sgd_step", "adam_step", "adadelta_step", "adagrad_step", "rmsprop_step", "nadam_step", "radam_step",
+__all__ = ["sgd_step", "adam_step", "adam_multi_step", "adadelta_step", "adagrad_step", "rmsprop_step", "nadam_step", "radam_step",
            "adamax_step", "rprop_step"]
 
 # Every update: the element count and the gradient's sign (-1 when maximizing); `_update` fills both.
@@ -35,6 +37,14 @@ NADAM_PARAMS = Params(*_MOMENTS, "bias_correction2: f32", "grad_coef: f32", "avg
 RADAM_PARAMS = Params(*_MOMENTS, "bias_correction1: f32", "bias_correction2_sqrt: f32", "lr: f32", "rect: f32",
                       "rectified: u32")
 ADAMAX_PARAMS = Params(*_L2, "beta1_weight: f32", "beta2: f32", "eps: f32", "neg_clr: f32")
+# GradScaler's flag (optim_sgd.wgsl): the binding past every SGD variant's state, and the
+# WGSL that reads it or, without a scaler, the constant functions in its place.
+FOUND_INF_BINDING = 4
+SKIP_NEVER = "fn skipped() -> bool { return false; }\nfn unset(v: f32) -> bool { return false; }"
+UNSET = 0x7FA5CA1E   # a NaN no arithmetic makes: a momentum buffer no update has written yet
+SKIP_ON_FLAG = (f"@group(0) @binding({FOUND_INF_BINDING}) var<storage, read_write> found_inf: array<u32>;\n"
+                "fn skipped() -> bool { return found_inf[0] != 0u; }\n"
+                f"fn unset(v: f32) -> bool {{ return bitcast<u32>(v) == {UNSET}u; }}")
 RPROP_PARAMS = Params(*_STEP, "etaminus: f32", "etaplus: f32", "step_size_min: f32", "step_size_max: f32")
 
 
@@ -58,16 +68,34 @@ def _source(shader: str, params: Params, **subs) -> str:
     return load_shader(shader, **params.subs(), **subs)
 
 
+def _unused(dev):
+    """A one-word Buffer of `dev` for a binding slot a kernel variant leaves unused (one per device:
+    a captured step sees the same Buffer each call)."""
+    buf = dev.__dict__.get("_optim_unused_slot")
+    if buf is None:
+        buf = dev.__dict__["_optim_unused_slot"] = dev.alloc(1)
+    return buf
+
+
 def _update(dev, op: str, shader: str, params: Params, param, grad, state: dict, values: dict, *,
-            maximize: bool, entry: str = "main", name: str | None = None, **subs) -> None:
+            maximize: bool, entry: str = "main", name: str | None = None, found_inf=None, **subs) -> None:
     """One launch of kernels/`shader` (entry point `entry`, pipeline label `name`) over
     `param`, `grad` and the `state` buffers (all f32 of one length; grad is read, the
     others updated in place, bound in that order); `values` holds the uniforms of `params`
-    other than n and grad_sign; `subs` fill the shader's other placeholders."""
+    other than n and grad_sign; `subs` fill the shader's other placeholders. found_inf (one
+    u32, only for shaders with a FOUND_INF placeholder) is bound at FOUND_INF_BINDING, a slot
+    before it that the variant leaves free holding a one-word Buffer the kernel does not use."""
     n = _check_f32(op, param=param, grad=grad, **state)
     if n == 0:
         return
     outputs = [param, *state.values()]
+    if found_inf is not None:
+        if found_inf.dtype != "u32" or found_inf.len != 1:
+            raise ValueError(f"{op}: found_inf must be one u32, got {found_inf.len} x {found_inf.dtype}")
+        free = FOUND_INF_BINDING - 2 - len(outputs)   # outputs bind from 2 on
+        outputs += [_unused(dev)] * min(free, 1) + [found_inf]
+        if free > 1:
+            raise ValueError(f"{op}: FOUND_INF_BINDING leaves {free} slots free, at most one is filled")
     kernel = dev.kernel(name or op.removesuffix("_step"), _source(shader, params, **subs), 1, len(outputs),
                         params.format(), entry_point=entry)
     values = {"n": n, "grad_sign": -1.0 if maximize else 1.0, **values}
@@ -78,17 +106,21 @@ def _update(dev, op: str, shader: str, params: Params, param, grad, state: dict,
 
 def sgd_step(dev, param, grad, momentum_buf=None, *, lr: float, momentum: float = 0.0,
              dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
-             first: bool = False, maximize: bool = False) -> None:
+             first: bool = False, maximize: bool = False, found_inf=None) -> None:
     """One SGD update of `param` in place (torch.optim.SGD's rule; see optim_sgd.wgsl).
 
     momentum_buf: the momentum buffer (same length), updated in place; None for plain
-    SGD. first=True on the step that creates it (it is then set to the gradient)."""
+    SGD. first=True on the step that creates it (it is then set to the gradient).
+    found_inf: GradScaler's flag (one u32 Buffer): where it is nonzero nothing is written,
+    and a momentum buffer whose elements hold the NaN `UNSET` is set to the gradient by the
+    first update that runs (so one made on a skipped step starts as torch's would)."""
     state = {} if momentum_buf is None else {"momentum_buf": momentum_buf}
     entry = "sgd" if momentum_buf is None else "sgd_momentum"
     _update(dev, "sgd_step", "optim_sgd.wgsl", SGD_PARAMS, param, grad, state,
             dict(weight_decay=weight_decay, lr=lr, momentum=momentum, dampening_keep=1.0 - dampening,
                  nesterov=int(bool(nesterov)), first=int(bool(first))),
-            maximize=maximize, entry=entry, name=entry)
+            maximize=maximize, entry=entry, name=entry, found_inf=found_inf,
+            FOUND_INF=SKIP_NEVER if found_inf is None else SKIP_ON_FLAG)
 
 
 def adam_step(dev, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq=None, *, step_size: float,
@@ -108,6 +140,78 @@ def adam_step(dev, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq=None, *, ste
             dict(_moments(weight_decay, decay, beta1, beta2, eps), bias_correction2_sqrt=bias_correction2_sqrt,
                  neg_step_size=-step_size),
             maximize=maximize, entry=entry, name=entry)
+
+
+# Adam over several tensors per dispatch: the group's uniforms, then a vec4 per tensor (its
+# length, first workgroup and the bits of its two step-dependent scalars).
+_MULTI_SHARED = tuple(field.split(":")[0] for field in _MOMENTS[1:])   # grad_sign .. eps
+_MULTI_HEAD = ("count: u32", "total_workgroups: u32", *_MOMENTS[1:], "pad0: u32", "pad1: u32", "pad2: u32")
+
+
+@functools.lru_cache(maxsize=None)
+def _adam_multi_params(count: int) -> Params:
+    return Params(*_MULTI_HEAD, f"tensors: u32[{4 * count}]")
+
+
+@functools.lru_cache(maxsize=None)
+def _adam_multi_source(count: int, amsgrad: bool) -> str:
+    names = ("grad", "param", "exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if amsgrad else ())
+    code = foreach.arrays(names, count, 1, writable=names[1:], stubs=() if amsgrad else ("max_exp_avg_sq",))
+    return load_shader("optim_adam_multi.wgsl", **_adam_multi_params(count).subs(), ARRAYS=code,
+                       AMSGRAD="true" if amsgrad else "false")
+
+
+_F32_BITS = struct.Struct("<f")
+_U32 = struct.Struct("<I")
+
+
+def _f32_bits(value: float) -> int:
+    """The bits of value rounded to f32 (as a 'f' field of the parameter struct packs it)."""
+    return _U32.unpack(_F32_BITS.pack(value))[0]
+
+
+def adam_multi_step(dev, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs=None, *, step_sizes,
+                    bias_correction2_sqrts, beta1: float, beta2: float, eps: float, weight_decay: float = 0.0,
+                    decay: float = 1.0, maximize: bool = False) -> None:
+    """adam_step over lists of tensors (one entry per parameter; step_sizes and
+    bias_correction2_sqrts per parameter, the rest shared), several parameters per dispatch,
+    with the same bits as adam_step on each. A gradient that is its parameter's Buffer is
+    copied first, as adam_step does."""
+    state = [("params", params), ("grads", grads), ("exp_avgs", exp_avgs), ("exp_avg_sqs", exp_avg_sqs),
+             ("step_sizes", step_sizes), ("bias_correction2_sqrts", bias_correction2_sqrts)]
+    amsgrad = max_exp_avg_sqs is not None
+    if amsgrad:
+        state.append(("max_exp_avg_sqs", max_exp_avg_sqs))
+    count = len(params)
+    for name, values in state:
+        if len(values) != count:
+            raise ValueError(f"adam_multi_step: {name} has {len(values)} entries, params has {count}")
+    tensors = []
+    for i in range(count):
+        buffers = dict(param=params[i], grad=grads[i], exp_avg=exp_avgs[i], exp_avg_sq=exp_avg_sqs[i])
+        if amsgrad:
+            buffers["max_exp_avg_sq"] = max_exp_avg_sqs[i]
+        n = _check_f32(f"adam_multi_step (parameter {i})", **buffers)
+        if n:
+            tensors.append(i)
+    per = foreach.per_dispatch(dev, 5 if amsgrad else 4)
+    shared = _moments(weight_decay, decay, beta1, beta2, eps) | {"grad_sign": -1.0 if maximize else 1.0}
+    shared_values = tuple(shared[name] for name in _MULTI_SHARED)
+    for part in foreach.groups(tensors, per):
+        size = len(part)
+        firsts, total = foreach.first_workgroups([params[i].len for i in part])
+        table = []
+        for i, first in zip(part, firsts):
+            table += (params[i].len, first, _f32_bits(bias_correction2_sqrts[i]), _f32_bits(-step_sizes[i]))
+        kernel = dev.kernel(f"adam_multi[{size}]" + ("_amsgrad" if amsgrad else ""),
+                            _adam_multi_source(size, amsgrad), size, size * (4 if amsgrad else 3),
+                            _adam_multi_params(size).format())
+        # WebGPU forbids binding one buffer read-only and read_write in the same dispatch.
+        inputs = [dev.copy(grads[i]) if grads[i]._gpu is params[i]._gpu else grads[i] for i in part]
+        outputs = [params[i] for i in part] + [exp_avgs[i] for i in part] + [exp_avg_sqs[i] for i in part]
+        if amsgrad:
+            outputs += [max_exp_avg_sqs[i] for i in part]
+        dev.launch(kernel, inputs, outputs, (size, total, *shared_values, 0, 0, 0, *table), dev.grid(total))
 
 
 def _moments(weight_decay: float, decay: float, beta1: float, beta2: float, eps: float) -> dict:

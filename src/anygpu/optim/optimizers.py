@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..ops.optim import UNSET
 from ..tensor import Tensor, enable_grad, float32
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "flatten_state_dict", "unflatten_state_dict"]
@@ -55,6 +56,7 @@ class Optimizer:
     and implement `_step_group(group)`."""
 
     _state_tensors: tuple[str, ...] = ()
+    _found_inf = None   # GradScaler's flag (a u32 Buffer) while it steps an optimizer that takes it
 
     def __init__(self, params, defaults: dict[str, Any]):
         self.defaults = dict(defaults)
@@ -118,6 +120,22 @@ class Optimizer:
 
     def _step_group(self, group: dict[str, Any]) -> None:
         raise NotImplementedError
+
+    @classmethod
+    def _takes_found_inf(cls) -> bool:
+        """Whether GradScaler may hand step() its found_inf flag (`_step_unless_found_inf`), the
+        kernels then skipping the update on the GPU where it is set, instead of reading the flag
+        back to decide: only where step is Optimizer's and _step_group is marked
+        (`_skips_on_found_inf`); a subclass overriding either keeps the scaler's host check."""
+        return cls.step is Optimizer.step and getattr(cls._step_group, "skips_on_found_inf", False)
+
+    def _step_unless_found_inf(self, found_inf):
+        """step(), every update skipped on the GPU where the one-u32 Buffer found_inf is nonzero."""
+        self._found_inf = found_inf
+        try:
+            return self.step()
+        finally:
+            self._found_inf = None
 
     def _with_grads(self, group: dict[str, Any]):
         """(parameter, its checked gradient, its state dict) for each parameter of the group
@@ -229,6 +247,17 @@ class Optimizer:
         return text + "\n)"
 
 
+def _whole(t: Tensor) -> bool:
+    """Whether t is all of its Buffer, in order (a kernel may then bind and write the Buffer)."""
+    return t._base is None and t._view is None and t._buf.len == t.numel()
+
+
+def _skips_on_found_inf(step_group):
+    """Mark a _step_group that passes `self._found_inf` to every kernel it launches."""
+    step_group.skips_on_found_inf = True
+    return step_group
+
+
 def _check_hyper(name: str, value: float) -> None:
     if not value >= 0.0:
         raise ValueError(f"Invalid {name}: {value}")
@@ -255,21 +284,26 @@ class SGD(Optimizer):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov, maximize=maximize))
 
+    @_skips_on_found_inf
     def _step_group(self, group: dict[str, Any]) -> None:
         momentum = float(group["momentum"])
+        found_inf = self._found_inf
         for p, grad, state in self._with_grads(group):
             dev = p._dev
             buf = state.get("momentum_buffer")
             first = False
             if momentum != 0.0 and buf is None:
-                buf = Tensor(dev.empty(p.numel()), p.shape)  # the kernel sets it to the gradient
-                first = True
+                if found_inf is None:
+                    buf = Tensor(dev.empty(p.numel()), p.shape)  # the kernel sets it to the gradient
+                    first = True
+                else:  # this update may be skipped: the first that runs sets it to the gradient
+                    buf = _gpu_state(dev, np.full(p.numel(), UNSET, np.uint32).view(np.float32), p.shape)
 
             def update(dev=dev, p=p, grad=grad, buf=buf, first=first):
                 dev.sgd_step(p._buf, grad._buf, buf._buf if momentum != 0.0 else None, lr=float(group["lr"]),
                              momentum=momentum, dampening=float(group["dampening"]),
                              weight_decay=float(group["weight_decay"]), nesterov=bool(group["nesterov"]),
-                             first=first, maximize=bool(group["maximize"]))
+                             first=first, maximize=bool(group["maximize"]), found_inf=found_inf)
                 p._host = None  # the buffer changed under any cached host copy
 
             # A captured step (anygpu.compile) calls `update` again on each replay: the
@@ -300,13 +334,16 @@ class Adam(Optimizer):
             raise ValueError(f"Invalid beta parameter at index 1: {beta2}")
         if capturable or differentiable:
             raise ValueError(f"{type(self).__name__}: capturable and differentiable are not supported")
-        # foreach / fused are accepted for PyTorch code: every update here is one fused kernel.
+        # foreach=False: one kernel per parameter; otherwise (torch's foreach / fused) one
+        # kernel updates several parameters (ops/optim.py's adam_multi_step), with the same bits.
         super().__init__(params, dict(lr=lr, betas=(float(beta1), float(beta2)), eps=eps,
                                       weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize,
                                       decoupled_weight_decay=decoupled_weight_decay))
+        self._foreach = foreach
 
     def _step_group(self, group: dict[str, Any]) -> None:
         amsgrad = bool(group["amsgrad"])
+        many: dict[Any, list] = {}   # device -> (parameter, gradient, state) for the multi-tensor path
         for p, grad, state in self._with_grads(group):
             dev = p._dev
             if "step" not in state:
@@ -315,9 +352,40 @@ class Adam(Optimizer):
                 state["exp_avg_sq"] = Tensor(dev.alloc(p.numel()), p.shape)
             if amsgrad and "max_exp_avg_sq" not in state:
                 state["max_exp_avg_sq"] = Tensor(dev.alloc(p.numel()), p.shape)
+            if getattr(self, "_foreach", None) is not False and _whole(p) and _whole(grad):
+                many.setdefault(dev, []).append((p, grad, state))
+                continue
             # Replayed by a captured step (anygpu.compile): the step count and the group's
             # hyperparameters advance exactly as in an eager step.
             dev.dynamic(functools.partial(self._update, group, p, grad, state, dev))
+        for dev, entries in many.items():
+            dev.dynamic(functools.partial(self._update_many, group, entries, dev))
+
+    @staticmethod
+    def _update_many(group: dict[str, Any], entries: list, dev) -> None:
+        """`_update` of several parameters, several per dispatch (ops/optim.py's adam_multi_step)."""
+        lr = float(group["lr"])
+        beta1, beta2 = (float(b) for b in group["betas"])
+        weight_decay = float(group["weight_decay"])
+        decoupled = bool(group["decoupled_weight_decay"])
+        amsgrad = bool(group["amsgrad"])
+        step_sizes, corrections = [], []
+        last_step, step_size, correction = None, 0.0, 0.0
+        for _, _, state in entries:
+            state["step"] += 1
+            step = state["step"]
+            if step != last_step:  # the same scalars as _update computes, once per step count
+                last_step, step_size, correction = step, lr / (1 - beta1 ** step), math.sqrt(1 - beta2 ** step)
+            step_sizes.append(step_size)
+            corrections.append(correction)
+        dev.adam_multi_step([p._buf for p, _, _ in entries], [g._buf for _, g, _ in entries],
+                            [s["exp_avg"]._buf for _, _, s in entries], [s["exp_avg_sq"]._buf for _, _, s in entries],
+                            [s["max_exp_avg_sq"]._buf for _, _, s in entries] if amsgrad else None,
+                            step_sizes=step_sizes, bias_correction2_sqrts=corrections, beta1=beta1, beta2=beta2,
+                            eps=float(group["eps"]), weight_decay=0.0 if decoupled else weight_decay,
+                            decay=1.0 - lr * weight_decay if decoupled else 1.0, maximize=bool(group["maximize"]))
+        for p, _, _ in entries:
+            p._host = None  # the buffer changed under any cached host copy
 
     @staticmethod
     def _update(group: dict[str, Any], p: Tensor, grad: Tensor, state: dict[str, Any], dev) -> None:
@@ -347,8 +415,8 @@ class AdamW(Adam):
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2,
                  amsgrad: bool = False, *, foreach=None, maximize: bool = False, capturable: bool = False,
                  differentiable: bool = False, fused=None):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, capturable=capturable,
-                         differentiable=differentiable, decoupled_weight_decay=True)
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
+                         capturable=capturable, differentiable=differentiable, decoupled_weight_decay=True)
 
 
 # ====================================================================== flat form for checkpoints

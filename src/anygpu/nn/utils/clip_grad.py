@@ -1,12 +1,18 @@
 """Gradient clipping as torch.nn.utils: the total norm is computed and applied on the GPU
 (no read-back unless error_if_nonfinite asks for a check), and gradients are scaled in
-place, so references to `.grad` held elsewhere see the clipped values."""
+place, so references to `.grad` held elsewhere see the clipped values.
+
+float32 gradients that are whole Buffers (the usual case) take the multi-tensor path, as
+torch's foreach one does: the 2-norm's sums of squares of many gradients per dispatch
+(ops/foreach.py, with the bits of one `(g * g).sum()` per gradient) and the scaling of many
+gradients per dispatch; other gradients, norms and dtypes (and foreach=False) go one
+tensor at a time."""
 
 from __future__ import annotations
 
 import math
 
-from ...tensor import Tensor, no_grad, stack, zeros
+from ...tensor import Tensor, float32, no_grad, stack, zeros
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm"]
 
@@ -30,6 +36,28 @@ def _norm_type(norm_type, what: str) -> float:
     return norm_type
 
 
+def _multi_tensor(tensors: list[Tensor]) -> bool:
+    """Whether the multi-tensor kernels take `tensors`: float32, each all of its Buffer, one device."""
+    if not tensors:
+        return False
+    dev = tensors[0]._dev
+    for t in tensors:
+        if t.dtype is not float32 or t._base is not None or t._view is not None or t._buf.len != t.numel():
+            return False
+        if t._dev is not dev:
+            return False
+    return True
+
+
+def _distinct(grads: list[Tensor]) -> list[Tensor]:
+    """grads with each Buffer once: a Buffer shared by two gradients (an add routes one to
+    both leaves) is scaled once, as torch scales each of its two gradient tensors once."""
+    seen: dict[int, Tensor] = {}
+    for g in grads:
+        seen.setdefault(id(g._buf) if g._base is None and g._view is None else id(g), g)
+    return list(seen.values())
+
+
 def _write_in_place(target: Tensor, value: Tensor) -> None:
     target._dev.copy(value._buf, target._buf)
     target._host = None
@@ -47,6 +75,9 @@ def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = F
             largest = norm_type > 0
             parts = [(t.abs().max() if largest else t.abs().min()) for t in tensors]
             total = stack(parts).max() if largest else stack(parts).min()
+        elif norm_type == 2.0 and foreach is not False and _multi_tensor(tensors):
+            dev = tensors[0]._dev
+            total = Tensor(dev.sum_all(dev.sum_squares([t._buf for t in tensors])), ()).sqrt()
         elif norm_type == 2.0:
             total = stack([(t * t).sum() for t in tensors]).sum().sqrt()
         elif norm_type == 1.0:
@@ -67,7 +98,12 @@ def clip_grads_with_norm_(parameters, max_norm: float, total_norm: Tensor, forea
         return
     with no_grad():
         scale = (float(max_norm) / (total_norm + 1e-6)).clamp(max=1.0)
-        for grad in grads:
+        if foreach is not False and _multi_tensor(grads) and _multi_tensor([scale]) and scale.numel() == 1 and scale._dev is grads[0]._dev:
+            grads[0]._dev.scale_by([g._buf for g in _distinct(grads)], scale._buf)
+            for grad in grads:
+                grad._host = None
+            return
+        for grad in _distinct(grads):
             _write_in_place(grad, grad * scale)
 
 
@@ -80,8 +116,8 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
     grads = _grads(parameters, "clip_grad_norm_")
     if not grads:
         return zeros(())
-    total = get_total_norm(grads, norm_type, error_if_nonfinite)
-    clip_grads_with_norm_(parameters, max_norm, total)
+    total = get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
+    clip_grads_with_norm_(parameters, max_norm, total, foreach)
     return total
 
 

@@ -1,0 +1,156 @@
+"""Multi-tensor ops (Layer 0): one dispatch works on several tensors, each its own Buffer, as
+torch's _foreach_* kernels do: clip_grad_norm_'s sums of squares and its in-place scaling.
+The multi-tensor Adam (ops/optim.py's adam_multi_step) uses the same helpers.
+
+A kernel of this family binds up to `per_dispatch` tensors (bounded by the adapter's
+max-storage-buffers-per-shader-stage and by the uniform slot, which holds one vec4 per
+tensor); WGSL cannot index bindings, so `arrays` generates each binding's declaration and a
+`<name>_load(k, i)` / `<name>_store(k, i, value)` pair that switches on the tensor k (the
+same k for a whole workgroup: a uniform branch). The tensors' workgroups lie one after the
+other in a 1-D grid; `first_workgroups` lays them out."""
+
+from __future__ import annotations
+
+import functools
+
+from ..runtime import Params, load_shader
+from ._common import WORKGROUP_1D, check_buffer
+
+__all__ = ["sum_squares", "scale_by"]
+
+MAX_TENSORS = 12   # per dispatch: a vec4 of the 64-word uniform slot per tensor, beside a header
+_CHUNK = 4096      # reduce.py's _CHUNK: elements one workgroup sums
+_SHORT = 64        # reduce.py's _SHORT_ROW: sums up to this length are one thread's loop
+
+
+def per_dispatch(dev, bindings_per_tensor: int, other_bindings: int = 0) -> int:
+    """How many tensors one dispatch binds: the adapter's storage bindings per shader stage
+    (8 under WebGPU's defaults, 48 on lavapipe) less `other_bindings`, at most MAX_TENSORS."""
+    limit = int(getattr(dev, "limits", {}).get("max-storage-buffers-per-shader-stage", 8))
+    return max(1, min(MAX_TENSORS, (limit - other_bindings) // bindings_per_tensor))
+
+
+@functools.lru_cache(maxsize=None)
+def arrays(names: tuple[str, ...], count: int, first_binding: int, writable: tuple[str, ...] = (),
+           stubs: tuple[str, ...] = ()) -> str:
+    """WGSL for `count` f32 bindings of each name in `names` (name0.., bindings numbered from
+    first_binding, name by name) with `name_load(k, i)`, and `name_store(k, i, value)` for the
+    `writable` ones (read_write); `stubs` get functions that bind nothing (loads give 0)."""
+    lines = []
+    binding = first_binding
+    for name in names:
+        access = "read_write" if name in writable else "read"
+        for k in range(count):
+            lines.append(f"@group(0) @binding({binding}) var<storage, {access}> {name}{k}: array<f32>;")
+            binding += 1
+        cases = " ".join(f"case {k}u: {{ return {name}{k}[i]; }}" for k in range(count))
+        lines.append(f"fn {name}_load(k: u32, i: u32) -> f32 {{ switch k {{ {cases} default: {{ return 0.0; }} }} }}")
+        if name in writable:
+            cases = " ".join(f"case {k}u: {{ {name}{k}[i] = value; }}" for k in range(count))
+            lines.append(f"fn {name}_store(k: u32, i: u32, value: f32) {{ switch k {{ {cases} default: {{}} }} }}")
+    for name in stubs:
+        lines.append(f"fn {name}_load(k: u32, i: u32) -> f32 {{ return 0.0; }}")
+        lines.append(f"fn {name}_store(k: u32, i: u32, value: f32) {{}}")
+    return "\n".join(lines)
+
+
+def first_workgroups(lengths) -> tuple[list[int], int]:
+    """(first workgroup of each tensor, total workgroups) for one thread per element."""
+    firsts, total = [], 0
+    for n in lengths:
+        firsts.append(total)
+        total += -(-n // WORKGROUP_1D)
+    return firsts, total
+
+
+def groups(items: list, size: int) -> list[list]:
+    """items cut into consecutive lists of at most `size`."""
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+@functools.lru_cache(maxsize=None)
+def _sum_params(count: int) -> Params:
+    return Params("count: u32", "zero: u32", "total_workgroups: u32", "pad: u32", f"jobs: u32[{4 * count}]")
+
+
+@functools.lru_cache(maxsize=None)
+def _sum_source(count: int, squares: bool) -> str:
+    term = "bitcast<f32>(bitcast<u32>(a * a) ^ P.zero)" if squares else "a"
+    return load_shader("foreach_sum_squares.wgsl", **_sum_params(count).subs(), ARRAYS=arrays(("src",), count, 1),
+                       TERM=term, SUMS_BINDING=count + 1, PARTIALS_BINDING=count + 2)
+
+
+def _sum_pass(dev, jobs: list, sums, squares: bool):
+    """One pass over jobs (source Buffer, offset, n, out): sums of one-chunk jobs go to
+    sums[out]; returns (the partials Buffer, the next pass's jobs) for the longer ones."""
+    n_partials = sum(-(-n // _CHUNK) for _, _, n, _ in jobs if n > _CHUNK)
+    partials = dev.empty(max(n_partials, 1))
+    following, at = [], 0
+    size = per_dispatch(dev, 1, 2)
+    for part in groups(jobs, size):
+        table, total = [], 0
+        for src, offset, n, out in part:
+            chunks = 1 if n <= _SHORT else -(-n // _CHUNK)
+            if chunks > 1:
+                table += (n, offset, total, at)
+                following.append((partials, at, chunks, out))
+                at += chunks
+            else:
+                table += (n, offset, total, out)
+            total += chunks
+        count = len(part)
+        kernel = dev.kernel(f"foreach_sum[{count}]" + ("_squares" if squares else ""), _sum_source(count, squares),
+                            count, 2, _sum_params(count).format())
+        dev.launch(kernel, [src for src, _, _, _ in part], [sums, partials], (count, 0, total, 0, *table),
+                   dev.grid(total))
+    return partials, following
+
+
+def sum_squares(dev, bufs):
+    """[len(bufs)]: the sum of squares of each f32 Buffer, each with the bits that
+    sum_all(x * x) gives (its squares rounded to f32 and summed in reduce_inner's order),
+    several Buffers per dispatch. Empty Buffers give 0."""
+    for i, b in enumerate(bufs):
+        check_buffer("sum_squares", f"bufs[{i}]", b)
+        if b.dtype != "f32":
+            raise ValueError(f"sum_squares: bufs[{i}] must be f32, got {b.dtype}")
+    sums = dev.empty(max(len(bufs), 1))
+    jobs = [(b, 0, b.len, i) for i, b in enumerate(bufs)]
+    squares = True
+    while jobs:
+        _, jobs = _sum_pass(dev, jobs, sums, squares)
+        squares = False
+    return sums
+
+
+@functools.lru_cache(maxsize=None)
+def _scale_params(count: int) -> Params:
+    return Params("count: u32", "total_workgroups: u32", "pad0: u32", "pad1: u32", f"tensors: u32[{4 * count}]")
+
+
+@functools.lru_cache(maxsize=None)
+def _scale_source(count: int) -> str:
+    return load_shader("foreach_scale.wgsl", **_scale_params(count).subs(), ARRAYS=arrays(("t",), count, 2, ("t",)))
+
+
+def scale_by(dev, bufs, factor) -> None:
+    """Multiply each f32 Buffer of `bufs` in place by factor[0] (a 1-element f32 Buffer on the
+    GPU), several Buffers per dispatch; each product is what `mul` gives."""
+    check_buffer("scale_by", "factor", factor, 1)
+    if factor.dtype != "f32":
+        raise ValueError(f"scale_by: factor must be f32, got {factor.dtype}")
+    for i, b in enumerate(bufs):
+        check_buffer("scale_by", f"bufs[{i}]", b)
+        if b.dtype != "f32":
+            raise ValueError(f"scale_by: bufs[{i}] must be f32, got {b.dtype}")
+        if b._gpu is factor._gpu:
+            raise ValueError(f"scale_by: bufs[{i}] is the factor's Buffer")
+    if len({id(b._gpu) for b in bufs}) != len(bufs):
+        raise ValueError("scale_by: a Buffer is listed twice")
+    live = [b for b in bufs if b.len]
+    for part in groups(live, per_dispatch(dev, 1, 1)):
+        count = len(part)
+        firsts, total = first_workgroups([b.len for b in part])
+        table = [v for b, first in zip(part, firsts) for v in (b.len, first, 0, 0)]
+        kernel = dev.kernel(f"foreach_scale[{count}]", _scale_source(count), 1, count, _scale_params(count).format())
+        dev.launch(kernel, [factor], part, (count, total, 0, 0, *table), dev.grid(total))
