@@ -68,6 +68,14 @@ def t64(a, grad: bool = False):
 
 
 def test_every_group_op_has_a_float64_form_with_its_signature():
+    """GROUP is every Device method of the group's modules but pool2d_output_size (sizes, no
+    Buffers) and update_scale (GradScaler's own float32 scale and u32 flags, never float64)."""
+    from anygpu.ops import attention, batchnorm, conv, layernorm, loss, lossfn, norm, optim, pool, scaler, upsample
+    modules = {m.__name__ for m in (attention, batchnorm, conv, layernorm, loss, lossfn, norm, optim, pool, scaler,
+                                    upsample)}
+    methods = {name for name, fn in vars(Device).items()
+               if getattr(getattr(fn, "__wrapped__", fn), "__module__", None) in modules}
+    assert methods - {"pool2d_output_size", "update_scale"} == set(GROUP)
     for name in GROUP:
         assert name in HOST_OPS, f"{name}: no float64 form"
         gpu_fn = getattr(Device, name).__wrapped__
