@@ -12,7 +12,11 @@ that way on every device type (anygpu has one adapter; torch's CPU lists differ)
 - every other op runs in its inputs' dtype (a float16 and a float32 tensor give float32).
 
 The conversions are recorded ops, so float32 parameters (master weights) receive float32
-gradients through them. Where the adapter lacks 'shader-f16', or autocast asks for
+gradients through them. Within a region (outermost `with` to its end) the float16 copy of a
+float32 leaf that requires grad is made once and shared by its uses while the leaf's version
+stays (torch's autocast cache; `cache_enabled=False` turns it off): one conversion forward,
+one converted gradient backward. anygpu's optimizers do not bump a parameter's version, so
+keep `optimizer.step()` outside the region, as torch's docs do (torch's cache is stale there too). Where the adapter lacks 'shader-f16', or autocast asks for
 bfloat16 (anygpu has no bfloat16 storage), the region runs in float32 and says so once.
 
 `GradScaler` has torch's semantics and defaults: `scale(loss)` multiplies by the scale,
@@ -24,11 +28,12 @@ skipped step and by growth_factor after growth_interval steps in a row without o
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import sys
 import threading
 import warnings
+
+import numpy as np
 
 from . import dtypes, placement
 from .tensor.elementwise import register_autocast
@@ -100,6 +105,7 @@ class autocast(contextlib.ContextDecorator):
         self.fast_dtype = dtypes.float16 if dtype is None else dtypes.to_dtype(
             dtype, "autocast") if dtype is not dtypes.bfloat16 and dtype != "bfloat16" else dtypes.bfloat16
         self._enabled = enabled
+        self._cache_enabled = cache_enabled is not False
         self._active = None
         if enabled and self.fast_dtype not in (dtypes.float16, dtypes.float32, dtypes.bfloat16):
             raise ValueError(f"autocast: dtype must be float16 or bfloat16, got {dtype!r}")
@@ -120,11 +126,17 @@ class autocast(contextlib.ContextDecorator):
 
     def __enter__(self):
         self._outer = getattr(_state, "dtype", None)
+        self._outer_cache = getattr(_state, "cache", None)
         _state.dtype = self._region_dtype()
+        if _state.dtype is None or not self._cache_enabled:
+            _state.cache = None
+        elif self._outer_cache is None:  # the outermost caching region: its casts live until it ends
+            _state.cache = {}
         return self
 
     def __exit__(self, *exc):
         _state.dtype = self._outer
+        _state.cache = self._outer_cache
         return False
 
 
@@ -135,8 +147,14 @@ def _whole_buffer(t) -> bool:
 
 class GradScaler:
     """torch.amp.GradScaler (init_scale 2**16, growth_factor 2, backoff_factor 0.5,
-    growth_interval 2000). The scale lives on the host: one read per step (the inf/NaN
-    check) decides whether the step runs."""
+    growth_interval 2000), its state on the GPU as torch's on CUDA: the scale (a 0-d float32
+    tensor, `_scale`), the growth tracker (0-d int32, `_growth_tracker`) and one found_inf
+    flag per optimizer and step. `unscale_` divides the gradients by the scale and sets the
+    flag where one is inf/NaN (ops/scaler.py); `step` hands the flag to an optimizer whose
+    kernels skip the update where it is set (SGD: `Optimizer._takes_found_inf`), else reads
+    it back to decide (the others: such a step runs eagerly); `update` computes the next scale
+    on the GPU. So a step with SGD reads nothing back and `anygpu.compile` replays it; only
+    get_scale() and state_dict() read the scale."""
 
     def __init__(self, device: str = "cuda", init_scale: float = 2.0**16, growth_factor: float = 2.0,
                  backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True):
@@ -150,32 +168,42 @@ class GradScaler:
         self._device = device
         self._enabled = bool(enabled)
         self._init_scale = float(init_scale)
-        self._scale: float | None = None
+        self._scale = None             # Tensor, made by the first scale() (torch's lazy init)
+        self._growth_tracker = None    # Tensor, with _scale
+        self._init_growth_tracker = 0
         self._growth_factor = float(growth_factor)
         self._backoff_factor = float(backoff_factor)
         self._growth_interval = int(growth_interval)
-        self._growth_tracker = 0
         self._per_optimizer: dict[int, dict] = {}
 
+    def _lazy_init(self) -> None:
+        from .tensor import Tensor
+        from .ops import gpu
+        dev = gpu()
+        self._scale = Tensor(dev.upload(np.array([self._init_scale], np.float32)), ())
+        self._growth_tracker = Tensor(dev.upload(np.array([self._init_growth_tracker], np.int32)), (),
+                                      dtypes.int32)
+
     def _stage(self, optimizer) -> dict:
-        return self._per_optimizer.setdefault(id(optimizer), {"stage": "ready", "found_inf": False})
+        return self._per_optimizer.setdefault(id(optimizer), {"stage": "ready", "found_inf": None})
 
     def scale(self, outputs):
         """outputs multiplied by the scale (a tensor or a nested list/tuple of them)."""
         if not self._enabled:
             return outputs
         if self._scale is None:
-            self._scale = self._init_scale
-        from .tensor import Tensor, full
+            self._lazy_init()
+        from .tensor import Tensor
         if isinstance(outputs, Tensor):
-            return outputs * full((), self._scale)  # a 0-d float32 factor, promoting as torch's
+            return outputs * self._scale  # a 0-d float32 factor, promoting as torch's
         if isinstance(outputs, (list, tuple)):
             return type(outputs)(self.scale(o) for o in outputs)
         raise ValueError(f"GradScaler.scale: outputs must be a Tensor or a list/tuple of them, "
                          f"got {type(outputs).__name__}")
 
     def unscale_(self, optimizer) -> None:
-        """Divide optimizer's gradients by the scale in place, noting whether any is inf/NaN."""
+        """Divide optimizer's gradients by the scale in place, setting this step's found_inf
+        flag of optimizer on the GPU where one is inf/NaN."""
         if not self._enabled:
             return
         if self._scale is None:
@@ -187,36 +215,35 @@ class GradScaler:
             raise RuntimeError("unscale_() is being called after step().")
         from .ops import gpu
         from .tensor import Tensor, no_grad
-        inverse = 1.0 / self._scale
-        total = None
-        whole = []   # gradients that are their whole Buffer: unscaled and checked several per dispatch
+        dev = gpu()
+        whole, copied = [], []   # gradients unscaled and checked several per dispatch; views via a copy
         with no_grad():
             for group in optimizer.param_groups:
                 for p in group["params"]:
                     grad = getattr(p, "grad", None)
-                    if not isinstance(grad, Tensor):
+                    if not isinstance(grad, Tensor) or not grad.dtype.is_floating_point:
                         continue
                     if grad.dtype is dtypes.float16:
                         raise ValueError("GradScaler.unscale_: attempting to unscale float16 gradients "
                                          "(keep the parameters in float32 and use autocast)")
-                    if grad.dtype is dtypes.float32 and _whole_buffer(grad):
+                    if grad.dtype is not dtypes.float32:
+                        raise ValueError(f"GradScaler.unscale_: gradients must be float32, got {grad.dtype}")
+                    if _whole_buffer(grad):
                         whole.append(grad)
-                        continue
-                    grad.mul_(inverse)
-                    probe = (grad * 0.0).sum()  # 0 unless an element is inf or NaN
-                    total = probe if total is None else total + probe
-            found = False
-            if whole:
-                dev = gpu()
-                flag = dev.unscale_check([g._buf for g in whole], inverse)
-                for g in whole:
-                    g._version += 1   # written in place, as mul_ would
-                found = bool(dev.read(flag)[0])
-        stage["found_inf"] = found or (total is not None and not math.isfinite(float(total.item())))
+                    else:
+                        copied.append((grad, grad.clone()))
+            flag = dev.unscale_check([g._buf for g in whole] + [c._buf for _, c in copied], scale=self._scale._buf)
+            for g in whole:
+                g._version += 1   # written in place, as mul_ would
+                g._host = None
+            for grad, unscaled in copied:
+                grad.copy_(unscaled)
+        stage["found_inf"] = flag
         stage["stage"] = "unscaled"
 
     def step(self, optimizer, *args, **kwargs):
-        """optimizer.step(*args, **kwargs) unless a gradient was inf/NaN (then None)."""
+        """optimizer.step(*args, **kwargs) unless a gradient was inf/NaN (then None). An
+        optimizer that takes the flag skips its update on the GPU (and returns None either way)."""
         if not self._enabled:
             return optimizer.step(*args, **kwargs)
         if "closure" in kwargs:
@@ -226,41 +253,55 @@ class GradScaler:
             raise RuntimeError("step() has already been called since the last update().")
         if stage["stage"] == "ready":
             self.unscale_(optimizer)
-        result = None if stage["found_inf"] else optimizer.step(*args, **kwargs)
+        takes_flag = getattr(type(optimizer), "_takes_found_inf", None)
+        if not args and not kwargs and takes_flag is not None and takes_flag():
+            result = optimizer._step_unless_found_inf(stage["found_inf"])
+        else:
+            from .ops import gpu
+            found = bool(gpu().read(stage["found_inf"])[0])   # read back: such a step is not replayed
+            result = None if found else optimizer.step(*args, **kwargs)
         stage["stage"] = "stepped"
         return result
 
     def update(self, new_scale=None) -> None:
         """The next scale: new_scale if given, else backoff after an inf/NaN, growth after
-        growth_interval clean steps in a row."""
+        growth_interval clean steps in a row (on the GPU, torch's _amp_update_scale_)."""
         if not self._enabled:
             return
         if self._scale is None:
             return
         if new_scale is not None:
-            value = float(new_scale.item() if hasattr(new_scale, "item") else new_scale)
-            self._scale = value
+            from .tensor import Tensor
+            if isinstance(new_scale, Tensor):
+                if new_scale.numel() != 1 or new_scale.requires_grad:
+                    raise ValueError("GradScaler.update: new_scale must be a float or a one-element tensor "
+                                     "that does not require grad")
+                self._scale.copy_(new_scale.reshape(()))
+            else:
+                self._scale.fill_(float(new_scale))
         else:
             if not self._per_optimizer:
                 raise RuntimeError("GradScaler.update: no inf checks were recorded prior to update "
                                    "(call step(optimizer) or unscale_(optimizer) first)")
-            if any(s["found_inf"] for s in self._per_optimizer.values()):
-                self._scale *= self._backoff_factor
-                self._growth_tracker = 0
-            else:
-                tracker = self._growth_tracker + 1
-                if tracker == self._growth_interval:
-                    grown = self._scale * self._growth_factor
-                    if math.isfinite(grown):
-                        self._scale = grown
-                    tracker = 0
-                self._growth_tracker = tracker
+            from .ops import gpu
+            gpu().update_scale(self._scale._buf, self._growth_tracker._buf,
+                               [s["found_inf"] for s in self._per_optimizer.values() if s["found_inf"] is not None],
+                               growth_factor=self._growth_factor, backoff_factor=self._backoff_factor,
+                               growth_interval=self._growth_interval)
+            self._scale._version += 1
+            self._scale._host = None
+            self._growth_tracker._version += 1
+            self._growth_tracker._host = None
         self._per_optimizer = {}
 
     def get_scale(self) -> float:
+        """The scale (read back from the GPU once scale() has made it)."""
         if not self._enabled:
             return 1.0
-        return self._init_scale if self._scale is None else self._scale
+        return self._init_scale if self._scale is None else float(self._scale.item())
+
+    def _get_growth_tracker(self) -> int:
+        return self._init_growth_tracker if self._growth_tracker is None else int(self._growth_tracker.item())
 
     def is_enabled(self) -> bool:
         return self._enabled
@@ -290,7 +331,7 @@ class GradScaler:
             return {}
         return {"scale": self.get_scale(), "growth_factor": self._growth_factor,
                 "backoff_factor": self._backoff_factor, "growth_interval": self._growth_interval,
-                "_growth_tracker": self._growth_tracker}
+                "_growth_tracker": self._get_growth_tracker()}
 
     def load_state_dict(self, state_dict) -> None:
         if not isinstance(state_dict, dict):
@@ -301,8 +342,10 @@ class GradScaler:
             raise RuntimeError("The source state dict is empty, possibly because it was saved from a disabled "
                                "instance of GradScaler.")
         self._init_scale = float(state_dict["scale"])
-        self._scale = float(state_dict["scale"])
         self._growth_factor = float(state_dict["growth_factor"])
         self._backoff_factor = float(state_dict["backoff_factor"])
         self._growth_interval = int(state_dict["growth_interval"])
-        self._growth_tracker = int(state_dict["_growth_tracker"])
+        self._init_growth_tracker = int(state_dict["_growth_tracker"])
+        if self._scale is not None:
+            self._scale.fill_(self._init_scale)
+            self._growth_tracker.fill_(self._init_growth_tracker)

@@ -59,3 +59,75 @@ def test_grad_scaler_matches_torch_and_skips_a_step_with_inf():
     np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-5)
     np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-6)
     assert results[1][2] == results[0][2] == 128.0
+
+
+def test_unscale_by_a_scale_on_the_gpu_uses_torchs_reciprocal():
+    """scale= (a Buffer): the kernel's 1/scale is float(1/double(scale)), as torch's inv_scale."""
+    dev = gpu()
+    rng = np.random.default_rng(7)
+    scales = np.concatenate([rng.uniform(1, 2, 40), rng.uniform(1e-3, 1e7, 40), [1.0, 3.0, 2.0**-20, 2.0**100]])
+    for s in scales.astype(np.float32):
+        g = dev.upload(np.array([1.0, -3.5, 7e-3], np.float32))
+        flag = dev.unscale_check([g], scale=dev.upload(np.array([s], np.float32)))
+        inverse = np.float32(1.0 / np.float64(s))
+        np.testing.assert_array_equal(dev.read(g), np.array([1.0, -3.5, 7e-3], np.float32) * inverse)
+        assert not dev.read(flag)[0]
+    with pytest.raises(ValueError, match="exactly one of inverse"):
+        dev.unscale_check([], 0.5, scale=dev.upload(np.ones(1, np.float32)))
+
+
+def test_update_scale_against_torch():
+    torch = pytest.importorskip("torch")
+    dev = gpu()
+    rng = np.random.default_rng(8)
+    cases = [(np.float32(rng.uniform(0.5, 4)), float(rng.uniform(1.01, 3)), float(rng.uniform(0.1, 0.9)),
+              i % 3 == 0, 1 + i % 3, i % 2) for i in range(60)]
+    cases += [(np.float32(3e38), 2.0, 0.5, False, 1, 0), (np.float32(2.0**16), 2.0, 0.5, True, 5, 4)]  # inf: kept
+    for s, growth, backoff, found, interval, tracker in cases:
+        scale, count = torch.full((), float(s)), torch.full((), tracker, dtype=torch.int32)
+        torch._amp_update_scale_(scale, count, torch.full((), float(found)), growth, backoff, interval)
+        buf, tbuf = dev.upload(np.array([s], np.float32)), dev.upload(np.array([tracker], np.int32))
+        dev.update_scale(buf, tbuf, [dev.upload(np.array([found], np.uint32))], growth_factor=growth,
+                         backoff_factor=backoff, growth_interval=interval)
+        assert (dev.read(buf)[0], dev.read(tbuf)[0]) == (np.float32(scale.item()), count.item())
+
+
+@pytest.mark.parametrize("found_at", [None, 0, 8])
+def test_update_scale_reads_any_number_of_flags(found_at):
+    dev = gpu()
+    flags = [dev.upload(np.array([k == found_at], np.uint32)) for k in range(9)]   # more than FLAGS
+    scale, tracker = dev.upload(np.array([8.0], np.float32)), dev.upload(np.array([3], np.int32))
+    dev.update_scale(scale, tracker, flags, growth_factor=2.0, backoff_factor=0.5, growth_interval=10)
+    assert (dev.read(scale)[0], dev.read(tracker)[0]) == ((4.0, 0) if found_at is not None else (8.0, 4))
+    with pytest.raises(ValueError, match="no found_inf flags"):
+        dev.update_scale(scale, tracker, [], growth_factor=2.0, backoff_factor=0.5, growth_interval=10)
+
+
+@pytest.mark.parametrize("optimizer", ["SGD", "Adam"])
+def test_grad_scaler_odd_factors_and_a_first_skipped_step_as_torch(optimizer):
+    """Scales that are not powers of two (torch rounds scale * factor once from double), the
+    first step skipped (SGD's momentum buffer is then made by the next one, with dampening),
+    update(new_scale), state_dict; Adam takes no flag (the scaler reads it back)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(9)
+    w0 = rng.standard_normal((4, 3)).astype(np.float32)
+    xs = [rng.standard_normal((5, 4)).astype(np.float32) for _ in range(7)]
+    xs[0][1, 2] = np.inf
+    xs[4][0, 0] = np.nan
+    results = []
+    for lib in (torch, ag):
+        w = lib.tensor(w0.copy(), requires_grad=True)
+        opt = (lib.optim.SGD([w], lr=0.05, momentum=0.8, dampening=0.3) if optimizer == "SGD"
+               else lib.optim.Adam([w], lr=0.05))
+        scaler = lib.amp.GradScaler("cpu" if lib is torch else "cuda", init_scale=3.7, growth_factor=1.7,
+                                    backoff_factor=0.3, growth_interval=2)
+        scales = []
+        for i, x in enumerate(xs):
+            opt.zero_grad()
+            scaler.scale((lib.tensor(x) @ w).square().sum()).backward()
+            assert scaler.step(opt) is None
+            scaler.update(5.3 if i == 5 else None)
+            scales.append(scaler.get_scale())
+        results.append((w.detach().numpy(), scales, scaler.state_dict()))
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-5)
+    assert results[1][1] == results[0][1] and results[1][2] == results[0][2]

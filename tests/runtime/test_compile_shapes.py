@@ -191,34 +191,103 @@ def test_a_scheduler_stepping_outside():
     _assert_same_run(make, lambda s, x, y: s(x, y))
 
 
-def _scaler_step():
+def _scaler_step(optimizer="sgd", full=False, **scaler_args):
+    """A GradScaler step; full: torch's documented form with unscale_ and clipping, the
+    gradients zeroed in place (zero_grad(set_to_none=False)) and SGD with momentum."""
     def make():
         model = _mlp()
-        opt = ag.optim.SGD(model.parameters(), lr=0.1)
-        scaler = ag.amp.GradScaler(init_scale=256.0)
+        opt = (ag.optim.SGD(model.parameters(), lr=0.1, momentum=0.9 if full else 0.0, dampening=0.1 if full else 0.0)
+               if optimizer == "sgd" else ag.optim.Adam(model.parameters(), lr=0.01))
+        scaler = ag.amp.GradScaler(init_scale=256.0, **scaler_args)
 
         def step(x, y):
-            opt.zero_grad()
+            opt.zero_grad(set_to_none=not full)
             loss = F.cross_entropy(model(x), y)
             scaler.scale(loss).backward()
+            if full:
+                scaler.unscale_(opt)
+                nn.utils.clip_grad_norm_(model.parameters(), 0.5)
             scaler.step(opt)
             scaler.update()
             return loss
-        return model, step, lambda: None
+        scales = []
+        make.scalers.append((scaler, scales))
+        return model, step, lambda: scales.append(scaler.get_scale())  # read outside the step
+    make.scalers = []
     return make
 
 
-def test_grad_scaler_runs_eagerly_saying_why():
-    step = _assert_same_run(_scaler_step(), lambda s, x, y: s(x, y), replays=0)
+def test_grad_scaler_with_an_optimizer_without_the_flag_runs_eagerly_saying_why():
+    step = _assert_same_run(_scaler_step("adam"), lambda s, x, y: s(x, y), replays=0)
     why = step.reason()
-    assert why.startswith("the step reads values back to the host (at amp.py:") and "unscale_" in why, why
+    assert why.startswith("the step reads values back to the host (at amp.py:") and " in step: " in why, why
     assert "scaler.step(opt)" in why  # the user's line that led there
 
 
-@pytest.mark.xfail(strict=True, reason="GradScaler's inf check reads a value back each step (amp.py unscale_); "
-                                        "replay needs the scale and found_inf kept on the GPU")
 def test_grad_scaler_is_replayed():
-    _assert_same_run(_scaler_step(), lambda s, x, y: s(x, y))
+    step = _assert_same_run(_scaler_step(), lambda s, x, y: s(x, y))
+    assert step.reason() is None
+
+
+def _torch_scaler_run(weights, batches, growth_interval):
+    """The full scaler step of _scaler_step in torch on the CPU from these initial weights:
+    the scale after each step and the final weights."""
+    torch = pytest.importorskip("torch")
+    tm = torch.nn.Sequential(torch.nn.Linear(13, 17), torch.nn.ReLU(), torch.nn.Linear(17, 5))
+    with torch.no_grad():
+        for theirs, ours in zip(tm.parameters(), weights):
+            theirs.copy_(torch.tensor(ours))
+    opt = torch.optim.SGD(tm.parameters(), lr=0.1, momentum=0.9, dampening=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=256.0, growth_interval=growth_interval)
+    scales = []
+    for x, y in batches:
+        opt.zero_grad(set_to_none=False)
+        loss = torch.nn.functional.cross_entropy(tm(torch.tensor(x)), torch.tensor(y, dtype=torch.int64))
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(tm.parameters(), 0.5)
+        scaler.step(opt)
+        scaler.update()
+        scales.append(scaler.get_scale())
+    return scales, [p.detach().numpy() for p in tm.parameters()]
+
+
+@pytest.mark.parametrize("inf_at", [None, 0, 3])
+def test_a_replayed_grad_scaler_step_skips_overflows_backs_off_and_grows_as_torch(inf_at):
+    """unscale_, clip_grad_norm_, step and update replayed with zero_grad(set_to_none=False):
+    an inf in one batch (on the first step the momentum buffer is made on a skipped step; the
+    fourth is replayed) skips that update exactly and halves the scale; two clean steps double
+    it (growth_interval=2). Same losses, scales and weights as the eager run bit for bit, and
+    as torch's to 1e-5."""
+    batches = _batches(n=9)
+    if inf_at is not None:
+        batches[inf_at][0][2, 5] = np.inf
+    make = _scaler_step(full=True, growth_interval=2)
+    eager_model, eager_step, _ = make()
+    model, step, _ = make()
+    initial = [p.numpy().copy() for p in model.parameters()]
+    compiled = ag.compile(step)
+    (eager_scaler, _), (scaler, _) = make.scalers
+    eager_scales, scales = [], []
+    for i, (x, y) in enumerate(batches):
+        want = eager_step(ag.tensor(x), ag.tensor(y)).numpy()
+        before = [p.numpy().copy() for p in model.parameters()]
+        np.testing.assert_array_equal(compiled(ag.tensor(x), ag.tensor(y)).numpy(), want)
+        eager_scales.append(eager_scaler.get_scale())   # reads outside the step
+        scales.append(scaler.get_scale())
+        if i == inf_at:   # skipped: every weight as it was, bit for bit
+            for b, p in zip(before, model.parameters()):
+                np.testing.assert_array_equal(p.numpy(), b)
+    assert compiled.reason() is None and compiled.stats["replayed"] >= 6, compiled.stats
+    for p_eager, p in zip(eager_model.parameters(), model.parameters()):
+        np.testing.assert_array_equal(p.numpy(), p_eager.numpy())
+    torch_scales, torch_weights = _torch_scaler_run(initial, batches, growth_interval=2)
+    assert scales == eager_scales == torch_scales
+    if inf_at is not None:
+        assert scales[inf_at] == (scales[inf_at - 1] if inf_at else 256.0) / 2   # backed off
+    assert max(scales) > 256.0   # and grown
+    for p, theirs in zip(model.parameters(), torch_weights):
+        np.testing.assert_allclose(p.numpy(), theirs, rtol=1e-5, atol=1e-6)
 
 
 def test_a_nanogpt_style_step():

@@ -1,11 +1,15 @@
-"""GradScaler's unscale (Layer 0): several gradients divided by the scale in one dispatch,
-with one flag noting an inf or NaN among them (torch's
-_amp_foreach_non_finite_check_and_unscale_).
+"""GradScaler's device work (Layer 0): several gradients divided by the scale in one dispatch,
+with one flag noting an inf or NaN among them (torch's _amp_foreach_non_finite_check_and_unscale_),
+and the scale's update from those flags (torch's _amp_update_scale_).
 
 A kernel binds up to GROUP gradients (f32, written in place) and the flag; a thread takes
 one element index and handles it in each gradient long enough to have it. The flag is one
 u32 set with atomicOr where a result's exponent bits are all ones (inf or NaN: a bit test,
-not a comparison, so no driver's NaN rules are involved)."""
+not a comparison, so no driver's NaN rules are involved).
+
+The scale can stay on the GPU (`scale=`: a one-element f32 Buffer): the kernel then takes
+its reciprocal itself, correctly rounded as torch's `scale.double().reciprocal().float()`
+(kernels/lib/exact_f32.wgsl), so a step reads nothing back and can be replayed."""
 
 from __future__ import annotations
 
@@ -13,29 +17,33 @@ import functools
 
 import numpy as np
 
-from ..runtime import Params
+from ..runtime import Params, load_shader
 from ._common import WORKGROUP_1D, grid_1d
 
-GROUP = 6   # gradients per dispatch: with the flag, 7 storage bindings (WebGPU's default limit is 8)
+GROUP = 6   # gradients per dispatch: with the flag and the scale, 8 storage bindings (WebGPU's default limit)
 
 
 @functools.lru_cache(maxsize=None)
-def _params(n: int) -> Params:
-    return Params(*(f"n{i}: u32" for i in range(n)), "inverse: f32")
+def _params(n: int, host_inverse: bool) -> Params:
+    return Params(*(f"n{i}: u32" for i in range(n)), *(["inverse: f32"] if host_inverse else []))
 
 
 @functools.lru_cache(maxsize=None)
-def _source(n: int) -> str:
-    lines = [_params(n).wgsl(), "@group(0) @binding(0) var<uniform> P: Params;"]
+def _source(n: int, host_inverse: bool) -> str:
+    lines = [_params(n, host_inverse).wgsl(), "@group(0) @binding(0) var<uniform> P: Params;"]
     lines += [f"@group(0) @binding({i + 1}) var<storage, read_write> g{i}: array<f32>;" for i in range(n)]
-    lines += [f"@group(0) @binding({n + 1}) var<storage, read_write> flag: array<atomic<u32>>;",
-              f"@compute @workgroup_size({WORKGROUP_1D})",
+    lines += [f"@group(0) @binding({n + 1}) var<storage, read_write> flag: array<atomic<u32>>;"]
+    if not host_inverse:
+        lines += [f"@group(0) @binding({n + 2}) var<storage, read_write> scale: array<f32>;",
+                  load_shader("lib/exact_f32.wgsl")]
+    lines += [f"@compute @workgroup_size({WORKGROUP_1D})",
               "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {",
               f"    let i = gid.x + gid.y * nwg.x * {WORKGROUP_1D}u;",
+              "    let inverse = " + ("P.inverse;" if host_inverse else "reciprocal(scale[0]);"),
               "    var bad = false;"]
     for k in range(n):
         lines += [f"    if (i < P.n{k}) {{",
-                  f"        let v = g{k}[i] * P.inverse;",
+                  f"        let v = g{k}[i] * inverse;",
                   f"        g{k}[i] = v;",
                   "        bad = bad || (bitcast<u32>(v) & 0x7f800000u) == 0x7f800000u;",
                   "    }"]
@@ -43,22 +51,93 @@ def _source(n: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def unscale_check(dev, grads, inverse: float, flag=None):
-    """Multiply each f32 Buffer of `grads` by `inverse` in place; return the u32 Buffer of
-    one element (`flag`, or a new zeroed one) that is nonzero when a result is inf or NaN."""
+def _check_one(op: str, name: str, buf, dtype: str) -> None:
+    if buf.dtype != dtype or buf.len != 1:
+        raise ValueError(f"{op}: {name} must be one {dtype}, got {buf.len} x {buf.dtype}")
+
+
+def unscale_check(dev, grads, inverse: float | None = None, flag=None, scale=None):
+    """Multiply each f32 Buffer of `grads` in place by `inverse`, or by the reciprocal of the
+    one-element f32 Buffer `scale` (read on the GPU); return the u32 Buffer of one element
+    (`flag`, or a new zeroed one) that is nonzero when a result is inf or NaN."""
+    if (inverse is None) == (scale is None):
+        raise ValueError("unscale_check: give exactly one of inverse (a number) and scale (a Buffer)")
+    if scale is not None:
+        _check_one("unscale_check", "scale", scale, "f32")
     for i, g in enumerate(grads):
         if g.dtype != "f32":
             raise ValueError(f"unscale_check: gradient {i} must be f32, got {g.dtype}")
     if flag is None:
         flag = dev.upload(np.zeros(1, np.uint32))
-    elif flag.dtype != "u32" or flag.len != 1:
-        raise ValueError(f"unscale_check: flag must be one u32, got {flag.len} x {flag.dtype}")
+    else:
+        _check_one("unscale_check", "flag", flag, "u32")
+    host_inverse = scale is None
     for start in range(0, len(grads), GROUP):
         part = [g for g in grads[start:start + GROUP] if g.len > 0]
         if not part:
             continue
         n = len(part)
-        kernel = dev.kernel(f"unscale_check[{n}]", _source(n), 0, n + 1, _params(n).format("f32"))
-        dev.launch(kernel, (), (*part, flag), (*(g.len for g in part), float(inverse)),
+        params = _params(n, host_inverse)
+        kernel = dev.kernel(f"unscale_check[{n}]", _source(n, host_inverse), 0, n + 1 + (not host_inverse),
+                            params.format("f32"))
+        values = (*(g.len for g in part), *([float(inverse)] if host_inverse else []))
+        dev.launch(kernel, (), (*part, flag, *([] if host_inverse else [scale])), values,
                    grid_1d(dev, max(g.len for g in part)))
     return flag
+
+
+UPDATE_PARAMS = Params("growth_hi: f32", "growth_lo: f32", "backoff_hi: f32", "backoff_lo: f32",
+                       "growth_interval: i32")
+FLAGS = 6   # found_inf flags one update reads (with the scale and the tracker, 8 storage bindings)
+
+
+@functools.lru_cache(maxsize=None)
+def _update_source(n: int) -> str:
+    bindings = "\n".join(f"@group(0) @binding({k + 1}) var<storage, read> flag{k}: array<u32>;" for k in range(n))
+    return load_shader("amp_update_scale.wgsl", **UPDATE_PARAMS.subs(), FLAG_BINDINGS=bindings,
+                       SCALE_BINDING=n + 1, TRACKER_BINDING=n + 2,
+                       ANY_FLAG=" || ".join(f"flag{k}[0] != 0u" for k in range(n)))
+
+
+@functools.lru_cache(maxsize=None)
+def _merge_source(n: int) -> str:
+    lines = [Params("unused: u32").wgsl(), "@group(0) @binding(0) var<uniform> P: Params;"]
+    lines += [f"@group(0) @binding({k + 1}) var<storage, read> flag{k}: array<u32>;" for k in range(n)]
+    lines += [f"@group(0) @binding({n + 1}) var<storage, read_write> merged: array<u32>;",
+              "@compute @workgroup_size(1)",
+              "fn main() {",
+              "    merged[0] = select(0u, 1u, " + " || ".join(f"flag{k}[0] != 0u" for k in range(n)) + ");",
+              "}"]
+    return "\n".join(lines) + "\n"
+
+
+def _split_double(x: float) -> tuple[float, float]:
+    """x as the sum of its float32 rounding and the float32 rounding of the rest."""
+    hi = float(np.float32(x))
+    return hi, float(np.float32(x - hi))
+
+
+def update_scale(dev, scale, growth_tracker, flags, *, growth_factor: float, backoff_factor: float,
+                 growth_interval: int) -> None:
+    """torch's _amp_update_scale_ on the GPU, in place: when any u32 Buffer of `flags` is
+    nonzero, scale *= backoff_factor and growth_tracker = 0; else growth_tracker += 1, and on
+    reaching growth_interval scale *= growth_factor (kept only if finite) and growth_tracker = 0.
+    scale: one f32 (products rounded once from double, as torch's); growth_tracker: one i32."""
+    _check_one("update_scale", "scale", scale, "f32")
+    _check_one("update_scale", "growth_tracker", growth_tracker, "i32")
+    if not flags:
+        raise ValueError("update_scale: no found_inf flags (call unscale_check first)")
+    for k, f in enumerate(flags):
+        _check_one("update_scale", f"flags[{k}]", f, "u32")
+    flags = list(flags)
+    while len(flags) > FLAGS:   # more optimizers than bindings: fold the first ones into one flag
+        merged = dev.empty(1, "u32")
+        kernel = dev.kernel(f"merge_flags[{FLAGS}]", _merge_source(FLAGS), FLAGS, 1, Params("unused: u32").format())
+        dev.launch(kernel, flags[:FLAGS], (merged,), (0,), (1, 1, 1))
+        flags = [merged, *flags[FLAGS:]]
+    n = len(flags)
+    kernel = dev.kernel(f"update_scale[{n}]", _update_source(n), n, 2, UPDATE_PARAMS.format())
+    values = dict(zip(("growth_hi", "growth_lo"), _split_double(growth_factor)))
+    values.update(zip(("backoff_hi", "backoff_lo"), _split_double(backoff_factor)))
+    values["growth_interval"] = int(growth_interval)
+    dev.launch(kernel, flags, (scale, growth_tracker), tuple(values[f] for f in UPDATE_PARAMS.names), (1, 1, 1))

@@ -167,7 +167,7 @@ def _where() -> str | None:
     """The calling code's place, for a reason: 'at FILE:LINE in FUNCTION: SOURCE' of the
     innermost frame outside anygpu's runtime (an op's `.item()`, GradScaler's inf check),
     and the user's own line that led there when that is another."""
-    inside = (os.path.join(_PACKAGE, "runtime"), os.path.join(_PACKAGE, "tensor"))
+    inside = (os.path.join(_PACKAGE, "runtime"), os.path.join(_PACKAGE, "tensor"), os.path.join(_PACKAGE, "ops", "host64"))
     frames = [f for f in traceback.extract_stack()[:-2] if not f.filename.startswith(inside)]
     if not frames:
         return None
