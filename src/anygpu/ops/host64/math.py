@@ -5,11 +5,15 @@ bias additions (broadcast.py), matrix products (matmul.py), softmax, gather/scat
 
 Each computes in float64 as torch's CPU kernels do: the same formulas where torch has
 one (sigmoid 1 / (1 + exp(-x)), pow's exact cases for scalar exponents 2, 3, -1, -2, 0.5,
--0.5, gelu through erf, softplus through log1p), NaN rules as the GPU ops (which follow
+-0.5, softplus through log1p, sign(NaN) = 0), NaN rules as the GPU ops (which follow
 torch): max/min/argmax/argmin take NaN as the extreme (the first NaN's index), comparisons
-are false for NaN (ne true), sort puts NaN last ascending. Transcendentals are numpy's
+are false for NaN (ne true), sort puts NaN last ascending. Where torch's formula cancels,
+an equal one that does not: gelu as x erfc(-x / sqrt 2) / 2, gelu_tanh as x sigmoid(2u)
+(torch's 1 + erf, 1 + tanh lose every digit below about -5); both agree with torch to
+1e-12 where torch's own result is accurate (tests/ops/test_host64_math.py). Transcendentals are numpy's
 (libm), erf and erfc Python's `math` ones applied per element (numpy has no erf, scipy is
-not a dependency): about 10 M elements per second less than numpy's vectorised functions.
+not a dependency): gelu and erf run at about 5 M elements a second (measured on the 2-core
+dev machine, 0.2 s per million; numpy's exp takes 3 ms).
 """
 
 from __future__ import annotations
