@@ -14,6 +14,7 @@ from ..autograd.engine import Entry, reverse_walk
 from ..autograd.rules import backward as rule
 from ..dtypes import bfloat16, float16, float32, int32, int64, to_dtype
 from ..ops import gpu
+from ..ops.intmath import raise_if_overflowed
 from ..ops.nd import broadcast_shapes, numel
 
 from .grad_mode import _ANOMALY, _nan_check, is_grad_enabled, no_grad
@@ -196,6 +197,7 @@ class Tensor:
 
     def numpy(self) -> np.ndarray:
         """A host copy with this tensor's shape (float32, int32, int64 or bool)."""
+        raise_if_overflowed(self._dev)  # an int64 result that passed 32 bits stops here, not wrapped
         stored = self._dev.read(self._buf).reshape(self.shape)
         if self.dtype is bool_:
             return stored != 0

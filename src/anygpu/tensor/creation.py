@@ -69,8 +69,8 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memor
     if arr.dtype.kind not in "iubf":
         raise ValueError(f"tensor: cannot make a tensor from data of dtype {arr.dtype}")
     dtype = _infer_dtype(arr) if dtype is None else _normalize_dtype(dtype)
-    if _is_int(dtype) and arr.size and (arr.max() > 2**31 - 1 or arr.min() < -2**31):
-        raise ValueError("tensor: integer values out of the int32 range (anygpu stores integers in 32 bits)")
+    if _is_int(dtype):
+        _check_int_range("tensor", arr)
     if dtype is bool_:
         arr = arr != 0
     with np.errstate(over="ignore"):  # float16: beyond 65504 is inf, as torch
@@ -105,7 +105,8 @@ def full(shape, fill_value, dtype=None, requires_grad: bool = False, device=None
         buf = dev.cast(buf, "f16") if dtype is float16 else buf  # rounded as torch: 70000 -> inf
     else:
         _check_fits("full", numel(shape))
-        buf = dev.upload(np.full(numel(shape), fill_value, np.int32))
+        _check_int_value("full", fill_value)
+        buf = dev.upload(np.full(numel(shape), int(fill_value), np.int32))
     return Tensor(buf, shape, dtype, requires_grad)
 
 
@@ -168,6 +169,8 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad: bool
     values = np.arange(start, end, step)
     if dtype is None:
         dtype = int64 if all(isinstance(v, (int, np.integer)) for v in (start, end, step)) else float32
+    if _is_int(_normalize_dtype(dtype, "arange")):
+        _check_int_range("arange", values)
     return tensor(values, dtype=dtype, requires_grad=requires_grad)
 
 
@@ -179,6 +182,35 @@ def linked_empty(out: Tensor, *inputs) -> Tensor:
         if isinstance(x, Tensor) and x.requires_grad and is_grad_enabled():
             out = out + x.sum() * 0.0
     return out
+
+
+_INT32_MIN, _INT32_MAX = -2**31, 2**31 - 1
+
+
+def _check_int_range(op: str, values: np.ndarray) -> None:
+    """ValueError for values an integer tensor cannot hold: anygpu keeps int64 in 32 bits and
+    refuses what would not fit rather than wrap it (floats count truncated, as torch converts
+    them; NaN and infinity have no integer value)."""
+    if not values.size or values.dtype.kind not in "iuf":
+        return
+    if values.dtype.kind == "f":
+        if not np.isfinite(values).all():
+            raise ValueError(f"{op}: NaN and infinity have no integer value")
+        values = np.trunc(values)
+    low, high = values.min(), values.max()
+    if low < _INT32_MIN or high > _INT32_MAX:
+        _check_int_value(op, high if high > _INT32_MAX else low)
+
+
+def _check_int_value(op: str, value) -> None:
+    """_check_int_range for one Python or NumPy number."""
+    if isinstance(value, (float, np.floating)):
+        if not math.isfinite(value):
+            raise ValueError(f"{op}: NaN and infinity have no integer value")
+        value = math.trunc(value)
+    if not _INT32_MIN <= int(value) <= _INT32_MAX:
+        raise ValueError(f"{op}: the integer {int(value)} is outside the int32 range [-2**31, 2**31 - 1], the 32 "
+                         f"bits anygpu keeps int64 in; use a float tensor or smaller values")
 
 
 def _check_fits(op: str, count: int, itemsize: int = 4) -> None:
@@ -228,6 +260,9 @@ def randint(*args, size=None, generator=None, dtype=None, device=None, requires_
     low, high = int(low), int(high)
     if high <= low:
         raise ValueError(f"randint: expected low < high, got low={low}, high={high}")
+    if dtype is None or _is_int(_normalize_dtype(dtype, "randint")):
+        _check_int_value("randint", low)
+        _check_int_value("randint", high - 1)
     size = _as_shape("randint", tuple(size))
     _check_fits("randint", numel(size))
     values = _generator_rng(generator).integers(low, high, size=size)

@@ -4,6 +4,7 @@ comparisons, autocast of operands."""
 from __future__ import annotations
 
 
+import operator
 import threading
 
 import numpy as np
@@ -11,7 +12,7 @@ import numpy as np
 from .. import dtypes
 from ..autograd.rules import backward as rule
 from ..dtypes import float16, float32, int64, promote
-from ..ops import gpu
+from ..ops import gpu, intmath
 
 from .core import Tensor, _BUF_DTYPE, _check_half, _is_int, bool_
 from .recording import _attach, _record
@@ -48,6 +49,7 @@ def _to_tensor(value, like: Tensor | None = None) -> Tensor:
     if isinstance(value, (bool, np.bool_)):
         return full((), bool(value), dtype=bool_)
     if isinstance(value, (int, np.integer)):
+        _refuse_wide_int("an integer operand", value)
         return full((), int(value), dtype=int64)
     if isinstance(value, (float, np.floating)):
         return full((), float(value))
@@ -123,7 +125,12 @@ def _cast(x: Tensor, dtype, copy: bool = False) -> Tensor:
         source = source.dtype  # float <-> float: the gradient goes back converted to x's dtype
         return _attach("to", out, (x,), rule("to", dev, source))
     source = x._buf
-    buf = (source if x._view is not None else dev.copy(source)) if source.dtype == "i32" else dev.cast(source, "i32")
+    if source.dtype == "i32":
+        buf = source if x._view is not None else dev.copy(source)
+    elif dtype is int64 and source.dtype in ("f32", "f16"):  # 3e9 or NaN would not wrap silently
+        buf = dev.cast_to_int(source)
+    else:
+        buf = dev.cast(source, "i32")
     out = Tensor(buf, x.shape, dtype)
     out._host = x._host if _is_int(x.dtype) else None
     return out
@@ -131,18 +138,38 @@ def _cast(x: Tensor, dtype, copy: bool = False) -> Tensor:
 
 _INT_BINARY_OPS = {"add", "sub", "mul", "floordiv", "remainder", "pow", "maximum", "minimum",
                    "bitwise_and", "bitwise_or", "bitwise_xor"}
+_INT32_MIN, _INT32_MAX = -2**31, 2**31 - 1
 
 
-def _int_binary(name: str, a, b, out_dtype) -> Tensor:
-    """Exact integer (or bool) arithmetic on the i32 kernels; never differentiable."""
+def _beyond_int32(value) -> bool:
+    """A Python (or NumPy) integer that an i32 cannot hold."""
+    return (isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+            and not _INT32_MIN <= value <= _INT32_MAX)
+
+
+def _refuse_wide_int(op: str, value) -> None:
+    if _beyond_int32(value):
+        raise ValueError(f"{op}: the integer {int(value)} is beyond {intmath.INT64_BITS}; use a float "
+                         f"operand or a smaller value")
+
+
+def _int_binary(name: str, a, b, out_dtype, label: str = "") -> Tensor:
+    """Exact integer (or bool) arithmetic on the i32 kernels; never differentiable. An int64
+    result that can pass 32 bits runs on the checked kernel: beyond 32 bits is a ValueError
+    (at the next host read, naming `label`, default `name`) instead of a wrapped value; int32
+    wraps, as torch's."""
+    label = label or name
     if name not in _INT_BINARY_OPS:
         raise ValueError(f"{name}: not defined for integer tensors (dtype {out_dtype})")
     if name == "pow" and not isinstance(b, Tensor) and b < 0:
         raise ValueError("pow: integers to negative integer powers are not allowed (use a float base)")
     if name == "sub" and out_dtype is bool_:
         raise ValueError("sub: subtracting bool tensors is not supported; use logical_xor or ~ instead")
+    _refuse_wide_int(label, a)
+    _refuse_wide_int(label, b)
     a, b = _to_tensor(a), _to_tensor(b)
-    buf, shape = gpu().broadcast_binary_int(name, _int_operand(a), a.shape, _int_operand(b), b.shape)
+    check = label if out_dtype is int64 and name in intmath.CHECKED_BINARY else ""
+    buf, shape = gpu().broadcast_binary_int(name, _int_operand(a), a.shape, _int_operand(b), b.shape, check=check)
     out = Tensor(buf, shape, int64 if out_dtype is bool_ else out_dtype)
     return _compare("ne", out, 0) if out_dtype is bool_ else out
 
@@ -166,6 +193,7 @@ def _binary(name: str, a, b) -> Tensor:
         return _scalar_binary(name, a, float(b), reverse=False)
     if name in _SCALAR_OPS and isinstance(b, Tensor) and _is_scalar(a):
         return _scalar_binary(name, b, float(a), reverse=True)
+    a, b = (float(v) if _beyond_int32(v) else v for v in (a, b))  # a float op: no int64 operand
     a = _to_tensor(a)
     b = _to_tensor(b)
     dev = gpu()
@@ -201,6 +229,10 @@ def _compare(name: str, a, b) -> Tensor:
     """An elementwise comparison: a bool tensor (never differentiable). Integers compare
     exactly on the i32 kernel, anything with a float on the float kernel."""
     exact_int = not _result_dtype(a, b).is_floating_point
+    if _beyond_int32(a) or _beyond_int32(b):
+        if exact_int:  # every int64 value we hold is on one side of it: all True or all False
+            return _compare_wide_int(name, a, b)
+        a, b = (float(v) if _beyond_int32(v) else v for v in (a, b))
     a = _to_tensor(a)
     b = _to_tensor(b)
     if exact_int:
@@ -211,23 +243,39 @@ def _compare(name: str, a, b) -> Tensor:
     return Tensor(buf, shape, bool_)
 
 
+_COMPARE_FN = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
+               "ge": operator.ge}
+
+
+def _compare_wide_int(name: str, a, b) -> Tensor:
+    """An integer tensor compared with a Python integer beyond 32 bits: exact, as torch's int64
+    (0 stands for every element: all lie on the same side of the number)."""
+    tensor_side = a if isinstance(a, Tensor) else b
+    truth = _COMPARE_FN[name](0 if a is tensor_side else a, 0 if b is tensor_side else b)
+    return full(tensor_side.shape, truth, dtype=bool_)
+
+
 def _int_unary(name: str, x: Tensor, alpha, beta) -> Tensor:
     """The unary ops that keep an integer dtype in torch, on the exact integer kernels."""
     if x.dtype is bool_:
         x = _cast(x, int64)
     if name == "neg":
-        return _int_binary("sub", 0, x, x.dtype)
+        return _int_binary("sub", 0, x, x.dtype, "neg")
     if name == "abs":
-        return _int_binary("maximum", x, _int_binary("sub", 0, x, x.dtype), x.dtype)
+        return _int_binary("maximum", x, _int_binary("sub", 0, x, x.dtype, "abs"), x.dtype)
     if name == "square":
-        return _int_binary("mul", x, x, x.dtype)
+        return _int_binary("mul", x, x, x.dtype, "square")
     if name == "relu":
         return _int_binary("maximum", x, 0, x.dtype)
-    out = x  # clamp with integer bounds (None = no bound)
-    if alpha is not None:
-        out = _int_binary("maximum", out, int(alpha), x.dtype)
-    if beta is not None:
-        out = _int_binary("minimum", out, int(beta), x.dtype)
+    # clamp with integer bounds (None = no bound). A bound beyond 32 bits on the far side of
+    # every value we hold changes nothing; on the near side every result would be that bound.
+    low = None if alpha is None or int(alpha) < _INT32_MIN else int(alpha)
+    high = None if beta is None or int(beta) > _INT32_MAX else int(beta)
+    out = x
+    if low is not None:
+        out = _int_binary("maximum", out, low, x.dtype, "clamp")
+    if high is not None:
+        out = _int_binary("minimum", out, high, x.dtype, "clamp")
     return out.clone() if out is x else out
 
 

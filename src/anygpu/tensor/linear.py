@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 from ..autograd.rules import backward as rule
-from ..dtypes import promote
+from ..dtypes import int64, promote
 from ..ops import gpu
 from ..ops.nd import broadcast_shapes, numel
 
@@ -25,8 +25,9 @@ def _matmul_int(a: Tensor, b: Tensor, m: int, n: int, k: int) -> Tensor:
     batch_shape = broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2])
     a_full = a if a.shape[:-2] == batch_shape else expand(a, batch_shape + (m, k))
     b_full = b if b.shape[:-2] == batch_shape else expand(b, batch_shape + (k, n))
-    buf = gpu().matmul_int(a_full._buf, b_full._buf, numel(batch_shape), m, n, k)
-    return Tensor(buf, batch_shape + (m, n), promote(a.dtype, b.dtype))
+    dtype = promote(a.dtype, b.dtype)
+    buf = gpu().matmul_int(a_full._buf, b_full._buf, numel(batch_shape), m, n, k, check=dtype is int64)
+    return Tensor(buf, batch_shape + (m, n), dtype)
 
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from ..autograd.rules import backward as rule
-from ..dtypes import float16, float32, int32, int64
+from ..dtypes import float16, float32, int64
 from ..ops import gpu
 from ..ops.nd import numel
 
@@ -244,18 +244,23 @@ def _cumulative_extreme(op: str, x: Tensor, dim: int, compare: str):
     return MaxResult(gather(x, d, index), index)
 
 
-def cumsum(x: Tensor, dim: int, dtype=None, *, _checked: bool = False) -> Tensor:
+def _scan_int(op: str, x: Tensor, dim: int) -> Tensor:
+    """cumsum / cumprod of an integer or bool tensor along dim: int64 as torch, on the exact
+    scan kernel (a running value beyond 32 bits raises at the next read: ops/intmath.py)."""
+    d = _dim(op, dim, max(x.ndim, 1))
+    shape = x.shape or (1,)
+    buf = gpu().scan_int(_int_operand(x), numel(shape[:d]), shape[d], numel(shape[d + 1:]), op)
+    return Tensor(buf, x.shape, int64)
+
+
+def cumsum(x: Tensor, dim: int, dtype=None) -> Tensor:
     """Running sums along dim: a matmul with a triangle of ones per block of 256 and a
-    recursive running sum of the block totals (exact on integers, a sum beyond 32 bits
-    raises: _check_int_sums; bool sums to int64)."""
-    if not _checked and dtype is None:
-        _check_int_sums("cumsum", x, lambda values: np.cumsum(values, axis=dim))
+    recursive running sum of the block totals; integers (bool counts too) to int64 on the
+    exact scan kernel (_scan_int)."""
     if dtype is not None:
         x = x.to(dtype)
-        if not _checked:
-            _check_int_sums("cumsum", x, lambda values: np.cumsum(values, axis=dim))
-    elif x.dtype is bool_ or x.dtype is int32:
-        x = _cast(x, int64)
+    if not x.dtype.is_floating_point:
+        return _scan_int("cumsum", x, dim)
     if x.ndim == 0:
         return x.clone()
     moved, d = _moved_last(x, dim, "cumsum")
@@ -267,9 +272,9 @@ def cumsum(x: Tensor, dim: int, dtype=None, *, _checked: bool = False) -> Tensor
     pad = blocks * _CUMSUM_BLOCK - n
     padded = cat([moved, zeros(moved.shape[:-1] + (pad,), dtype=moved.dtype)], -1) if pad else moved
     grouped = padded.reshape(moved.shape[:-1] + (blocks, _CUMSUM_BLOCK))
-    inner = cumsum(grouped, -1, _checked=True)
+    inner = cumsum(grouped, -1)
     totals = inner[..., -1]
-    offsets = cumsum(totals, -1, _checked=True) - totals
+    offsets = cumsum(totals, -1) - totals
     out = (inner + offsets.unsqueeze(-1)).reshape(moved.shape[:-1] + (blocks * _CUMSUM_BLOCK,))
     return _moved_back(out[..., :n] if pad else out, d, x.ndim)
 
@@ -279,11 +284,15 @@ def prod(x: Tensor, dim=None, keepdim: bool = False, dtype=None) -> Tensor:
     exact for zeros and negative values, differentiable through each multiply."""
     if dtype is not None:
         x = x.to(dtype)
-    elif x.dtype is bool_ or x.dtype is int32:
-        x = _cast(x, int64)
     if dim is None:
         out = prod(x.reshape(-1), 0)
         return out.reshape((1,) * x.ndim) if keepdim else out
+    if not x.dtype.is_floating_point:  # int64 as torch, on the exact scan kernel
+        d = _dim("prod", dim, max(x.ndim, 1))
+        shape = x.shape or (1,)
+        buf = gpu().scan_int(_int_operand(x), numel(shape[:d]), shape[d], numel(shape[d + 1:]), "prod")
+        kept = shape[:d] + (1,) + shape[d + 1:]
+        return Tensor(buf, kept if keepdim and x.ndim else x.shape[:d] + x.shape[d + 1:], int64)
     moved, d = _moved_last(x, dim, "prod")
     out = moved
     while out.shape[-1] > 1:
@@ -301,8 +310,8 @@ def cumprod(x: Tensor, dim: int, dtype=None) -> Tensor:
     """Running products along dim by log2(n) doubling steps (Hillis-Steele), differentiable."""
     if dtype is not None:
         x = x.to(dtype)
-    elif x.dtype is bool_ or x.dtype is int32:
-        x = _cast(x, int64)
+    if not x.dtype.is_floating_point:
+        return _scan_int("cumprod", x, dim)
     moved, d = _moved_last(x, dim, "cumprod")
     n = moved.shape[-1] if moved.ndim else 1
     out, shift = moved, 1
