@@ -77,3 +77,94 @@ def test_cuda_amp_spellings_and_decorator(rng):
     assert ag.amp.GradScaler(enabled=False).scale(loss) is loss
     with pytest.raises(ValueError, match="device_type"):
         ag.autocast("tpu")
+
+
+def _cast_dispatches(dev, fn) -> int:
+    """Cast kernels (f32 <-> f16) that fn launches, op by op (every cast is its own dispatch)."""
+    launched = []
+    launch = dev.launch
+
+    def counting(kernel, *args, **kwargs):
+        if kernel.name.startswith("cast_f"):
+            launched.append(kernel.name)
+        return launch(kernel, *args, **kwargs)
+
+    saved, dev.fuse = dev.fuse, False
+    dev.launch = counting
+    try:
+        fn()
+        dev.synchronize()
+    finally:
+        del dev.launch
+        dev.fuse = saved
+    return len(launched)
+
+
+def test_autocast_converts_a_master_weight_once_per_region_as_torch(rng):
+    """torch's autocast cache: a float32 leaf that requires grad is converted to float16
+    once per region (the f16 copy and its recorded conversion shared by every use), again
+    after an in-place change (its version), in a new region, under another grad mode, and
+    per use with cache_enabled=False; non-leaves and float32 targets are never cached."""
+    dev = ag.gpu()
+    if not dev.supports("f16"):
+        pytest.skip("no shader-f16 on this adapter")
+    w_data = rng.standard_normal((6, 5)).astype(np.float32)
+    x_data = rng.standard_normal((4, 5)).astype(np.float32)
+    lin = ag.nn.Linear(5, 6, bias=False)
+    lin.load_state_dict({"weight": ag.tensor(w_data)})
+    x = ag.tensor(x_data)
+
+    def three_uses(cache_enabled=True):
+        with ag.autocast("cuda", dtype=ag.float16, cache_enabled=cache_enabled):
+            return lin(x) + lin(x * 2.0) + (lin.weight @ x.half().T).T   # F.linear twice, matmul once
+
+    assert _cast_dispatches(dev, three_uses) == 1 + 2 + 1  # the weight once; x, x * 2, x.half()
+    assert _cast_dispatches(dev, lambda: three_uses(False)) == 3 + 2 + 1
+    from anygpu.tensor.elementwise import _autocast_cast
+    with ag.autocast("cuda", dtype=ag.float16):
+        first = _autocast_cast(lin.weight, ag.float16)
+        assert _autocast_cast(lin.weight, ag.float16) is first and first.grad_fn is not None
+        with ag.no_grad():
+            frozen = _autocast_cast(lin.weight, ag.float16)
+            assert frozen is not first and frozen.grad_fn is None
+            assert _autocast_cast(lin.weight, ag.float16) is frozen
+        with ag.autocast("cuda", dtype=ag.float16):  # a nested region shares the outer cache
+            assert _autocast_cast(lin.weight, ag.float16) is first
+        with ag.no_grad():
+            lin.weight.mul_(1.0)   # a new version: converted again
+        second = _autocast_cast(lin.weight, ag.float16)
+        assert second is not first and _autocast_cast(lin.weight, ag.float16) is second
+        second.add_(0.0)            # the copy changed by its user is not handed out again
+        assert _autocast_cast(lin.weight, ag.float16) is not second
+        hidden = lin.weight * 1.0  # not a leaf
+        assert _autocast_cast(hidden, ag.float16) is not _autocast_cast(hidden, ag.float16)
+        half = lin.weight.half().detach().requires_grad_()
+        assert _autocast_cast(half, ag.float32) is not _autocast_cast(half, ag.float32)
+    with ag.autocast("cuda", dtype=ag.float16):
+        assert _autocast_cast(lin.weight, ag.float16) is not second  # a new region, a new copy
+    from anygpu import amp as amp_module
+    assert amp_module._state.cache is None  # dropped with the outermost region
+
+
+def test_a_cached_weight_gets_the_gradient_of_all_its_uses(rng):
+    """Two uses of a weight under autocast: its float32 gradient is the float16 sum of both
+    uses' gradients converted once (torch's cached copy), close to torch in float32."""
+    dev = ag.gpu()
+    if not dev.supports("f16"):
+        pytest.skip("no shader-f16 on this adapter")
+    w_data = rng.standard_normal((7, 9)).astype(np.float32)
+    x_data = rng.standard_normal((5, 9)).astype(np.float32)
+    results = []
+    for lib in (ag, torch):
+        w = lib.tensor(w_data, requires_grad=True)
+        x = lib.tensor(x_data)
+        if lib is ag:
+            with ag.autocast("cuda", dtype=ag.float16):
+                out = lib.nn.functional.linear(x, w) * lib.nn.functional.linear(x * 0.5, w)
+                assert out.dtype is ag.float16
+            out.float().sum().backward()
+        else:
+            (lib.nn.functional.linear(x, w) * lib.nn.functional.linear(x * 0.5, w)).sum().backward()
+        results.append(w.grad.numpy())
+    assert results[0].dtype == np.float32
+    np.testing.assert_allclose(results[0], results[1], rtol=2e-2, atol=2e-2)

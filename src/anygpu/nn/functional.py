@@ -31,6 +31,7 @@ from ..tensor import (
 )
 from ..tensor import log_softmax as _log_softmax
 from ..tensor import softmax as _softmax
+from ..tensor.elementwise import _autocast_cast
 
 __all__ = [
     "linear", "conv2d", "conv_transpose2d", "group_norm", "layer_norm", "batch_norm", "softmax",
@@ -1825,7 +1826,8 @@ def _float_args(args, kwargs):
 
 
 def _converted(value, dtype):
-    return value.to(dtype) if isinstance(value, Tensor) and value.dtype.is_floating_point and \
+    # (a master weight's float16 copy is made once per autocast region: _autocast_cast)
+    return _autocast_cast(value, dtype) if isinstance(value, Tensor) and value.dtype.is_floating_point and \
         value.dtype is not dtype else value
 
 

@@ -37,8 +37,30 @@ def _autocast(op: str, *operands):
     want = _autocast_policy(op) if _autocast_state.__dict__ else None
     if want is None:
         return operands
-    return tuple(_cast(t, want) if isinstance(t, Tensor) and t.dtype.is_floating_point and t.dtype is not want
-                 else t for t in operands)
+    return tuple(_autocast_cast(t, want) if isinstance(t, Tensor) and t.dtype.is_floating_point
+                 and t.dtype is not want else t for t in operands)
+
+
+def _autocast_cast(t: Tensor, dtype) -> Tensor:
+    """t converted to `dtype` by autocast (here and in nn.functional's policy). Inside a
+    caching region (amp.autocast) the float16 copy of a float32 leaf that requires grad (a
+    master weight) is made once and every use shares it, with its one recorded conversion,
+    while t's version stays (torch's autocast cache; the region drops it when it ends). One
+    copy per grad mode: a copy made under no_grad has no grad_fn."""
+    cache = getattr(_autocast_state, "cache", None)
+    if (cache is None or dtype is not float16 or t.dtype is not dtypes.float32 or not t.requires_grad
+            or t._entry is not None or t._base is not None):
+        return _cast(t, dtype)
+    from .grad_mode import is_grad_enabled
+    key = (id(t), is_grad_enabled())
+    hit = cache.get(key)
+    # (t itself is held, so its id names it until the region ends; a copy changed in place
+    # by its user is not handed out again)
+    if hit is not None and hit[1] == t._version and hit[2]._version == hit[3]:
+        return hit[2]
+    out = _cast(t, dtype)
+    cache[key] = (t, t._version, out, out._version)
+    return out
 
 
 def _to_tensor(value, like: Tensor | None = None) -> Tensor:
