@@ -303,3 +303,20 @@ def test_the_first_report_is_named_and_the_others_listed():
     with pytest.raises(ValueError, match=r"^add: .*also beyond 32 bits since the last read: mul"):
         ag.tensor([1.0]).item()
     assert ag.tensor([1.0]).item() == 1.0  # reported once
+
+
+def test_a_replayed_step_still_reports():
+    x = ag.tensor([1, 2, 3])
+    out = ag.zeros(3, dtype=ag.int64)
+
+    @ag.compile
+    def step(values):
+        out.copy_(values * 1000)
+
+    for _ in range(4):  # recorded twice, then replayed: the kernel runs without this Python
+        step(x)
+    assert out.tolist() == [1000, 2000, 3000]
+    x.copy_(ag.tensor([2**22, 1, 1]))
+    step(x)
+    with pytest.raises(ValueError, match=r"^mul: 4194304 \* 1000 = 4194304000"):
+        out.tolist()
