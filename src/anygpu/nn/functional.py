@@ -19,11 +19,12 @@ import numpy as np
 
 from .. import amp
 from ..autograd.rules import backward as rule
-from ..ops import gpu, sgmat
+from ..ops import flash_attention, flash_sgmat, gpu, sgmat
 from ..ops._common import check_pair
 from ..ops.conv import conv_output_size, conv_transpose_output_size
 from ..ops.lossfn import MEAN_ROWS
 from ..ops.nd import broadcast_shapes, contiguous_strides, numel
+from ..runtime import GpuError
 from ..tensor import linked_empty, zeros
 from ..tensor import (
     Tensor, _record, default_generator, float16, float32, int32, int64, matmul, no_grad, ones, tensor,
@@ -746,6 +747,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     scale = 1.0 / math.sqrt(embed) if scale is None else float(scale)
     batch = numel(batch_shape)
     dev = gpu()
+    flash = _flash_attention(q, k, v, attn_mask, mask, is_causal, scores_shape, batch, scale, dropout_p)
+    if flash is not None:
+        return flash
     # float16 q, k, v (on matrix units, see _half_or_autocast): both products on f16 operands,
     # the scores and softmax in f32, the probabilities rounded to f16 for P V (flash
     # attention's precision); the result is f16.
@@ -771,6 +775,47 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
                     scale, dropout_p, seed, mask_shapes=None if mask is None else (scores_shape, mask.shape),
                     needs=_needs(q, k, v, mask))
     return _record_with(op, out, (q, k, v, mask), backward)
+
+
+def _flash_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask, mask, is_causal: bool, scores_shape, batch: int,
+                     scale: float, dropout_p: float) -> Tensor | None:
+    """SDPA on the flash kernels (ops/flash_attention.py) where they serve this call (their
+    `variant`: ANYGPU_FLASH, matrix units), else None. A float mask that wants a gradient
+    stays on the composed path (flash never forms dS in memory)."""
+    if q.dtype not in (float32, float16) or mask is not None and mask.requires_grad:
+        return None
+    length, embed = q.shape[-2:]
+    source, embed_v = v.shape[-2:]
+    dev = gpu()
+    kind = flash_attention.variant(dev, "f16" if q.dtype is float16 else "f32", embed, embed_v, batch)
+    if kind is None:
+        return None
+    mask_buf = strides = None
+    if attn_mask is not None:
+        mask = mask.float() if mask.dtype is not float32 else mask
+        strides = flash_attention.mask_strides(mask.shape, scores_shape)
+        if strides is None:
+            mask = mask.expand(scores_shape)
+            strides = flash_attention.mask_strides(scores_shape, scores_shape)
+        mask_buf = mask._buf
+    seed = int(default_generator().integers(0, 2**63)) if dropout_p > 0.0 else None
+    q_buf, k_buf, v_buf = q._buf, k._buf, v._buf
+    args = (batch, length, source, embed, embed_v, scale, is_causal, mask_buf, strides, dropout_p, seed, kind)
+    try:
+        out_buf, lse = dev.flash_attention(q_buf, k_buf, v_buf, *args)
+    except GpuError as exc:
+        if kind != "matrix":
+            raise
+        flash_sgmat.forget(dev, str(exc))
+        return None
+    needs = _needs(q, k, v)
+
+    def backward(grad_out):
+        grads = dev.flash_attention_backward(grad_out, q_buf, k_buf, v_buf, out_buf, lse, *args)
+        return tuple(g if need else None for g, need in zip(grads, needs)) + (None,)
+    out = Tensor(out_buf, scores_shape[:-1] + (embed_v,))
+    return _record_with("scaled_dot_product_attention", out, (q, k, v, mask if attn_mask is not None else None),
+                        backward)
 
 
 # ===================================================================== resampling and pooling
@@ -1869,8 +1914,9 @@ def _half_or_autocast(fn):
             return _linear_half(*args, **kwargs)
         if half and name in _HALF_NATIVE:
             return fn(*args, **kwargs)
-        if half and name == "scaled_dot_product_attention" and sgmat.choose(gpu()) is not None and \
-                all(t.dtype is float16 for t in floats[:3]):
+        if half and name == "scaled_dot_product_attention" and all(t.dtype is float16 for t in floats[:3]) and (
+                sgmat.choose(gpu()) is not None or flash_attention.variant(
+                    gpu(), "f16", floats[0].shape[-1], floats[2].shape[-1]) is not None):
             return fn(*args, **kwargs)   # its products on matrix units, softmax in f32
         args = tuple(_converted(a, float32) for a in args)
         kwargs = {k: _converted(v, float32) for k, v in kwargs.items()}

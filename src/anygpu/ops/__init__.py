@@ -14,6 +14,7 @@ from . import batchnorm, index, layernorm, lossfn, pool, random
 from . import intmath
 from . import sparse
 from . import scaler
+from . import flash_attention
 from . import foreach
 from . import host64
 
@@ -23,6 +24,7 @@ _OP_MODULES += [batchnorm, index, layernorm, lossfn, pool, random]  # the ops be
 _OP_MODULES += [intmath]  # integer tensors and sorting
 _OP_MODULES += [sparse]  # sparse matrices as segments of entries (anygpu.sparse)
 _OP_MODULES += [scaler]  # GradScaler's unscale of many gradients per dispatch (anygpu.amp)
+_OP_MODULES += [flash_attention]  # attention without the scores in memory
 _OP_MODULES += [foreach]  # several tensors per dispatch (clip_grad_norm_)
 
 
@@ -85,6 +87,9 @@ class Device(host64.HostMemory, runtime.Device):
     attention_probs = attention.attention_probs
     scaled_dot_product_attention = attention.scaled_dot_product_attention
     attention_backward = attention.attention_backward
+    # flash_attention.py
+    flash_attention_backward = flash_attention.flash_attention_backward
+    flash_attention = flash_attention.flash_attention  # last: the name shadows the module in this class body
     # conv.py
     conv2d = conv.conv2d
     conv_transpose2d = conv.conv_transpose2d

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from . import flash_attention
 from ._common import check_buffer, check_positive
 from .matmul import matmul_strided
 from .softmax import softmax, softmax_backward
@@ -38,6 +39,8 @@ def scaled_dot_product_attention(dev, q, k, v, batch_heads: int, seq_len: int, d
     """softmax(q k^T / sqrt(d_k)) v: q, k, v [batch_heads, seq_len, d_k] ->
     [batch_heads, seq_len, d_k] (no mask, no dropout)."""
     _check_qkv("scaled_dot_product_attention", batch_heads, seq_len, d_k, q=q, k=k, v=v)
+    if flash_attention.variant(dev, q.dtype, d_k, d_k, batch_heads) is not None:  # ANYGPU_FLASH, matrix units
+        return flash_attention.flash_attention(dev, q, k, v, batch_heads, seq_len, seq_len, d_k, d_k)[0]
     probs = _probs(dev, q, k, batch_heads, seq_len, d_k)
     return matmul_strided(dev, probs, v, batch_heads, seq_len, d_k, seq_len, op="attention")
 
@@ -54,6 +57,10 @@ def attention_backward(dev, grad_out, q, k, v, batch_heads: int, seq_len: int, d
     _check_qkv(op, batch_heads, seq_len, d_k, grad_out=grad_out, q=q, k=k, v=v)
     if probs is not None:
         check_buffer(op, "probs", probs, batch_heads * seq_len * seq_len, "batch_heads*seq_len*seq_len")
+    elif flash_attention.variant(dev, q.dtype, d_k, d_k, batch_heads) is not None:  # recompute out and lse
+        out, lse = flash_attention.flash_attention(dev, q, k, v, batch_heads, seq_len, seq_len, d_k, d_k)
+        return flash_attention.flash_attention_backward(dev, grad_out, q, k, v, out, lse, batch_heads, seq_len,
+                                                        seq_len, d_k, d_k)
     else:
         probs = _probs(dev, q, k, batch_heads, seq_len, d_k)
     bh, s, d = batch_heads, seq_len, d_k
