@@ -42,12 +42,18 @@ def _record(name: str, out: Tensor, parents: Sequence[Tensor], backward, native:
     so the rule runs on f16 gradients too (its kernels store f16 and compute in f32)."""
     if out.dtype is not float16 and not any(p.dtype is float16 for p in parents):
         return _attach(name, out, parents, backward)  # no float16 anywhere: the common path
-    computed = out._buf.dtype if native or name in _HALF_RULES else "f32"
+    computed = _stored(out) if native or name in _HALF_RULES else "f32"
     if out.dtype is float32 and _half_result(parents):
         out._buf, out.dtype = gpu().cast(out._buf, "f16"), float16
     if backward is not None:
-        backward = _converting_backward(backward, computed, tuple(p._buf.dtype for p in parents))
+        backward = _converting_backward(backward, computed, tuple(_stored(p) for p in parents))
     return _attach(name, out, parents, backward)
+
+
+def _stored(t: Tensor) -> str:
+    """The Buffer dtype of t's elements, read without realizing a view (a StridedView's
+    `_buf` gathers its elements into a new Buffer: one dispatch for a dtype)."""
+    return (t if t._base is None else t._base)._buf.dtype
 
 
 # Ops whose forward ran on f16 Buffers and whose backward rule runs on them too (f16 stored,
