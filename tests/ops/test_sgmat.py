@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import anygpu as ag
-from anygpu.ops import gpu, sgmat
+from anygpu.ops import gpu, sgmat, sgmat_tune, tuner
 from anygpu.ops.matmul_problem import Problem
 from anygpu.runtime import GpuError
 
@@ -76,30 +76,53 @@ def test_every_candidate_compiles_with_dawns_compiler():
         [{"M": 16, "N": 16, "K": 16}, {"M": 16, "N": 8, "K": 16}], 32, 1024, 49152)), done.stdout[-3000:]
 
 
+def _drop_tuner_state(dev):
+    """Forget what the tuner learnt about the sgmat family on `dev` (broken, verified members)."""
+    state = tuner._state(dev)
+    for table in (state.broken, state.verified):
+        for k in [k for k in table if k[0] == sgmat_tune.TUNABLE.name]:
+            del table[k]
+
+
 @pytest.fixture
-def fake_matrix_units(monkeypatch):
-    """This device with matrix configs and a recording launch that computes the product with
-    the device's ordinary f16 kernels (so values are still checked)."""
+def fake_matrix_units(monkeypatch, tmp_path):
+    """This device with matrix configs, an empty tuning cache, and a recording launch that
+    computes the product with the device's ordinary f16 kernels (so values are still checked)."""
     dev = gpu()
     calls = []
     monkeypatch.setattr(dev, "matrix_configs", CONFIGS, raising=False)
     monkeypatch.setattr(dev, "limits", {**dev.limits, "max-compute-invocations-per-workgroup": 1024,
                                         "max-compute-workgroup-storage-size": 49152})
     monkeypatch.delattr(dev, "_sgmat_choice", raising=False)
+    monkeypatch.setenv("ANYGPU_CACHE_DIR", str(tmp_path))
+    _drop_tuner_state(dev)
 
     def launch(dev_, config, problem, a, b, out, bias=None):
         calls.append((config, problem, bias is not None))
+        saved = dev_.__dict__.get("_sgmat_choice", False)
         dev_._sgmat_choice = None                 # compute it with the register-blocked family
         try:
             got = dev_.matmul_strided(a, b, problem.batch, problem.m, problem.n, problem.k, problem.trans_a,
                                       problem.trans_b, problem.a_batch, problem.b_batch, problem.alpha, bias=bias)
             dev_.copy(dev_.cast(got, out.dtype), out)
         finally:
-            dev_._sgmat_choice = config
+            if saved is False:
+                dev_.__dict__.pop("_sgmat_choice", None)
+            else:
+                dev_._sgmat_choice = saved
 
     monkeypatch.setattr(sgmat, "launch", launch)
     yield dev, calls
     dev.__dict__.pop("_sgmat_choice", None)
+    dev.__dict__.pop("_sgmat_allowed", None)
+    _drop_tuner_state(dev)
+
+
+def _cache_pick(dev, problem, out, bias, name):
+    """A tuning cache entry for the bucket of `problem` that names member `name`."""
+    p = sgmat_tune.key(problem, out, bias)
+    assert tuner.store(dev, sgmat_tune.TUNABLE, p, tuner.TuneResult(sgmat.SgConfig.parse(name), 1e-3))
+    tuner.forget_choices(dev)
 
 
 def test_f16_products_take_the_matrix_family_where_the_device_has_it(fake_matrix_units):
@@ -145,6 +168,73 @@ def test_a_configured_member_must_be_one_of_the_adapters(fake_matrix_units, monk
     monkeypatch.delenv("ANYGPU_SGMAT_CONFIG")
     monkeypatch.setenv("ANYGPU_MATRIX_UNITS", "0")
     assert sgmat.choose(dev) is None
+
+
+def test_a_tuned_member_other_than_the_default_runs_the_product(fake_matrix_units):
+    """A cached pick (ops/sgmat_tune.py) replaces the default member for its bucket only, after
+    its float64 check; products of other buckets keep the default."""
+    dev, calls = fake_matrix_units
+    picked = "sg16x16x16s32_w2x2_t2x2_k32"
+    assert picked != sgmat.PREFERRED[0]
+    _cache_pick(dev, Problem(1, 37, 41, 29), "f16", False, picked)
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((37, 29)).astype(np.float16)
+    b = rng.standard_normal((29, 41)).astype(np.float16)
+    got = (ag.tensor(a) @ ag.tensor(b)).numpy()
+    np.testing.assert_allclose(got.astype(np.float64), a.astype(np.float64) @ b.astype(np.float64),
+                               rtol=2e-2, atol=2e-2)
+    # its float64 check (of a product this small: the same size) and the product itself
+    assert [(c.name, (p.m, p.n, p.k)) for c, p, _ in calls] == [(picked, (37, 41, 29))] * 2
+    calls.clear()
+    c = rng.standard_normal((29, 300)).astype(np.float16)             # n rounds to 256: another bucket
+    _ = (ag.tensor(a) @ ag.tensor(c)).numpy()
+    assert [x[0].name for x in calls] == [sgmat.PREFERRED[0]]
+
+
+def test_a_cached_member_that_fails_its_float64_check_is_not_used(fake_matrix_units, monkeypatch):
+    dev, calls = fake_matrix_units
+    picked = "sg16x16x16s32_w4x2_t2x4_k32"
+    _cache_pick(dev, Problem(1, 37, 41, 29), "f16", False, picked)
+    right = sgmat.launch
+
+    def wrong(dev_, config, problem, a, b, out, bias=None):
+        right(dev_, config, problem, a, b, out, bias)
+        if config.name == picked:   # this member computes garbage here
+            dev_.copy(dev_.upload(np.full(out.len, 7.0, np.float16 if out.dtype == "f16" else np.float32)), out)
+
+    monkeypatch.setattr(sgmat, "launch", wrong)
+    a = np.random.default_rng(6).standard_normal((37, 29)).astype(np.float16)
+    got = (ag.tensor(a) @ ag.tensor(np.ones((29, 41), np.float16))).numpy()
+    np.testing.assert_allclose(got.astype(np.float64), a.astype(np.float64) @ np.ones((29, 41)), rtol=2e-2, atol=2e-2)
+    assert [c.name for c, _, _ in calls] == [picked, sgmat.PREFERRED[0]]   # checked, refused
+
+
+def test_a_tuned_member_that_fails_to_run_gives_way_to_the_default(fake_matrix_units, monkeypatch):
+    """A GpuError of a tuned member drops that member (the tuner's `forget`), not the family."""
+    dev, calls = fake_matrix_units
+    picked = "sg16x16x16s32_w2x4_t4x4_k16"
+    _cache_pick(dev, Problem(1, 37, 41, 29), "f16", False, picked)
+    right = sgmat.launch
+    seen = []
+
+    def launch(dev_, config, problem, a, b, out, bias=None):
+        if config.name == picked:
+            seen.append(config.name)
+            if len(seen) > 1:         # its float64 check ran; the product fails
+                raise GpuError("sgmat: this driver rejects the kernel")
+        right(dev_, config, problem, a, b, out, bias)
+
+    monkeypatch.setattr(sgmat, "launch", launch)
+    a = np.arange(37 * 29, dtype=np.float16).reshape(37, 29) / 512
+    b = np.ones((29, 41), np.float16)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)      # the family stays on: no warning
+        got = (ag.tensor(a) @ ag.tensor(b)).numpy()
+    np.testing.assert_allclose(got.astype(np.float64), a.astype(np.float64) @ b.astype(np.float64), rtol=2e-3)
+    assert seen == [picked] * 2 and calls[-1][0].name == sgmat.PREFERRED[0]
+    assert sgmat.choose(dev) is not None
+    assert sgmat.choose(dev, Problem(1, 37, 41, 29)).name == sgmat.PREFERRED[0]
 
 
 @pytest.mark.parametrize("kind", ["causal", "float_mask", "bool_mask"])
@@ -241,3 +331,55 @@ def test_nan_and_inf_propagate_through_the_matrix_units():
     got = (ag.tensor(a) @ ag.tensor(np.ones((32, 48), np.float16))).numpy()
     assert np.isnan(got[3]).all() and np.isinf(got[7]).all() and np.isfinite(np.delete(got, [3, 7], 0)).all()
     assert sgmat.choose(dev) is not None
+
+
+@needs_units
+@pytest.mark.parametrize("case", range(len(LAYOUTS)))
+def test_every_shortlisted_member_passes_the_tuners_float64_check(case):
+    """What the tuner may pick (ops/sgmat_tune.py), through its own run, small problem and
+    float64 reference, in both result types."""
+    dev = gpu()
+    problem, bias = LAYOUTS[case]
+    for out in ("f16", "f32"):
+        p = sgmat_tune.key(problem, out, bias)
+        members = sgmat_tune.TUNABLE.known(dev, p)
+        assert members and members[0] == sgmat.choose(dev)
+        failed = [c.name for c in members if not tuner.verify_small(dev, sgmat_tune.TUNABLE, c, p)]
+        assert failed == [], (problem, out, bias)
+
+
+@needs_units
+def test_tuned_picks_other_than_the_default_compute_products(monkeypatch, tmp_path):
+    """A bucket tuned on the device, then a cached pick other than the default member: the
+    products run with them (seen through a spy on the launch) and match float64."""
+    dev = gpu()
+    monkeypatch.setenv("ANYGPU_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("ANYGPU_TUNE_BUDGET", "inf")
+    used = []
+    real = sgmat.launch
+
+    def spy(dev_, config, problem, a, b, out, bias=None):
+        used.append((config.name, problem.m))
+        real(dev_, config, problem, a, b, out, bias)
+    monkeypatch.setattr(sgmat, "launch", spy)
+    rng = np.random.default_rng(11)
+    default = sgmat.choose(dev)
+    # x @ w.T + b as a linear layer runs it, with edge tiles: the tuner times the shortlist
+    x = rng.uniform(-1, 1, (1040, 392)).astype(np.float16)
+    w = rng.uniform(-1, 1, (384, 392)).astype(np.float16)
+    bias = rng.uniform(-1, 1, 384).astype(np.float16)
+    problem = Problem(1, 1040, 384, 392, False, True)
+    tuned = sgmat.choose(dev, problem, "f16", True)
+    entry = tuner.load_cache()[tuner.cache_key(dev, sgmat_tune.TUNABLE, sgmat_tune.key(problem, "f16", True))]
+    assert entry["choice"] == tuned.name
+    want = x.astype(np.float64) @ w.T.astype(np.float64) + bias
+    other = next(c.name for c in sgmat_tune.TUNABLE.known(dev, sgmat_tune.key(problem)) if c not in (default, tuned))
+    for pick in (tuned.name, other):     # the tuned pick (from the memo), then a cached one
+        if pick != tuned.name:
+            _cache_pick(dev, problem, "f16", True, pick)
+        del used[:]
+        got = dev.read(sgmat.matmul(dev, problem, dev.upload(x.ravel()), dev.upload(w.ravel()), "f16",
+                                    dev.upload(bias))).astype(np.float64).reshape(1040, 384)
+        assert used[-1] == (pick, 1040)
+        assert np.abs(got - want).max() / np.abs(want).max() < 2e-3, pick
+    assert sgmat.choose(dev) == default            # the device default is untouched

@@ -54,16 +54,12 @@ def matmul_strided(dev, a, b, batch: int, m: int, n: int, k: int,
     problem = Problem(int(batch), int(m), int(n), int(k), bool(trans_a), bool(trans_b),
                       bool(a_batch), bool(b_batch), float(alpha))
     if a.dtype == "f16":
-        matrix = sgmat.choose(dev)
-        if matrix is not None:
-            # Matrix units (tensor cores, ...): launched at once, not deferred; a bias is added
-            # in the kernel's store, later elementwise ops run as their own (fused) kernels.
-            out = dev.empty(batch * m * n, out_dtype or "f16")
-            try:
-                sgmat.launch(dev, matrix, problem, a, b, out, bias)
-                return out
-            except GpuError as exc:
-                sgmat.forget(dev, str(exc))
+        # Matrix units (tensor cores, ...), the tuner's member for this shape: launched at once,
+        # not deferred; a bias is added in the kernel's store, later elementwise ops run as their
+        # own (fused) kernels. None: no matrix units here (or they failed).
+        out = sgmat.matmul(dev, problem, a, b, out_dtype or "f16", bias)
+        if out is not None:
+            return out
     # The tuned family reads f32 and f16 (summing in f32); i32 takes the simple kernel.
     config = matmul_tune.choose(dev, problem, a.dtype) if a.dtype != "i32" else None
     unstreamed = config

@@ -22,7 +22,11 @@ f32 accumulation, an f16 or f32 result:
   scratch, from which the subgroup's lanes write it with bounds checks, alpha, the bias
   and the conversion to f16.
 
-Kernels are chosen by the tuner among `candidates()` (ops/sgmat_tune.py)."""
+Which member runs a product: `choose(dev, problem, out, bias)` asks the tuner (ops/tuner.py,
+the family's Tunable in ops/sgmat_tune.py) per shape bucket among a shortlist of the
+adapter's members (`candidates()`); untuned it is the device's default member, the first of
+`PREFERRED` that the adapter allows. ANYGPU_SGMAT_CONFIG=<name> runs every product with one
+member; ANYGPU_MATRIX_UNITS=0 turns the family off."""
 
 from __future__ import annotations
 
@@ -345,34 +349,81 @@ def f16_configs(dev) -> tuple[list[dict], int]:
     return (found, hi) if lo == hi and hi > 0 else ([], 0)
 
 
-def choose(dev) -> SgConfig | None:
-    """The family member this device runs f16 products with (None: no matrix units, or
-    they failed here). ANYGPU_SGMAT_CONFIG=<name> overrides; ANYGPU_MATRIX_UNITS=0 turns
-    the family off."""
-    cached = getattr(dev, "_sgmat_choice", False)
-    if cached is not False:
-        return cached
-    choice = None
-    configs, sg = f16_configs(dev)
-    if configs and os.environ.get("ANYGPU_MATRIX_UNITS", "1").strip().lower() not in ("0", "false", "off", "no"):
-        limits = getattr(dev, "limits", {}) or {}
-        allowed = candidates(configs, sg, int(limits.get("max-compute-invocations-per-workgroup", 256)),
-                             int(limits.get("max-compute-workgroup-storage-size", 16384)))
-        wanted = os.environ.get("ANYGPU_SGMAT_CONFIG", "").strip()
-        if wanted:
-            choice = SgConfig.parse(wanted)
-            if choice not in allowed:
-                raise ValueError(f"ANYGPU_SGMAT_CONFIG: {wanted} is not one of this adapter's "
-                                 f"{len(allowed)} family members ({', '.join(c.name for c in allowed[:6])}, ...)")
-        else:
-            by_name = {c.name: c for c in allowed}
-            choice = next((by_name[n] for n in PREFERRED if n in by_name), allowed[0] if allowed else None)
-    dev._sgmat_choice = choice
-    return choice
+def allowed(dev) -> list[SgConfig]:
+    """The family members this adapter's f16 matrix configs, subgroup size and limits allow
+    (memoised on the device while its configs and limits stay; [] without matrix units)."""
+    limits = getattr(dev, "limits", {}) or {}
+    threads = int(limits.get("max-compute-invocations-per-workgroup", 256))
+    storage = int(limits.get("max-compute-workgroup-storage-size", 16384))
+    stamp = (id(getattr(dev, "matrix_configs", None)), threads, storage)
+    memo = getattr(dev, "_sgmat_allowed", None)
+    if memo is None or memo[0] != stamp:
+        configs, sg = f16_configs(dev)
+        memo = dev._sgmat_allowed = (stamp, candidates(configs, sg, threads, storage) if configs else [])
+    return memo[1]
+
+
+def preferred(members: list[SgConfig]) -> SgConfig | None:
+    """The default among `members`: PREFERRED's first that is one, else the first."""
+    by_name = {c.name: c for c in members}
+    return next((by_name[n] for n in PREFERRED if n in by_name), members[0] if members else None)
+
+
+def _off() -> bool:
+    return os.environ.get("ANYGPU_MATRIX_UNITS", "1").strip().lower() in ("0", "false", "off", "no")
+
+
+def choose(dev, problem: Problem | None = None, out: str = "f16", bias: bool = False) -> SgConfig | None:
+    """The family member to run `problem` with (result type `out`, with a bias or not) on
+    `dev`: the tuner's pick (ops/sgmat_tune.py). Without a problem: the device's default
+    member. None: no matrix units, or they failed here. ANYGPU_SGMAT_CONFIG=<name> runs every
+    product with that member; ANYGPU_MATRIX_UNITS=0 turns the family off."""
+    default = getattr(dev, "_sgmat_choice", False)
+    if default is False:
+        default = None
+        members = allowed(dev)
+        if members and not _off():
+            wanted = os.environ.get("ANYGPU_SGMAT_CONFIG", "").strip()
+            if wanted:
+                default = SgConfig.parse(wanted)
+                if default not in members:
+                    raise ValueError(f"ANYGPU_SGMAT_CONFIG: {wanted} is not one of this adapter's "
+                                     f"{len(members)} family members ({', '.join(c.name for c in members[:6])}, ...)")
+            else:
+                default = preferred(members)
+        dev._sgmat_choice = default
+    if default is None or problem is None or os.environ.get("ANYGPU_SGMAT_CONFIG", "").strip():
+        return default
+    from . import sgmat_tune   # not at import: benchmarks load this module without the runtime
+    return sgmat_tune.choose(dev, problem, out, bias)
+
+
+def matmul(dev, problem: Problem, a, b, out: str = "f16", bias=None):
+    """C = alpha * op(A) @ op(B) (+ bias) of f16 Buffers on matrix units, launched now (a new
+    Buffer of type `out`), with the member `choose` gives; None where the device has no
+    matrix units (or they are off). A tuned member that fails to compile or run is dropped
+    for the default member; a default that fails turns the family off (`forget`)."""
+    config = choose(dev, problem, out, bias is not None)
+    if config is None:
+        return None
+    from ..runtime import GpuError
+    from . import sgmat_tune
+    result = dev.empty(problem.batch * problem.m * problem.n, out)
+    while True:
+        try:
+            launch(dev, config, problem, a, b, result, bias)
+            return result
+        except GpuError as exc:
+            default = choose(dev)
+            if default is None or config == default:
+                forget(dev, str(exc))
+                return None
+            sgmat_tune.forget(dev, config, str(exc))
+            config = default
 
 
 def forget(dev, reason: str) -> None:
     """Stop using matrix units on `dev` (a kernel did not compile or run): products go back
     to the register-blocked family; say so once."""
     dev._sgmat_choice = None
-    warnings.warn(f"anygpu: matrix-unit matmul disabled on this device: {reason}", RuntimeWarning, stacklevel=3)
+    warnings.warn(f"anygpu: matrix-unit matmul disabled on this device: {reason}", RuntimeWarning, stacklevel=4)
