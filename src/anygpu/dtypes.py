@@ -5,8 +5,9 @@ elements live in on the GPU. WGSL has no portable 64-bit integer, so int64 tenso
 stored as i32 (values must fit in 32 bits; arithmetic wraps there). bool tensors are
 stored as f32 0/1 words, so masks feed `where` and float arithmetic without a conversion.
 float16 tensors are stored as f16 (where the adapter has the feature 'shader-f16'; kernels
-compute in f32 and round the stored result to f16). bfloat16/float64 are named so scripts can
-mention them; asking for such a tensor raises a clear error.
+compute in f32 and round the stored result to f16). float64 tensors are held on the host in
+numpy (runtime/host.py: WGSL has no f64) and computed there in IEEE double. bfloat16 is named
+so scripts can mention it; asking for such a tensor raises a clear error.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class dtype:
 float32 = dtype("float32", True, True, 4, "f32", np.float32)
 float16 = dtype("float16", True, True, 2, "f16", np.float16)
 bfloat16 = dtype("bfloat16", True, True, 2, None, None)
-float64 = dtype("float64", True, True, 8, None, np.float64)
+float64 = dtype("float64", True, True, 8, "f64", np.float64)
 int32 = dtype("int32", False, True, 4, "i32", np.int32)
 int64 = dtype("int64", False, True, 8, "i32", np.int64)
 bool = dtype("bool", False, False, 1, "f32", np.bool_)  # noqa: A001 — torch.bool
@@ -62,15 +63,31 @@ _BY_NAME.update({"float": float32, "half": float16, "double": float64, "int": in
                  "f32": float32, "f16": float16, "i32": int32})
 
 
+# torch.set_default_dtype: the dtype of Python floats and of float factories without dtype=.
+_default_float = [float32]
+
+
+def default_float() -> dtype:
+    """The default float dtype (torch.get_default_dtype): float32 unless set to float64."""
+    return _default_float[0]
+
+
+def set_default_float(value) -> None:
+    result = to_dtype(value, "set_default_dtype")
+    if result is not float32 and result is not float64:
+        raise ValueError(f"set_default_dtype: expected torch.float32 or torch.float64, got {value}")
+    _default_float[0] = result
+
+
 def to_dtype(value, op: str = "tensor", default=None) -> dtype:
     """A dtype from a dtype, a name ('float32', 'long'), a numpy dtype or a Python type
     (float, int, bool). Refuses types anygpu cannot store, naming the alternative."""
     if value is None:
-        return default if default is not None else float32
+        return default if default is not None else _default_float[0]
     if isinstance(value, dtype):
         result = value
     elif value is builtins.float:
-        result = float32
+        result = _default_float[0]
     elif value is builtins.int:
         result = int64
     elif value is builtins.bool:
@@ -91,9 +108,8 @@ def to_dtype(value, op: str = "tensor", default=None) -> dtype:
             result = float16
     if result.storage is None:
         alternative = "float32" if result.is_floating_point else "int32"
-        raise ValueError(f"{op}: {result.name} tensors are not available: anygpu stores floats as float32 "
-                         f"or float16 (use dtype=torch.{alternative}; float64 data is converted to float32 by "
-                         "default)")
+        raise ValueError(f"{op}: {result.name} tensors are not available: anygpu stores floats as float32, "
+                         f"float16 or float64 (use dtype=torch.{alternative})")
     return result
 
 

@@ -39,7 +39,7 @@ __all__ = [
     "broadcast_tensors", "movedim", "moveaxis", "swapaxes", "select", "unflatten", "lerp", "addmm", "baddbmm",
     "count_nonzero", "tan", "sinh", "cosh", "logit", "frac", "diff", "median", "unique", "bincount", "meshgrid",
     "hstack", "vstack", "finfo", "iinfo", "Size", "bernoulli", "logspace", "atan", "arctan", "asin", "acos",
-    "erf", "atan2", "arctan2", "FloatTensor", "LongTensor", "IntTensor", "BoolTensor", "take_along_dim",
+    "erf", "atan2", "arctan2", "FloatTensor", "LongTensor", "IntTensor", "BoolTensor", "DoubleTensor", "take_along_dim",
     "diagonal", "trace", "index_add", "aminmax", "inner", "cross", "hypot", "rot90", "kthvalue", "quantile",
     "bucketize", "searchsorted", "cdist", "cartesian_prod", "dist", "std_mean", "var_mean",
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "index_fill", "index_copy", "masked_scatter",
@@ -213,14 +213,14 @@ def randint_like(input: Tensor, low, high=None, dtype=None, device=None, generat
 def eye(n: int, m: int | None = None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     placement.check_device("eye", device)
     m = n if m is None else m
-    return tensor(np.eye(int(n), int(m)), dtype=dtype or dtypes.float32, requires_grad=requires_grad)
+    return tensor(np.eye(int(n), int(m)), dtype=dtype or dtypes.default_float(), requires_grad=requires_grad)
 
 
 @factory(variadic=False, size_keyword=False)
 def linspace(start, end, steps: int, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     placement.check_device("linspace", device)
     values = np.linspace(float(start), float(end), int(steps))
-    return tensor(values, dtype=dtype or dtypes.float32, requires_grad=requires_grad)
+    return tensor(values, dtype=dtype or dtypes.default_float(), requires_grad=requires_grad)
 
 
 def isclose(input: Tensor, other, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> Tensor:
@@ -239,12 +239,12 @@ def allclose(input: Tensor, other, rtol: float = 1e-5, atol: float = 1e-8, equal
 
 
 def get_default_dtype():
-    return dtypes.float32
+    return dtypes.default_float()
 
 
 def set_default_dtype(d) -> None:
-    if dtypes.to_dtype(d, "set_default_dtype") is not dtypes.float32:
-        raise ValueError(f"set_default_dtype: anygpu computes floats in float32 only, got {d}")
+    """torch.set_default_dtype: float32 or float64 for Python floats and float factories."""
+    dtypes.set_default_float(d)
 
 
 def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None,
@@ -275,6 +275,7 @@ FloatTensor = _legacy_constructor(dtypes.float32)
 LongTensor = _legacy_constructor(dtypes.int64)
 IntTensor = _legacy_constructor(dtypes.int32)
 BoolTensor = _legacy_constructor(dtypes.bool)
+DoubleTensor = _legacy_constructor(dtypes.float64)
 
 
 def broadcast_tensors(*tensors):
@@ -295,7 +296,7 @@ def vstack(tensors) -> Tensor:
 @factory(variadic=False, size_keyword=False)
 def logspace(start, end, steps: int, base: float = 10.0, dtype=None, device=None, requires_grad: bool = False):
     values = np.logspace(float(start), float(end), int(steps), base=base)
-    return tensor(values, dtype=dtype or dtypes.float32, requires_grad=requires_grad)
+    return tensor(values, dtype=dtype or dtypes.default_float(), requires_grad=requires_grad)
 
 
 def bernoulli(input: Tensor, p=None, generator=None) -> Tensor:

@@ -27,7 +27,6 @@ import numpy as np
 
 from ..ops.conv import conv_output_size, conv_transpose_output_size
 from ..ops.nd import contiguous_strides, numel
-from ..ops.nd import sum_to_shape as _sum_nonempty
 
 RULES: dict[str, Callable] = {}
 
@@ -37,7 +36,7 @@ def sum_to_shape(dev, grad, grad_shape, shape):
     keepdim=True) over an empty dim 1: the mean's gradient), as torch."""
     if numel(tuple(grad_shape)) == 0 and tuple(grad_shape) != tuple(shape):
         return dev.alloc(numel(tuple(shape)), grad.dtype)
-    return _sum_nonempty(dev, grad, grad_shape, shape)
+    return dev.sum_to_shape(grad, grad_shape, shape)
 
 BOTH = (True, True)
 ALL3 = (True, True, True)
@@ -95,7 +94,7 @@ UNARY_RULES: dict[str, Callable] = {
     "asin": lambda dev, g, x, y, a, b: dev.binary("div", g, dev.unary("sqrt", dev.unary("rsub_scalar", dev.mul(x, x), 1.0))),
     "acos": lambda dev, g, x, y, a, b: dev.scale(
         dev.binary("div", g, dev.unary("sqrt", dev.unary("rsub_scalar", dev.mul(x, x), 1.0))), -1.0),
-    "erf": lambda dev, g, x, y, a, b: dev.mul(g, dev.scale(dev.unary("exp", dev.scale(dev.mul(x, x), -1.0)), 1.1283791671)),
+    "erf": lambda dev, g, x, y, a, b: dev.mul(g, dev.scale(dev.unary("exp", dev.scale(dev.mul(x, x), -1.0)), 1.1283791670955126)),
     "reciprocal": lambda dev, g, x, y, a, b: dev.scale(dev.mul(g, dev.mul(y, y)), -1.0),
     "leaky_relu": lambda dev, g, x, y, a, b: dev.binary("leaky_relu_backward", g, x, a),
     "elu": lambda dev, g, x, y, a, b: dev.binary("elu_backward", g, x, a),

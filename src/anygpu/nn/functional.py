@@ -18,6 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import amp
+from .. import dtypes as _dtypes
 from ..autograd.rules import backward as rule
 from ..ops import flash_attention, flash_sgmat, gpu, sgmat
 from ..ops._common import check_pair
@@ -66,12 +67,25 @@ def _tensor(op: str, name: str, value, min_ndim: int = 0, ndims: Sequence[int] |
         raise ValueError(f"{op}: {name} must be {expected}, got shape {value.shape}")
     if value.ndim < min_ndim:
         raise ValueError(f"{op}: {name} needs at least {min_ndim} dims, got shape {value.shape}")
-    if dtype is float32 and value.dtype is float16:
-        return value
+    if dtype is float32 and (value.dtype is float16 or value.dtype is _dtypes.float64):
+        return value  # (float64 runs every op in numpy: ops/host64)
     if dtype is not None and value.dtype != dtype and (dtype.is_floating_point or value.dtype not in (int32, int64)):
         kind = "a float" if dtype == float32 else "an integer"
         raise ValueError(f"{op}: {name} must be {kind} tensor, got dtype {value.dtype}")
     return value
+
+
+def _same_float_width(op: str, *operands) -> None:
+    """torch's refusal (a ValueError here) of float64 operands mixed with float32/float16 ones in a product
+    ("mat1 and mat2 must have the same dtype"): nothing is promoted there."""
+    kinds = {t.dtype for t in operands if t is not None}
+    if _dtypes.float64 in kinds and len(kinds) > 1:
+        names = " and ".join(sorted(_TORCH_NAMES.get(k.name, k.name) for k in kinds))
+        raise ValueError(f"{op}: expected all operands to have the same dtype, but got {names} "
+                           f"(convert with .double() or .float())")
+
+
+_TORCH_NAMES = {"float64": "Double", "float32": "Float", "float16": "Half"}
 
 
 def _optional(op: str, name: str, value, shape, dtype=float32) -> Tensor | None:
@@ -149,6 +163,7 @@ def _linear(input: Tensor, weight: Tensor, bias: Tensor | None, dtype) -> Tensor
         raise ValueError(f"linear: input has {input.shape[-1]} features in its last dim (shape {input.shape}), "
                          f"but weight of shape {weight.shape} expects in_features = {in_f}")
     _optional(op, "bias", bias, (out_f,), dtype)
+    _same_float_width(op, input, weight, bias)
     rows = numel(input.shape[:-1])
     out_shape = input.shape[:-1] + (out_f,)
     dev = gpu()

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from ..dtypes import float64
 from ..tensor import Tensor, default_generator, float32
 from ..tensor.inplace import write_host
 
@@ -24,9 +25,10 @@ def _write(tensor: Tensor, values) -> Tensor:
     """Overwrite `tensor`'s buffer in place with `values` (broadcast to its shape)."""
     if not isinstance(tensor, Tensor):
         raise TypeError(f"init: expected an anygpu Tensor, got {type(tensor).__name__}")
-    if tensor.dtype != float32:
-        raise ValueError(f"init: only float32 tensors can be initialised, got {tensor.dtype}")
-    values = np.broadcast_to(np.asarray(values, dtype=np.float32), tensor.shape)
+    if tensor.dtype != float32 and tensor.dtype is not float64:
+        raise ValueError(f"init: only float32 and float64 tensors can be initialised, got {tensor.dtype}")
+    values = np.broadcast_to(np.asarray(values, dtype=np.float64 if tensor.dtype is float64 else np.float32),
+                             tensor.shape)
     write_host(tensor, values)  # (through a view, into its base's buffer)
     return tensor
 

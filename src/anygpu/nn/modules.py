@@ -18,8 +18,9 @@ import numpy as np
 
 from . import functional as F
 from . import init
+from .. import dtypes as _dtypes_mod
 from ..ops import gpu
-from ..tensor import Tensor, float32, int32, ones, tensor, zeros
+from ..tensor import Tensor, int32, ones, tensor, zeros
 
 __all__ = [
     "Parameter", "Module", "Identity", "Linear", "Conv2d", "ConvTranspose2d", "GroupNorm", "LayerNorm",
@@ -44,7 +45,7 @@ class Parameter(Tensor):
         if data is None:
             data = zeros(0)
         elif not isinstance(data, Tensor):
-            data = tensor(data, dtype=float32)
+            data = tensor(data, dtype=_dtypes_mod.default_float())
         super().__init__(data._buf, data.shape, data.dtype)
         self._host = data._host
         self.requires_grad_(requires_grad)
@@ -361,7 +362,8 @@ class Module:
             raise StateDictError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
                                  + "\n\t".join(errors))
         for target, value in updates:
-            host = np.ascontiguousarray(value, dtype=np.float32 if target.dtype == float32 else np.int32)
+            host = np.ascontiguousarray(value, dtype=np.float64 if target.dtype is _dtypes_mod.float64 else
+                                        np.float32 if target.dtype.is_floating_point else np.int32)
             target._dev.write(target._buf, host)
             # Integer buffers (step counters) keep a host copy: reading them costs no GPU sync.
             target._host = host.copy() if not target.dtype.is_floating_point else None
@@ -417,7 +419,7 @@ class Module:
         """Convert every floating parameter and buffer to `dtype` in place (the Parameter
         objects stay, so an optimizer built before still holds them)."""
         from .. import dtypes as _dtypes
-        dtype = _dtypes.to_dtype(dtype, op)  # refuses float64 / bfloat16, naming the alternative
+        dtype = _dtypes.to_dtype(dtype, op)  # refuses bfloat16, naming the alternative
         if not dtype.is_floating_point:
             raise ValueError(f"{op}: expected a floating dtype for the parameters, got {dtype}")
         for held in (*self.parameters(), *self.buffers()):

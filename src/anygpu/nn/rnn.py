@@ -22,6 +22,7 @@ from . import functional as F
 from . import init
 from .modules import Module, Parameter
 from .utils.rnn import PackedSequence, _host_ints, _pack, _padded_time_major
+from ..dtypes import float64 as _float64
 from ..tensor import Tensor, cat, stack, tensor, where, zeros
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
@@ -80,6 +81,12 @@ def _check_hidden(name: str, hidden: Tensor, expected: tuple[int, ...], what: st
 
 
 # ====================================================================== multi-layer layers
+
+def _state_dtype(x):
+    """The dtype of zero initial states: float64 for float64 input (torch requires the input's
+    dtype), float32 otherwise (float16 inputs keep float32 states, as before)."""
+    return x.dtype if x.dtype is _float64 else None
+
 
 class RNNBase(Module):
     """Shared by RNN, LSTM and GRU: arguments, parameters, initialisation and the layer loop.
@@ -177,14 +184,14 @@ class RNNBase(Module):
             return _gru_step(gates_x, state, w_hh, b_hh)
         return _rnn_step(gates_x, state, w_hh, b_hh, relu=self.mode == "RNN_RELU")
 
-    def _initial_states(self, hx, batch: int, batched: bool):
+    def _initial_states(self, hx, batch: int, batched: bool, dtype=None):
         """A list with one initial state per (layer, direction), each (N, H) (an (h, c) pair for LSTM)."""
         name = type(self).__name__
         count = self.num_layers * (2 if self.bidirectional else 1)
         expected = (count, batch, self.hidden_size) if batched else (count, self.hidden_size)
         lstm = self.mode == "LSTM"
         if hx is None:
-            hx = (zeros(*expected), zeros(*expected)) if lstm else zeros(*expected)
+            hx = (zeros(*expected, dtype=dtype), zeros(*expected, dtype=dtype)) if lstm else zeros(*expected, dtype=dtype)
         if lstm:
             if not isinstance(hx, (tuple, list)) or len(hx) != 2:
                 raise ValueError(f"{name}: hx must be a pair (h_0, c_0), got {type(hx).__name__}")
@@ -227,7 +234,7 @@ class RNNBase(Module):
                              f"got {getattr(input.data, 'shape', None)}")
         x, lengths = _padded_time_major(input, 0.0, None)
         running = np.arange(x.shape[0])[:, None, None] < lengths[None, :, None]
-        states = self._initial_states(hx, x.shape[1], True)
+        states = self._initial_states(hx, x.shape[1], True, _state_dtype(x))
         x, finals = self._layers(x, states, tensor(running))
         sorted_indices = None if input.sorted_indices is None else _host_ints(input.sorted_indices)
         return _pack(x, lengths, sorted_indices), self._final_states(finals)
@@ -241,7 +248,7 @@ class RNNBase(Module):
             x = input.unsqueeze(1)
         else:
             x = input.transpose(0, 1) if self.batch_first else input
-        states = self._initial_states(hx, x.shape[1], batched)
+        states = self._initial_states(hx, x.shape[1], batched, _state_dtype(x))
         x, finals = self._layers(x, states)
         output = x.squeeze(1) if not batched else (x.transpose(0, 1) if self.batch_first else x)
         return output, self._final_states(finals, batched)
@@ -351,7 +358,7 @@ class RNNCellBase(Module):
         ready = []
         for what, state in states:
             if state is None:
-                state = zeros(*shape)
+                state = zeros(*shape, dtype=_state_dtype(input))
             _check_hidden(name, state, shape, what)
             ready.append(state if batched else state.unsqueeze(0))
         return (input if batched else input.unsqueeze(0)), ready, batched

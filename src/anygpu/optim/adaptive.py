@@ -42,7 +42,7 @@ def _check_lr_eps_decay(lr: float, eps: float, weight_decay: float) -> None:
 
 
 def _zeros_like(p: Tensor) -> Tensor:
-    return Tensor(p._dev.alloc(p.numel()), p.shape)
+    return Tensor(p._dev.alloc(p.numel(), p._buf.dtype), p.shape)
 
 
 def _updated(p: Tensor) -> None:
@@ -136,7 +136,7 @@ class Adagrad(_FusedPerParam):
 
     def _init_state(self, p: Tensor, group: dict[str, Any]) -> dict[str, Any]:
         value = float(group["initial_accumulator_value"])
-        self.state[p] = {"step": 0, "sum": _gpu_state(p._dev, np.full(p.numel(), value, np.float32), p.shape)}
+        self.state[p] = {"step": 0, "sum": _gpu_state(p._dev, np.full(p.numel(), value, np.float64), p.shape, p._buf.dtype)}
         return self.state[p]
 
     def _state_for(self, p: Tensor, group: dict[str, Any]) -> dict[str, Any]:
@@ -316,7 +316,7 @@ class Rprop(_FusedPerParam):
         fresh = "step" not in self.state.get(p, {})
         state = super()._state_for(p, group)
         if fresh:
-            state["step_size"] = _gpu_state(p._dev, np.full(p.numel(), float(group["lr"]), np.float32), p.shape)
+            state["step_size"] = _gpu_state(p._dev, np.full(p.numel(), float(group["lr"]), np.float64), p.shape, p._buf.dtype)
         return state
 
     def _update(self, p: Tensor, grad: Tensor, state: dict[str, Any], group: dict[str, Any]) -> None:

@@ -2,22 +2,23 @@
 
 The flattened gradient, the search direction and the curvature history stay on the GPU
 as 1-D tensors; the scalars of the two-loop recursion (dot products) are read back, one
-per product, and kept in float32 as torch keeps them in 0-d float32 tensors, so the
-iterates follow torch's. line_search_fn='strong_wolfe' is not supported (it raises).
+per product, and kept in float32 (float64 for float64 parameters) as torch keeps them in
+0-d tensors of the parameters' dtype, so the iterates follow torch's. line_search_fn='strong_wolfe' is not supported (it raises).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import float64
 from ..tensor import Tensor, cat, enable_grad, no_grad, zeros
 from .optimizers import Optimizer, _check_hyper
 
 __all__ = ["LBFGS"]
 
 
-def _dot(a: Tensor, b: Tensor) -> np.float32:
-    return np.float32((a * b).sum().item())
+def _dot_of(a: Tensor, b: Tensor, scalar=np.float32):
+    return scalar((a * b).sum().item())
 
 
 class LBFGS(Optimizer):
@@ -39,9 +40,12 @@ class LBFGS(Optimizer):
         if len(self.param_groups) != 1:
             raise ValueError("LBFGS doesn't support per-parameter options (parameter groups)")
         self._params = self.param_groups[0]["params"]
+        # torch's scalars are 0-d tensors of the parameters' dtype
+        self._scalar = np.float64 if all(p.dtype is float64 for p in self._params) else np.float32
 
     def _gather_flat_grad(self) -> Tensor:
-        return cat([p.grad.detach().reshape(-1) if p.grad is not None else zeros(p.numel()) for p in self._params])
+        return cat([p.grad.detach().reshape(-1) if p.grad is not None else zeros(p.numel(), dtype=p.dtype)
+                    for p in self._params])
 
     def _add_grad(self, step_size, update: Tensor) -> None:
         offset = 0
@@ -65,6 +69,10 @@ class LBFGS(Optimizer):
         state = self.state.setdefault(self._params[0], {})
         state.setdefault("func_evals", 0)
         state.setdefault("n_iter", 0)
+        F = self._scalar
+
+        def _dot(a: Tensor, b: Tensor):
+            return _dot_of(a, b, F)
 
         with enable_grad():
             orig_loss = closure()
@@ -85,7 +93,7 @@ class LBFGS(Optimizer):
                 if state["n_iter"] == 1:
                     d = -flat_grad
                     old_dirs, old_stps, ro = [], [], []
-                    h_diag = np.float32(1.0)
+                    h_diag = F(1.0)
                 else:
                     y = flat_grad - prev_flat_grad
                     s = d * float(t)
@@ -97,9 +105,9 @@ class LBFGS(Optimizer):
                             ro.pop(0)
                         old_dirs.append(y)
                         old_stps.append(s)
-                        ro.append(np.float32(1.0) / ys)
+                        ro.append(F(1.0) / ys)
                         h_diag = ys / _dot(y, y)
-                    al = [np.float32(0.0)] * len(old_dirs)
+                    al = [F(0.0)] * len(old_dirs)
                     q = -flat_grad
                     for i in range(len(old_dirs) - 1, -1, -1):
                         al[i] = _dot(old_stps[i], q) * ro[i]
@@ -112,7 +120,7 @@ class LBFGS(Optimizer):
                 prev_flat_grad = flat_grad
                 prev_loss = loss
                 if state["n_iter"] == 1:
-                    t = min(np.float32(1.0), np.float32(1.0) / np.float32(flat_grad.abs().sum().item())) * lr
+                    t = min(F(1.0), F(1.0) / F(flat_grad.abs().sum().item())) * lr
                 else:
                     t = lr
                 gtd = _dot(flat_grad, d)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..ops.optim import UNSET
+from ..dtypes import float64
 from ..tensor import Tensor, enable_grad, float32
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "flatten_state_dict", "unflatten_state_dict"]
@@ -43,8 +44,11 @@ def _plain(value):
     return value
 
 
-def _gpu_state(dev, values: np.ndarray, shape) -> Tensor:
-    """A state Tensor on the GPU without a cached host copy (kernels update it in place)."""
+def _gpu_state(dev, values: np.ndarray, shape, dtype: str = "f32") -> Tensor:
+    """A state Tensor on the GPU without a cached host copy (kernels update it in place);
+    dtype "f64" for a float64 parameter's state (held on the host, ops/host64)."""
+    if dtype == "f64":
+        return Tensor(dev.upload(np.asarray(values, np.float64).reshape(-1), "f64"), shape)
     return Tensor(dev.upload(np.ascontiguousarray(values, np.float32).reshape(-1)), shape)
 
 
@@ -82,8 +86,8 @@ class Optimizer:
         for p in params:
             if not isinstance(p, Tensor):
                 raise TypeError(f"optimizer can only optimize anygpu Tensors, got {type(p).__name__}")
-            if p.dtype != float32:
-                raise ValueError(f"optimizer can only optimize float32 tensors, got {p.dtype}")
+            if p.dtype != float32 and p.dtype is not float64:
+                raise ValueError(f"optimizer can only optimize float32 or float64 tensors, got {p.dtype}")
             if not p.is_leaf:
                 raise ValueError("can't optimize a non-leaf Tensor")
         if len({id(p) for p in params}) != len(params):
@@ -152,9 +156,9 @@ class Optimizer:
         if not isinstance(grad, Tensor):
             kind = f"{type(grad).__module__}.{type(grad).__name__}"
             raise TypeError(f"optimizer: a parameter's .grad must be an anygpu Tensor, got {kind}")
-        if grad.shape != p.shape or grad.dtype != float32:
+        if grad.shape != p.shape or grad.dtype is not p.dtype:
             raise ValueError(f"optimizer: gradient has shape {grad.shape} ({grad.dtype}), "
-                             f"expected the parameter's {p.shape} (float32)")
+                             f"expected the parameter's {p.shape} ({p.dtype})")
         return grad
 
     # ------------------------------------------------------------------ state dicts
@@ -234,7 +238,7 @@ class Optimizer:
         for p, restored in new_state.items():
             for name, value in restored.items():
                 if isinstance(value, np.ndarray):
-                    restored[name] = _gpu_state(p._dev, value, p.shape)
+                    restored[name] = _gpu_state(p._dev, value, p.shape, p._buf.dtype)
             self.state[p] = restored
 
     def __repr__(self) -> str:
@@ -294,7 +298,7 @@ class SGD(Optimizer):
             first = False
             if momentum != 0.0 and buf is None:
                 if found_inf is None:
-                    buf = Tensor(dev.empty(p.numel()), p.shape)  # the kernel sets it to the gradient
+                    buf = Tensor(dev.empty(p.numel(), p._buf.dtype), p.shape)  # the kernel sets it to the gradient
                     first = True
                 else:  # this update may be skipped: the first that runs sets it to the gradient
                     buf = _gpu_state(dev, np.full(p.numel(), UNSET, np.uint32).view(np.float32), p.shape)

@@ -30,7 +30,7 @@ half = float16
 _BUF_DTYPE = {d: d.storage for d in dtypes.ALL}  # Tensor dtype -> Buffer dtype
 
 _NP_DTYPE = {float32: np.float32, float16: np.float16, int32: np.int32, int64: np.int32,
-             bool_: np.float32}  # as stored
+             bool_: np.float32, dtypes.float64: np.float64}  # as stored
 
 
 # Called as hook(leaves) after every backward has written the leaves' .grad (DistributedDataParallel
@@ -124,7 +124,13 @@ class Tensor:
         self._buf = buf
         self.shape = tuple(shape)
         # A float kernel's result keeps its input's storage: f16 Buffers are float16 tensors.
-        self.dtype = float16 if dtype is float32 and getattr(buf, "dtype", None) == "f16" else dtype
+        if dtype is float32:
+            stored = getattr(buf, "dtype", None)
+            if stored == "f16":
+                dtype = float16
+            elif stored == "f64":  # a float64 op's result (runtime/host.py)
+                dtype = dtypes.float64
+        self.dtype = dtype
         self.requires_grad = bool(requires_grad)
         self.grad: Tensor | None = None
         self._entry: Entry | None = None
@@ -196,7 +202,7 @@ class Tensor:
         return self._entry
 
     def numpy(self) -> np.ndarray:
-        """A host copy with this tensor's shape (float32, int32, int64 or bool)."""
+        """A host copy with this tensor's shape (float32, float16, float64, int32, int64 or bool)."""
         raise_if_overflowed(self._dev)  # an int64 result that passed 32 bits stops here, not wrapped
         stored = self._dev.read(self._buf).reshape(self.shape)
         if self.dtype is bool_:
@@ -246,7 +252,7 @@ class Tensor:
     def __repr__(self) -> str:
         body = np.array2string(self.numpy(), precision=4, separator=", ", prefix="tensor(")
         extra = ""
-        if self.dtype is not float32 and self.dtype is not int64 and self.dtype is not bool_:
+        if self.dtype is not dtypes.default_float() and self.dtype is not int64 and self.dtype is not bool_:
             extra += f", dtype={self.dtype}"  # torch shows only non-default dtypes
         if self.dtype is bool_ and self.numel() == 0:
             extra += f", dtype={self.dtype}"
@@ -328,7 +334,8 @@ class Tensor:
         elif isinstance(dtype_or_device, (dtypes.dtype, type, np.dtype)):
             dtype = dtype_or_device
         elif isinstance(dtype_or_device, str) and dtype_or_device.removeprefix("torch.") in (
-                "float32", "float", "int32", "int64", "long", "int", "bool", "float16", "half", "bfloat16"):
+                "float32", "float", "int32", "int64", "long", "int", "bool", "float16", "half", "bfloat16",
+                "float64", "double"):
             dtype = dtype_or_device
         elif dtype_or_device is not None:
             placement.check_device("to", dtype_or_device)
@@ -362,7 +369,7 @@ class Tensor:
             if self.numel() != 1:
                 raise RuntimeError(f"backward: grad can be implicitly created only for scalar outputs, "
                                    f"got shape {self.shape}")
-            seed = dev.upload(np.ones(1, _NP_DTYPE[self.dtype]))
+            seed = dev.upload(np.ones(1, _NP_DTYPE[self.dtype]), _BUF_DTYPE[self.dtype])
         else:
             gradient = _to_tensor(gradient, like=self)
             if gradient.shape != self.shape:
@@ -868,11 +875,13 @@ class Tensor:
         return self.fill_(0)
 
     def uniform_(self, a: float = 0.0, b: float = 1.0, generator=None):
-        values = _generator_rng(generator).uniform(a, b, self.shape).astype(np.float32)
+        values = _generator_rng(generator).uniform(a, b, self.shape)
+        values = values if self.dtype is dtypes.float64 else values.astype(np.float32)
         return _inplace(self, tensor(values, dtype=self.dtype), "uniform_")
 
     def normal_(self, mean: float = 0.0, std: float = 1.0, generator=None):
-        values = _generator_rng(generator).normal(mean, std, self.shape).astype(np.float32)
+        values = _generator_rng(generator).normal(mean, std, self.shape)
+        values = values if self.dtype is dtypes.float64 else values.astype(np.float32)
         return _inplace(self, tensor(values, dtype=self.dtype), "normal_")
 
     def random_(self, low: int = 0, high: int | None = None, generator=None):
@@ -1357,10 +1366,12 @@ class Tensor:
     def type(self, dtype=None, non_blocking: bool = False):
         """x.type() -> torch's type string ('torch.FloatTensor'); x.type(dtype) converts."""
         if dtype is None:
-            names = {float32: "Float", float16: "Half", int64: "Long", int32: "Int", bool_: "Bool"}
+            names = {float32: "Float", float16: "Half", int64: "Long", int32: "Int", bool_: "Bool",
+                     dtypes.float64: "Double"}
             return f"torch.{names[self.dtype]}Tensor"
         if isinstance(dtype, str) and dtype.endswith("Tensor"):
             names = {"torch.FloatTensor": float32, "torch.LongTensor": int64, "torch.IntTensor": int32,
+                     "torch.DoubleTensor": dtypes.float64, "torch.cuda.DoubleTensor": dtypes.float64,
                      "torch.BoolTensor": bool_, "torch.cuda.FloatTensor": float32, "torch.cuda.LongTensor": int64,
                      "torch.HalfTensor": float16, "torch.cuda.HalfTensor": float16}
             if dtype not in names:
@@ -1553,7 +1564,8 @@ class Tensor:
         """Fill with draws of an exponential distribution of rate lambd."""
         if not lambd > 0:
             raise ValueError(f"exponential_: lambd must be positive, got {lambd}")
-        values = _generator_rng(generator).exponential(1.0 / lambd, self.shape).astype(np.float32)
+        values = _generator_rng(generator).exponential(1.0 / lambd, self.shape)
+        values = values if self.dtype is dtypes.float64 else values.astype(np.float32)
         return _inplace(self, tensor(values, dtype=self.dtype), "exponential_")
 
     def apply_(self, callable):

@@ -46,8 +46,10 @@ def set_rng_state(new_state) -> None:
     _rng[0] = np.random.Generator(generator)
 
 
-def _infer_dtype(arr: np.ndarray) -> dtypes.dtype:
-    """torch's dtype for data: bool, int64 (int32 for int32/smaller numpy arrays), float32."""
+def _infer_dtype(arr: np.ndarray, data=None) -> dtypes.dtype:
+    """torch's dtype for data: bool, int64 (int32 for int32/smaller numpy arrays), float64
+    for float64 NumPy data, float16 for float16 data, and the default dtype (float32 unless
+    set_default_dtype said float64) for Python floats and float32 data."""
     if arr.dtype.kind == "b":
         return bool_
     if arr.dtype.kind in "iu":
@@ -55,7 +57,9 @@ def _infer_dtype(arr: np.ndarray) -> dtypes.dtype:
     if arr.dtype == np.float16:
         _check_half("tensor")
         return float16
-    return float32
+    if arr.dtype == np.float64 and isinstance(data, (np.ndarray, np.floating)):
+        return dtypes.float64
+    return float32 if arr.dtype == np.float32 and isinstance(data, (np.ndarray, np.floating)) else dtypes.default_float()
 
 
 def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
@@ -68,7 +72,7 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memor
     arr = np.asarray(data)
     if arr.dtype.kind not in "iubf":
         raise ValueError(f"tensor: cannot make a tensor from data of dtype {arr.dtype}")
-    dtype = _infer_dtype(arr) if dtype is None else _normalize_dtype(dtype)
+    dtype = _infer_dtype(arr, data) if dtype is None else _normalize_dtype(dtype)
     if _is_int(dtype):
         _check_int_range("tensor", arr)
     if dtype is bool_:
@@ -96,10 +100,13 @@ def full(shape, fill_value, dtype=None, requires_grad: bool = False, device=None
         fill_value = fill_value.item()
     if dtype is None:
         dtype = bool_ if isinstance(fill_value, (bool, np.bool_)) else \
-            int64 if isinstance(fill_value, (int, np.integer)) else float32
+            int64 if isinstance(fill_value, (int, np.integer)) else dtypes.default_float()
     dtype = _normalize_dtype(dtype, "full")
     dev = gpu()
-    if dtype.is_floating_point or dtype is bool_:
+    if dtype is dtypes.float64:
+        _check_fits("full", numel(shape), 8)
+        buf = dev.upload(np.full(numel(shape), float(fill_value)), "f64")
+    elif dtype.is_floating_point or dtype is bool_:
         value = float(bool(fill_value)) if dtype is bool_ else float(fill_value)
         buf = dev.unary("fill", dev.empty(numel(shape)), value)
         buf = dev.cast(buf, "f16") if dtype is float16 else buf  # rounded as torch: 70000 -> inf
@@ -168,7 +175,7 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad: bool
     _check_fits("arange", max(math.ceil(span), 0))
     values = np.arange(start, end, step)
     if dtype is None:
-        dtype = int64 if all(isinstance(v, (int, np.integer)) for v in (start, end, step)) else float32
+        dtype = int64 if all(isinstance(v, (int, np.integer)) for v in (start, end, step)) else dtypes.default_float()
     if _is_int(_normalize_dtype(dtype, "arange")):
         _check_int_range("arange", values)
     return tensor(values, dtype=dtype, requires_grad=requires_grad)
@@ -225,21 +232,23 @@ def _random_float(op: str, shape, dtype, requires_grad, draw) -> Tensor:
     if not dtype.is_floating_point:
         raise ValueError(f"{op}: dtype must be a float dtype, got {dtype}")
     _check_fits(op, numel(shape))
-    return tensor(draw(shape), dtype=dtype, requires_grad=requires_grad)
+    return tensor(draw(shape, dtype is dtypes.float64), dtype=dtype, requires_grad=requires_grad)
 
 
 @factory()
 def rand(*shape, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     placement.check_device("rand", device)
     rng = _generator_rng(generator)
-    return _random_float("rand", shape, dtype, requires_grad, lambda s: rng.random(s, dtype=np.float32))
+    return _random_float("rand", shape, dtype, requires_grad,
+                         lambda s, wide: rng.random(s, dtype=np.float64 if wide else np.float32))
 
 
 @factory()
 def randn(*shape, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     placement.check_device("randn", device)
     rng = _generator_rng(generator)
-    return _random_float("randn", shape, dtype, requires_grad, lambda s: rng.standard_normal(s, dtype=np.float32))
+    return _random_float("randn", shape, dtype, requires_grad,
+                         lambda s, wide: rng.standard_normal(s, dtype=np.float64 if wide else np.float32))
 
 
 @factory(size_keyword=False)

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import dtypes
 from ..autograd.rules import backward as rule
-from ..dtypes import float16, float32, int64, promote
+from ..dtypes import float16, float64, int64, promote
 from ..ops import gpu, intmath
 
 from .core import Tensor, _BUF_DTYPE, _check_half, _is_int, bool_
@@ -65,7 +65,8 @@ def _autocast_cast(t: Tensor, dtype) -> Tensor:
 
 def _to_tensor(value, like: Tensor | None = None) -> Tensor:
     """A Tensor for an operand: Python numbers become 0-d tensors of their own kind
-    (bool, int64 or float32), so integer arithmetic stays integer."""
+    (bool, int64 or the default float dtype), so integer arithmetic stays integer; a float
+    beside a float64 tensor (`like`) becomes float64, so it is not rounded to float32."""
     if isinstance(value, Tensor):
         return value
     if isinstance(value, (bool, np.bool_)):
@@ -74,14 +75,15 @@ def _to_tensor(value, like: Tensor | None = None) -> Tensor:
         _refuse_wide_int("an integer operand", value)
         return full((), int(value), dtype=int64)
     if isinstance(value, (float, np.floating)):
-        return full((), float(value))
+        wide = like is not None and like.dtype is float64
+        return full((), float(value), dtype=float64 if wide else None)
     return tensor(value)
 
 
 def _number_dtype(value) -> dtypes.dtype:
     if isinstance(value, (bool, np.bool_)):
         return bool_
-    return int64 if isinstance(value, (int, np.integer)) else float32
+    return int64 if isinstance(value, (int, np.integer)) else dtypes.default_float()
 
 
 def _result_dtype(a, b) -> dtypes.dtype:
@@ -102,20 +104,24 @@ def _result_dtype(a, b) -> dtypes.dtype:
         return strong_dt
     if isinstance(weak, Tensor):
         return weak_dt
-    return float32 if rank(weak_dt) == 2 else int64
+    return dtypes.default_float() if rank(weak_dt) == 2 else int64
 
 
 def _float_operand(t: Tensor):
+    """t's elements as float Buffer: f32 (float64 tensors keep their f64 host Buffer)."""
     buf = t._buf  # (once: a strided view gathers on each read)
-    return buf if buf.dtype == "f32" else gpu().cast(buf, "f32")
+    return buf if buf.dtype == "f32" or buf.dtype == "f64" else gpu().cast(buf, "f32")
 
 
-def _float_operands(*tensors: Tensor) -> tuple:
+def _float_operands(*tensors: Tensor, wide: bool = False) -> tuple:
     """The Buffers an elementwise float kernel reads: the f16 Buffers themselves when every
     operand is float16 (f16 storage, f32 math, the result rounded to f16 once: torch's half
     kernels, without converted copies), else each operand as f32 (mixed float16/float32
-    computes in float32, as torch promotes)."""
+    computes in float32, as torch promotes). wide: the result is float64, so every operand
+    becomes an f64 host Buffer (computed in numpy)."""
     bufs = tuple(t._buf for t in tensors)
+    if wide or all(buf.dtype == "f64" for buf in bufs):
+        return tuple(buf if buf.dtype == "f64" else gpu().cast(buf, "f64") for buf in bufs)
     if all(buf.dtype == "f16" for buf in bufs):
         return bufs
     return tuple(buf if buf.dtype == "f32" else gpu().cast(buf, "f32") for buf in bufs)
@@ -204,22 +210,23 @@ def _binary(name: str, a, b) -> Tensor:
     if name == "pow":
         a, b = _autocast(name, a, b)
     out_dtype = _result_dtype(a, b)
-    if name == "div" or (name == "pow" and isinstance(b, float)):
-        out_dtype = float32
+    if (name == "div" or (name == "pow" and isinstance(b, float))) and not out_dtype.is_floating_point:
+        out_dtype = dtypes.default_float()
     if not out_dtype.is_floating_point:
         return _int_binary(name, a, b, out_dtype)
     if name in ("floordiv", "remainder"):  # floats: floor(a / b) and a - b * floor(a / b), as torch
         quotient = _unary("floor", _binary("div", a, b))
         return quotient if name == "floordiv" else _binary("sub", a, _binary("mul", b, quotient))
     if name in _SCALAR_OPS and isinstance(a, Tensor) and _is_scalar(b):
-        return _scalar_binary(name, a, float(b), reverse=False)
+        return _scalar_binary(name, a, float(b), reverse=False, wide=out_dtype is float64)
     if name in _SCALAR_OPS and isinstance(b, Tensor) and _is_scalar(a):
-        return _scalar_binary(name, b, float(a), reverse=True)
+        return _scalar_binary(name, b, float(a), reverse=True, wide=out_dtype is float64)
+    wide = out_dtype is float64
     a, b = (float(v) if _beyond_int32(v) else v for v in (a, b))  # a float op: no int64 operand
-    a = _to_tensor(a)
-    b = _to_tensor(b)
+    a = _to_tensor(a, b if wide else None)
+    b = _to_tensor(b, a if wide else None)
     dev = gpu()
-    a_buf, b_buf = _float_operands(a, b)  # the backward reads these, never int bits
+    a_buf, b_buf = _float_operands(a, b, wide=wide)  # the backward reads these, never int bits
     buf, shape = dev.broadcast_binary(name, a_buf, a.shape, b_buf, b.shape)
     out = Tensor(buf, shape)
 
@@ -233,13 +240,13 @@ _SCALAR_OPS = {"add": ("add_scalar", "add_scalar"), "sub": ("add_scalar", "rsub_
                "mul": ("scale", "scale"), "div": ("div_scalar", "rdiv_scalar"), "pow": ("pow_scalar", None)}
 
 
-def _scalar_binary(name: str, x: Tensor, s: float, reverse: bool) -> Tensor:
+def _scalar_binary(name: str, x: Tensor, s: float, reverse: bool, wide: bool = False) -> Tensor:
     """x op s (or s op x when reverse) for a Python number s, with its backward."""
     op = _SCALAR_OPS[name][1 if reverse else 0]
     if op is None:  # s ** x: through the broadcasting kernel
-        return _binary(name, full((), s), x)
+        return _binary(name, full((), s, dtype=float64 if wide else None), x)
     dev = gpu()
-    xb, = _float_operands(x)
+    xb, = _float_operands(x, wide=wide)
     alpha = -s if (name, reverse) == ("sub", False) else s
     out = Tensor(dev.unary(op, xb, alpha), x.shape)
 
@@ -250,17 +257,19 @@ def _scalar_binary(name: str, x: Tensor, s: float, reverse: bool) -> Tensor:
 def _compare(name: str, a, b) -> Tensor:
     """An elementwise comparison: a bool tensor (never differentiable). Integers compare
     exactly on the i32 kernel, anything with a float on the float kernel."""
-    exact_int = not _result_dtype(a, b).is_floating_point
+    result = _result_dtype(a, b)
+    exact_int = not result.is_floating_point
+    wide = result is float64
     if _beyond_int32(a) or _beyond_int32(b):
         if exact_int:  # every int64 value we hold is on one side of it: all True or all False
             return _compare_wide_int(name, a, b)
         a, b = (float(v) if _beyond_int32(v) else v for v in (a, b))
-    a = _to_tensor(a)
-    b = _to_tensor(b)
+    a = _to_tensor(a, b if wide else None)
+    b = _to_tensor(b, a if wide else None)
     if exact_int:
         buf, shape = gpu().broadcast_binary_int(name, _int_operand(a), a.shape, _int_operand(b), b.shape)
     else:
-        a_buf, b_buf = _float_operands(a, b)  # float16 with float16: compared as stored
+        a_buf, b_buf = _float_operands(a, b, wide=wide)  # float16 with float16: compared as stored
         buf, shape = gpu().broadcast_binary(name, a_buf, a.shape, b_buf, b.shape)
     return Tensor(buf, shape, bool_)
 

@@ -163,7 +163,7 @@ def _node_backward(cls, ctx, args, parents, outputs, slots, reached: set):
                 if g.numel() == a.numel():
                     pass  # same elements in another shape: torch reshapes such a gradient too
                 elif _broadcasts_to(a.shape, g.shape):
-                    buf = sum_to_shape(buf if buf.dtype == "f32" else dev.cast(buf, "f32"), g.shape, a.shape)
+                    buf = sum_to_shape(buf if buf.dtype in ("f32", "f64") else dev.cast(buf, "f32"), g.shape, a.shape)
                 else:
                     raise RuntimeError(f"function {name}Backward returned an invalid gradient at index {i} - got "
                                        f"{list(g.shape)} but expected shape compatible with {list(a.shape)}")

@@ -64,7 +64,7 @@ class detect_anomaly(contextlib.ContextDecorator):
 def _nan_check(dev):
     def check(entry: Entry, grads) -> None:
         for i, grad in enumerate(grads):
-            if grad is not None and grad.dtype in ("f32", "f16") and np.isnan(dev.read(grad)).any():
+            if grad is not None and grad.dtype in ("f32", "f16", "f64") and np.isnan(dev.read(grad)).any():
                 raise RuntimeError(f"Function '{entry.name}Backward' returned nan values in its {i}th output.")
     return check
 

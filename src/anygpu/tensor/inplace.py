@@ -137,7 +137,7 @@ def write_host(t: Tensor, values: np.ndarray) -> None:
     else:
         base = t._base
         strides, offset = t._view
-        source = dev.upload(np.ascontiguousarray(values, dtype=_NP_DTYPE[t.dtype]).reshape(-1))
+        source = dev.upload(np.ascontiguousarray(values, dtype=_NP_DTYPE[t.dtype]).reshape(-1), base._buf.dtype)
         dev.strided_scatter(source, base._buf, t.shape, strides, offset)
         base._version += 1
         base._host = None

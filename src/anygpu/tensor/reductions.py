@@ -158,7 +158,7 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
     cols = x.shape[-1]
     rows = x.numel() // cols
     xb = x._buf  # (read once: a strided view gathers on each read)
-    xb = xb if xb.dtype in ("f16", "f32") else dev.cast(xb, "f32")  # f16 rows: the f16 row kernels
+    xb = xb if xb.dtype in ("f16", "f32", "f64") else dev.cast(xb, "f32")  # f16 rows: the f16 row kernels
     out = Tensor(dev.softmax(xb, rows, cols), x.shape)
     return _record("softmax", out, (x,), rule("softmax", dev, out._buf, rows, cols))
 

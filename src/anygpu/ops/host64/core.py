@@ -66,12 +66,11 @@ def strided_scatter(dev, src, dst, shape, strides, offset: int = 0):
 
 @host_op("where")
 def where(dev, cond, a, b):
-    if a.dtype != b.dtype:
-        raise ValueError(f"where: a and b must have one dtype, got {a.dtype} and {b.dtype}")
     c = values(dev, cond)
     if c.size != a.len or c.size != b.len:
         raise ValueError(f"where: a and b must have len(cond) = {c.size} elements, got {a.len} and {b.len}")
-    return f64(dev, np.where(c != 0, a.arr, b.arr))
+    # (a float32 operand beside a float64 one is widened, as torch promotes)
+    return f64(dev, np.where(c != 0, values(dev, a).astype(np.float64), values(dev, b).astype(np.float64)))
 
 
 @host_op("concat")

@@ -175,10 +175,12 @@ assert set(_COMPARE) == set(COMPARISONS)
 
 
 def _host(op: str, name: str, buf, expected: int | None = None, formula: str = "") -> np.ndarray:
-    """buf's float64 elements, or ValueError naming the op when it is not a float64 Buffer."""
+    """buf's float64 elements: a HostBuffer's own, or a GPU Buffer's values read and widened
+    (backward rules mix Buffers they allocate, f32 by default, with float64 gradients: torch
+    would promote such a pair to float64 too)."""
     check_buffer(op, name, buf, expected, formula)
     if buf.__class__ is not HostBuffer:
-        raise ValueError(f"{op}: {name} is {buf.dtype} but the other operands are f64; cast it first (dev.cast)")
+        return buf._dev.read(buf).astype(np.float64)
     return buf.arr
 
 
@@ -398,7 +400,12 @@ def matmul_strided(dev, a, b, batch: int, m: int, n: int, k: int,
         raise ValueError(f"{op}: out_dtype must be the operands' dtype (f64), got {out_dtype}")
     x = x.reshape(a_count, a_rows, a_cols)
     y = y.reshape(b_count, b_rows, b_cols)
-    product = np.matmul(x.transpose(0, 2, 1) if trans_a else x, y.transpose(0, 2, 1) if trans_b else y)
+    x = x.transpose(0, 2, 1) if trans_a else x
+    y = y.transpose(0, 2, 1) if trans_b else y
+    if a_count == 1 and b_count == 1:  # np.dot hands a transposed 2-D view to BLAS as it is
+        product = np.dot(x[0], y[0])[None]
+    else:  # (np.matmul falls back to a slow loop for non-contiguous stacks)
+        product = np.matmul(np.ascontiguousarray(x), np.ascontiguousarray(y))
     if alpha != 1.0:
         product *= float(alpha)
     if bias is not None:
