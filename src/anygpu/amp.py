@@ -151,9 +151,9 @@ class GradScaler:
     tensor, `_scale`), the growth tracker (0-d int32, `_growth_tracker`) and one found_inf
     flag per optimizer and step. `unscale_` divides the gradients by the scale and sets the
     flag where one is inf/NaN (ops/scaler.py); `step` hands the flag to an optimizer whose
-    kernels skip the update where it is set (SGD: `Optimizer._takes_found_inf`), else reads
-    it back to decide (the others: such a step runs eagerly); `update` computes the next scale
-    on the GPU. So a step with SGD reads nothing back and `anygpu.compile` replays it; only
+    kernels skip the update where it is set (SGD, Adam, AdamW: `Optimizer._takes_found_inf`),
+    else reads it back to decide (the others: such a step runs eagerly); `update` computes the
+    next scale on the GPU. So such a step reads nothing back and `anygpu.compile` replays it; only
     get_scale() and state_dict() read the scale."""
 
     def __init__(self, device: str = "cuda", init_scale: float = 2.0**16, growth_factor: float = 2.0,

@@ -2,13 +2,17 @@
 // each tensor with its own bindings, everything in place, with exactly the rule of
 // optim_adam.wgsl (lib/adam_rule.wgsl's functions, so both give the same bits). Tensor k has
 // P.tensors[k] = (n, first workgroup, bits of sqrt(1 - beta2^t), bits of -lr / (1 - beta1^t)):
-// its own step count t. Its workgroups follow those of tensor k - 1, one element per thread.
+// its own step count t; with the step counts on the GPU (ops/optim.py adam_multi_step_counted)
+// the third word is the tensor's slot of `steps` instead, which optim_adam_steps.wgsl filled
+// (the STEPS placeholder defines skipped(t) and scalars(t) either way). Its workgroups follow
+// those of tensor k - 1, one element per thread.
 // The ARRAYS placeholder declares grad0.. (read), param0.., exp_avg0.., exp_avg_sq0.. and, with AMSGRAD,
 // max_exp_avg_sq0.. (read_write) with <name>_load(k, i) / <name>_store(k, i, value).
 {{PARAMS}}
 @group(0) @binding(0) var<uniform> P: Params;
 {{ARRAYS}}
 const AMSGRAD: bool = {{AMSGRAD}};
+{{STEPS}}
 //! include lib/adam_rule.wgsl
 
 @compute @workgroup_size(256)
@@ -23,7 +27,7 @@ fn main(@builtin(local_invocation_index) tid: u32,
     }
     let t = P.tensors[k];
     let i = (w - t.y) * 256u + tid;
-    if (i >= t.x) { return; }
+    if (i >= t.x || skipped(t)) { return; }
     let s = adam_moments(param_load(k, i), grad_load(k, i), exp_avg_load(k, i), exp_avg_sq_load(k, i));
     exp_avg_store(k, i, s.m);
     exp_avg_sq_store(k, i, s.v);
@@ -32,5 +36,6 @@ fn main(@builtin(local_invocation_index) tid: u32,
         v = max(max_exp_avg_sq_load(k, i), s.v);
         max_exp_avg_sq_store(k, i, v);
     }
-    param_store(k, i, adam_param(s.p, s.m, v, bitcast<f32>(t.z), bitcast<f32>(t.w)));
+    let c = scalars(t);
+    param_store(k, i, adam_param(s.p, s.m, v, c.x, c.y));
 }

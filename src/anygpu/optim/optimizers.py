@@ -4,7 +4,9 @@ Parameters and optimizer state stay on the GPU. A step launches one fused kernel
 per parameter (ops/optim.py) that reads the gradient and updates the parameter and
 its state buffers in place, so the Module holding the parameter sees the new values
 and nothing is read back. Scalars that depend on the step (learning rate, bias
-corrections) are computed on the host in double precision, as torch does.
+corrections) are computed on the host in double precision, as torch does -- except under a
+GradScaler, where Adam/AdamW keep their step counts on the GPU (torch's capturable Adam) and a
+kernel computes the same values from them, so a skipped step is decided on the GPU.
 
 `state_dict()` has torch's layout: {"state": {index: {name: value}}, "param_groups":
 [{..., "params": [index, ...]}]}, its values numpy-convertible (Tensors have
@@ -20,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ..ops import optim as _optim_ops
 from ..ops.optim import UNSET
 from ..dtypes import float64
 from ..tensor import Tensor, enable_grad, float32
@@ -183,8 +186,8 @@ class Optimizer:
                 for name, value in self.state[p].items():
                     if isinstance(value, Tensor):
                         entry[name] = Tensor(value._buf, value.shape)
-                    elif name == "step":
-                        entry[name] = np.array(value, dtype=np.float32)  # torch keeps a float32 tensor
+                    elif name == "step":   # torch keeps a float32 tensor (read from the GPU if kept there)
+                        entry[name] = np.array(int(value), dtype=np.float32)
                     elif value is not None:
                         entry[name] = value
                 state[index[id(p)]] = entry
@@ -317,11 +320,42 @@ class SGD(Optimizer):
                 state["momentum_buffer"] = buf
 
 
+class _DeviceStep:
+    """A parameter's Adam step count kept on the GPU: word STEP_WORDS*slot of its group's steps
+    Buffer (ops/optim.py adam_count_steps). Read back only when asked (int(), ==, state_dict)."""
+
+    __slots__ = ("dev", "steps", "slot")
+
+    def __init__(self, dev, steps, slot: int):
+        self.dev, self.steps, self.slot = dev, steps, slot
+
+    def __int__(self) -> int:
+        return int(self.dev.read(self.steps)[_optim_ops.STEP_WORDS * self.slot])
+
+    __index__ = __int__
+
+    def __float__(self) -> float:
+        return float(int(self))
+
+    def __eq__(self, other) -> bool:
+        return int(self) == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"{int(self)} (on the GPU)"
+
+
 class Adam(Optimizer):
     """Adam, torch.optim.Adam's rule (bias corrections as torch computes them):
     g = grad + weight_decay*p (L2; AdamW decays p instead); m = lerp(m, g, 1-beta1);
     v = beta2*v + (1-beta2)*g^2; p -= lr/(1-beta1^t) * m / (sqrt(v)/sqrt(1-beta2^t) + eps).
-    amsgrad keeps max(v) over steps and uses it for v."""
+    amsgrad keeps max(v) over steps and uses it for v.
+
+    Given GradScaler's found_inf flag (`_step_unless_found_inf`), the group's step counts move
+    to the GPU for good (`_DeviceStep`; ops/optim.py adam_count_steps): the kernels skip where
+    the flag is set, leaving parameters, moments and counts as they were, so the step reads
+    nothing back and `anygpu.compile` replays it; the bias corrections are the host's bits."""
 
     _state_tensors = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
 
@@ -345,17 +379,28 @@ class Adam(Optimizer):
                                       decoupled_weight_decay=decoupled_weight_decay))
         self._foreach = foreach
 
+    @_skips_on_found_inf
     def _step_group(self, group: dict[str, Any]) -> None:
         amsgrad = bool(group["amsgrad"])
-        many: dict[Any, list] = {}   # device -> (parameter, gradient, state) for the multi-tensor path
+        entries = []
         for p, grad, state in self._with_grads(group):
             dev = p._dev
             if "step" not in state:
                 state["step"] = 0
-                state["exp_avg"] = Tensor(dev.alloc(p.numel()), p.shape)
-                state["exp_avg_sq"] = Tensor(dev.alloc(p.numel()), p.shape)
+                state["exp_avg"] = Tensor(dev.alloc(p.numel(), p._buf.dtype), p.shape)
+                state["exp_avg_sq"] = Tensor(dev.alloc(p.numel(), p._buf.dtype), p.shape)
             if amsgrad and "max_exp_avg_sq" not in state:
-                state["max_exp_avg_sq"] = Tensor(dev.alloc(p.numel()), p.shape)
+                state["max_exp_avg_sq"] = Tensor(dev.alloc(p.numel(), p._buf.dtype), p.shape)
+            entries.append((p, grad, state))
+        # Under a GradScaler (found_inf) the step counts live on the GPU from then on (torch's
+        # capturable Adam): the kernels skip where the flag is set and the counts stay right,
+        # so nothing is read back. Otherwise the host counts (the bits of all earlier releases).
+        if self._found_inf is not None or any(isinstance(s["step"], _DeviceStep) for _, _, s in entries):
+            self._step_group_counted(group, entries)
+            return
+        many: dict[Any, list] = {}   # device -> (parameter, gradient, state) for the multi-tensor path
+        for p, grad, state in entries:
+            dev = p._dev
             if getattr(self, "_foreach", None) is not False and _whole(p) and _whole(grad):
                 many.setdefault(dev, []).append((p, grad, state))
                 continue
@@ -364,6 +409,72 @@ class Adam(Optimizer):
             dev.dynamic(functools.partial(self._update, group, p, grad, state, dev))
         for dev, entries in many.items():
             dev.dynamic(functools.partial(self._update_many, group, entries, dev))
+
+    def _steps_buffer(self, group: dict[str, Any], dev):
+        """The group's steps Buffer on dev (ops/optim.py STEP_WORDS u32 per parameter of the
+        group, slot = its index there), made once with the host counts the group has then."""
+        known = self.__dict__.setdefault("_device_steps", {})
+        key = (id(group), id(dev))
+        held = known.get(key)
+        if held is not None and held[0] is group and held[1] is dev:
+            return held[2]
+        words = np.zeros((len(group["params"]), _optim_ops.STEP_WORDS), np.uint32)
+        for slot, p in enumerate(group["params"]):
+            step = self.state.get(p, {}).get("step")
+            if step is not None and not isinstance(step, _DeviceStep):
+                words[slot, 0] = int(step)
+        steps = dev.upload(words.reshape(-1), "u32")
+        known[key] = (group, dev, steps)
+        return steps
+
+    def _step_group_counted(self, group: dict[str, Any], entries: list) -> None:
+        """_step_group with the step counts on the GPU: per device one adam_count_steps, then
+        the updates reading their slot (skipped there where found_inf is set)."""
+        found_inf = self._found_inf
+        slot_of = {id(p): slot for slot, p in enumerate(group["params"])}
+        by_dev: dict[Any, list] = {}
+        for p, grad, state in entries:
+            dev = p._dev
+            steps = self._steps_buffer(group, dev)
+            slot = slot_of[id(p)]
+            step = state["step"]
+            if not (isinstance(step, _DeviceStep) and step.steps is steps and step.slot == slot):
+                # A count kept on the host until now (or loaded by load_state_dict): into its slot.
+                words = np.zeros(_optim_ops.STEP_WORDS, np.uint32)
+                words[0] = int(step)
+                dev.copy(dev.upload(words, "u32"), steps, dst_offset=_optim_ops.STEP_WORDS * slot)
+                state["step"] = _DeviceStep(dev, steps, slot)
+            by_dev.setdefault(dev, []).append((p, grad, state, slot))
+        for dev, items in by_dev.items():
+            # Replayed by a captured step (anygpu.compile) with the group's current hyperparameters.
+            dev.dynamic(functools.partial(self._update_counted, group, items, dev, self._steps_buffer(group, dev),
+                                          found_inf, getattr(self, "_foreach", None) is not False))
+
+    @staticmethod
+    def _update_counted(group: dict[str, Any], items: list, dev, steps, found_inf, foreach: bool) -> None:
+        lr = float(group["lr"])
+        beta1, beta2 = (float(b) for b in group["betas"])
+        weight_decay = float(group["weight_decay"])
+        decoupled = bool(group["decoupled_weight_decay"])
+        amsgrad = bool(group["amsgrad"])
+        _optim_ops.adam_count_steps(dev, steps, [slot for _, _, _, slot in items], lr=lr, beta1=beta1, beta2=beta2,
+                                    found_inf=found_inf)
+        rule = dict(beta1=beta1, beta2=beta2, eps=float(group["eps"]), weight_decay=0.0 if decoupled else weight_decay,
+                    decay=1.0 - lr * weight_decay if decoupled else 1.0, maximize=bool(group["maximize"]))
+        many = [item for item in items if foreach and _whole(item[0]) and _whole(item[1])]
+        for p, grad, state, slot in items:
+            if not (foreach and _whole(p) and _whole(grad)):
+                _optim_ops.adam_step_counted(dev, p._buf, grad._buf, state["exp_avg"]._buf, state["exp_avg_sq"]._buf,
+                                             state["max_exp_avg_sq"]._buf if amsgrad else None, steps=steps,
+                                             slot=slot, **rule)
+        if many:
+            _optim_ops.adam_multi_step_counted(
+                dev, [p._buf for p, _, _, _ in many], [g._buf for _, g, _, _ in many],
+                [s["exp_avg"]._buf for _, _, s, _ in many], [s["exp_avg_sq"]._buf for _, _, s, _ in many],
+                [s["max_exp_avg_sq"]._buf for _, _, s, _ in many] if amsgrad else None,
+                steps=steps, slots=[slot for _, _, _, slot in many], **rule)
+        for p, _, _, _ in items:
+            p._host = None  # the buffer changed under any cached host copy
 
     @staticmethod
     def _update_many(group: dict[str, Any], entries: list, dev) -> None:
