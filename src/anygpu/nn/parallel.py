@@ -272,7 +272,9 @@ class DistributedDataParallel(Module):
         self._uploads: list = [None] * len(self._buckets)  # per bucket: GPU Buffer the result lands in
         self._exchanges: list = [None] * len(self._buckets)  # per bucket: its _Exchange
         self._round: _Round | None = None
-        self._synced: list | None = None  # the .grad Tensors the last sync produced
+        # the .grad Tensors the last sync produced, with their versions (backward accumulates
+        # into an existing .grad in place, as torch: the same Tensor, a newer version)
+        self._synced: list | None = None
         self._defer = True  # False: wait for the sums at the end of backward (benchmarks/distributed.py --no-defer)
         # register_comm_hook: (hook, state), and whether the hook is run (False for allreduce_hook,
         # which is what the buckets do anyway: the overlapped path stays).
@@ -516,6 +518,9 @@ class DistributedDataParallel(Module):
         self.stats["rounds"] += 1
         self._round = None
 
+    def _grads_now(self) -> list:
+        return [(p.grad, None if p.grad is None else p.grad._version) for p in self._params]
+
     def sync_gradients(self, samples: int | None = None) -> None:
         """Average the parameters' gradients across ranks now. A backward after a forward
         through the wrapper (or after `arm`) does it by itself, reducing buckets while it
@@ -531,7 +536,8 @@ class DistributedDataParallel(Module):
                              f"already started reducing with {self._round.weight:g} samples")
         self._armed = False
         if self._round is None and self._synced is not None and all(
-                p.grad is grad for p, grad in zip(self._params, self._synced)):
+                p.grad is grad and (grad is None or grad._version == version)
+                for p, (grad, version) in zip(self._params, self._synced)):
             return  # no backward since the last sync: already averaged
         self._samples = 0
         started = self._step_started if self._step_started is not None else self._last_sync_end
@@ -542,7 +548,7 @@ class DistributedDataParallel(Module):
         if self._runs_hook:  # the registered hook reduces each bucket (on one rank too, as torch)
             self.last_compute_seconds = time.perf_counter() - started
             self._hook_round()
-            self._synced = [p.grad for p in self._params]
+            self._synced = self._grads_now()
             self._last_sync_end = time.perf_counter()
             return
         if self.world_size == 1:  # one replica: its gradients are already the average
@@ -559,7 +565,7 @@ class DistributedDataParallel(Module):
         else:
             self.last_compute_seconds = time.perf_counter() - started
         self._finish(state, defer=self._defer and self._overlaps())
-        self._synced = [p.grad for p in self._params]
+        self._synced = self._grads_now()
         self._measure(count)
         self._last_sync_end = time.perf_counter()
 
