@@ -20,7 +20,7 @@ import numpy as np
 from .. import amp
 from .. import dtypes as _dtypes
 from ..autograd.rules import backward as rule
-from ..ops import flash_attention, flash_sgmat, gpu, sgmat
+from ..ops import conv_sgmat, flash_attention, flash_sgmat, gpu, sgmat
 from ..ops._common import check_pair
 from ..ops.conv import conv_output_size, conv_transpose_output_size
 from ..ops.lossfn import MEAN_ROWS
@@ -1905,13 +1905,19 @@ def _rounded_half(out):
 _HALF_NATIVE = {"relu", "silu", "gelu", "sigmoid", "tanh", "leaky_relu", "elu", "softplus"}
 
 
+# Convolutions that run on float16 operands as they are where the device has matrix units
+# (ops/conv_sgmat.py; conv1d and conv_transpose1d are their 2-D forms).
+_HALF_CONV = {"conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d"}
+
+
 def _half_or_autocast(fn):
     """float16 inputs and autocast for a functional op. Under autocast the op's policy
     (amp.LOWER: float16, amp.FLOAT32: float32) converts its float tensor arguments. A
     float16 call runs the float32 kernels on converted arguments (recorded conversions, so
     gradients come back in each argument's dtype) and rounds the result to float16 once;
     linear runs as an f16 matmul (f16 stored, summed in f32), the _HALF_NATIVE activations
-    as their f16 elementwise kernels."""
+    as their f16 elementwise kernels, the _HALF_CONV convolutions on matrix units where the
+    device has them."""
     name = fn.__name__
 
     @functools.wraps(fn)
@@ -1929,6 +1935,8 @@ def _half_or_autocast(fn):
             return _linear_half(*args, **kwargs)
         if half and name in _HALF_NATIVE:
             return fn(*args, **kwargs)
+        if half and name in _HALF_CONV and all(t.dtype is float16 for t in floats) and conv_sgmat.available(gpu()):
+            return fn(*args, **kwargs)   # f16 implicit GEMMs on matrix units (ops/conv_sgmat.py)
         if half and name == "scaled_dot_product_attention" and all(t.dtype is float16 for t in floats[:3]) and (
                 sgmat.choose(gpu()) is not None or flash_attention.variant(
                     gpu(), "f16", floats[0].shape[-1], floats[2].shape[-1]) is not None):

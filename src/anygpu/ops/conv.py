@@ -11,6 +11,10 @@ products (ops/fusion.py `defer_product`): the elementwise ops that read the resu
 other work comes (a ReLU; the ReLU's backward applied to an input gradient) are folded into
 the kernel's store as an epilogue (matmul_gen.Epilogue, the products' own), after the bias,
 in every kernel form (the implicit GEMM and the direct conv2d). f32 only, as the kernels are.
+
+f16 operands (all of them f16; the result and gradients f16) run on the matrix units where
+the device has them (ops/conv_sgmat.py: f16 products summed in f32, not deferred), else
+through the f32 kernels on converted operands.
 """
 
 from __future__ import annotations
@@ -18,10 +22,12 @@ from __future__ import annotations
 import functools
 import math
 
-from . import fusion
+from ..runtime import GpuError, LimitError
+from . import conv_sgmat, fusion
 from ._common import check_buffer, check_pair, check_positive
 from .conv_gen import PARAMS, DirectTiles, direct_applies, epilogue_room, generate, generate_direct, params
 from .matmul_gen import Epilogue
+from .nd import sum_dims
 from .reduce import sum_inner, sum_rows
 
 __all__ = ["conv2d", "conv_transpose2d", "conv2d_grad_input", "conv2d_grad_weight", "conv2d_grad_bias"]
@@ -67,6 +73,35 @@ def _check_window(op: str, in_h, in_w, kh, kw, stride, padding, dilation) -> tup
     return out_h, out_w
 
 
+def _is_half(op: str, **buffers) -> bool:
+    """Whether a convolution's operands are f16 (then all are); ValueError on a mix or a
+    dtype the kernels do not read."""
+    found = {name: b.dtype for name, b in buffers.items() if b is not None}
+    kinds = set(found.values())
+    if kinds in ({"f32"}, {"f16"}):
+        return kinds == {"f16"}
+    raise ValueError(f"{op}: operands must be all f32 or all f16, got "
+                     + ", ".join(f"{name} {dtype}" for name, dtype in found.items()))
+
+
+def _half(dev, on_matrix_units, widened):
+    """An f16 convolution: on_matrix_units() where the device has them (ops/conv_sgmat.py),
+    else -- or where that kernel cannot run here -- widened(), the f32 kernels' result on
+    converted operands, narrowed to f16."""
+    if conv_sgmat.available(dev):
+        try:
+            return on_matrix_units()
+        except LimitError:   # a grid too large for this tile: the f32 kernels' may fit
+            pass
+        except GpuError as exc:
+            conv_sgmat.forget(dev, str(exc))
+    return dev.cast(widened(), "f16")
+
+
+def _f32(dev, buffer):
+    return None if buffer is None else dev.cast(buffer, "f32")
+
+
 def _pick_tiles(dev, kind: str, problem: tuple, rows: int, cols: int, tiles):
     """`tiles` when given (the tuner trying a candidate), else the tuned choice
     (ops/conv_tune.py; the size heuristic choose_tiles when not tuned)."""
@@ -96,6 +131,17 @@ def conv2d(dev, input, weight, bias, batch: int, in_c: int, in_h: int, in_w: int
     check_buffer(op, "weight", weight, out_c * (in_c // groups) * kh * kw, "out_c*(in_c/groups)*kh*kw")
     if bias is not None:
         check_buffer(op, "bias", bias, out_c, "out_c")
+
+    if _is_half(op, input=input, weight=weight, bias=bias):
+        shape = (batch, in_c, in_h, in_w, out_c, out_h, out_w, kh, kw, groups)
+
+        def on_matrix_units():
+            out = dev.empty(batch * out_c * out_h * out_w, "f16")
+            conv_sgmat.conv2d(dev, input, weight, bias, shape, stride, padding, dilation, out)
+            return out
+        return _half(dev, on_matrix_units, lambda: conv2d(
+            dev, _f32(dev, input), _f32(dev, weight), _f32(dev, bias), batch, in_c, in_h, in_w, out_c, kh, kw,
+            stride, padding, dilation, groups, tiles))
 
     rows, cols = out_c // groups, batch * out_h * out_w
     tiles = _pick_tiles(dev, "conv2d", (input.dtype, batch, in_c, in_h, in_w, out_c, kh, kw, stride, padding,
@@ -178,6 +224,16 @@ def _launch_conv_transpose(dev, input, weight, bias, batch, in_c, in_h, in_w, ou
     """conv_transpose2d (arguments already checked): one launch per output phase
     (oh mod stride_h, ow mod stride_w), so strided layers multiply no inserted zeros;
     deferred as conv2d is (an epilogue goes into every phase's store)."""
+    if _is_half("conv_transpose2d", input=input, weight=weight, bias=bias):
+        shape = (batch, in_c, in_h, in_w, out_c, out_h, out_w, kh, kw, groups)
+
+        def on_matrix_units():
+            out = dev.empty(batch * out_c * out_h * out_w, "f16")
+            conv_sgmat.conv_transpose2d(dev, input, weight, bias, shape, stride, padding, dilation, out)
+            return out
+        return _half(dev, on_matrix_units, lambda: _launch_conv_transpose(
+            dev, _f32(dev, input), _f32(dev, weight), _f32(dev, bias), batch, in_c, in_h, in_w, out_c, out_h,
+            out_w, kh, kw, stride, padding, dilation, groups, tiles))
     rows = out_c // groups
     # One pipeline for every phase, blocked for the largest (phase 0).
     first_phase_cols = batch * -(-out_h // stride[0]) * -(-out_w // stride[1])
@@ -304,6 +360,12 @@ def conv2d_grad_weight(dev, input, grad_out, batch: int, in_c: int, in_h: int, i
                                                      stride, padding, dilation, groups)
     check_buffer(op, "input", input, batch * in_c * in_h * in_w, "batch*in_c*in_h*in_w")
     check_buffer(op, "grad_out", grad_out, batch * out_c * out_h * out_w, "batch*out_c*out_h*out_w")
+    if _is_half(op, input=input, grad_out=grad_out):
+        shape = (batch, in_c, in_h, in_w, out_c, out_h, out_w, kh, kw, groups)
+        return _half(dev, lambda: conv_sgmat.conv2d_grad_weight(dev, input, grad_out, shape, stride, padding,
+                                                                 dilation),
+                     lambda: conv2d_grad_weight(dev, _f32(dev, input), _f32(dev, grad_out), batch, in_c, in_h, in_w,
+                                                out_c, out_h, out_w, kh, kw, stride, padding, dilation, groups, tiles))
 
     rows, cols, depth = out_c // groups, (in_c // groups) * kh * kw, batch * out_h * out_w
     tiles = _pick_tiles(dev, "conv2d_grad_weight", (input.dtype, batch, in_c, in_h, in_w, out_c, kh, kw, stride,
@@ -333,5 +395,7 @@ def conv2d_grad_bias(dev, grad_out, batch: int, out_c: int, out_h: int, out_w: i
     op = "conv2d_grad_bias"
     check_positive(op, batch=batch, out_c=out_c, out_h=out_h, out_w=out_w)
     check_buffer(op, "grad_out", grad_out, batch * out_c * out_h * out_w, "batch*out_c*out_h*out_w")
+    if grad_out.dtype == "f16":   # summed in f32 per (sample, channel), then over the batch
+        return sum_dims(dev, grad_out, (batch, out_c, out_h * out_w), (0, 2))
     per_sample = sum_inner(dev, grad_out, batch * out_c, out_h * out_w)
     return sum_rows(dev, per_sample, batch, out_c)

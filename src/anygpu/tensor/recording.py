@@ -63,7 +63,10 @@ def _stored(t: Tensor) -> str:
 _HALF_RULES = {"matmul", "bmm", "softmax", "linear", "scaled_dot_product_attention",
                # moves of values (gathers, scatters, reshapes): exact in any dtype, so an f16
                # gradient needs no round trip through f32 (two casts each)
-               "reshape", "view", "contiguous", "permute", "getitem", "cat"}
+               "reshape", "view", "contiguous", "permute", "getitem", "cat",
+               # float16 convolutions run only on matrix units (ops/conv_sgmat.py; else on f32
+               # copies), and so do their gradients: f16 gradient, f16 operands
+               "conv2d", "conv_transpose2d"}
 
 
 def _converting_backward(backward, computed: str, wanted: tuple):
