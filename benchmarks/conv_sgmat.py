@@ -110,16 +110,26 @@ def _anygpu_variant(dev, dtype: str, layer, rng):
     b = dev.upload(rng.standard_normal(out_c).astype(np_type))
     g = dev.upload(rng.standard_normal(batch * out_c * out_size * out_size).astype(np_type))
     geometry = (stride, pad, 1, 1)
+    # The results stay referenced until the next call: an f32 convolution is deferred
+    # (ops/fusion.py) and one whose result is gone before it is realized may never run.
+    kept: list = []
 
     def forward():
-        return dev.conv2d(x, w, b, batch, in_c, size, size, out_c, k, k, *geometry)
+        kept[:] = [dev.conv2d(x, w, b, batch, in_c, size, size, out_c, k, k, *geometry)]
 
     def both():
-        forward()
-        dev.conv2d_grad_weight(x, g, batch, in_c, size, size, out_c, out_size, out_size, k, k, *geometry)
-        dev.conv2d_grad_bias(g, batch, out_c, out_size, out_size)
-        dev.conv2d_grad_input(g, w, batch, in_c, size, size, out_c, out_size, out_size, k, k, *geometry)
+        kept[:] = [dev.conv2d(x, w, b, batch, in_c, size, size, out_c, k, k, *geometry),
+                   dev.conv2d_grad_weight(x, g, batch, in_c, size, size, out_c, out_size, out_size, k, k, *geometry),
+                   dev.conv2d_grad_bias(g, batch, out_c, out_size, out_size),
+                   dev.conv2d_grad_input(g, w, batch, in_c, size, size, out_c, out_size, out_size, k, k, *geometry)]
     return forward, both
+
+
+def _sync(dev):
+    def sync():
+        dev.realize_lazy()
+        dev.synchronize()
+    return sync
 
 
 def _check_f16(dev, layer, rng) -> float:
@@ -190,8 +200,8 @@ def main() -> int:
         for label, dtype in variants:
             try:
                 forward, both = _anygpu_variant(dev, dtype, layer, rng)
-                row[f"{label}_fwd_ms"] = round(_per_call(forward, dev.synchronize, args.reps) * 1e3, 4)
-                row[f"{label}_fwdbwd_ms"] = round(_per_call(both, dev.synchronize, args.reps) * 1e3, 4)
+                row[f"{label}_fwd_ms"] = round(_per_call(forward, _sync(dev), args.reps) * 1e3, 4)
+                row[f"{label}_fwdbwd_ms"] = round(_per_call(both, _sync(dev), args.reps) * 1e3, 4)
             except Exception as exc:
                 row[f"{label}_error"] = f"{type(exc).__name__}: {exc}"[:400]
                 traceback.print_exc()
@@ -209,7 +219,7 @@ def main() -> int:
                 os.environ["ANYGPU_CONV_SGMAT_CONFIG"] = config.name
                 try:
                     _, both = _anygpu_variant(dev, "f16", layer, rng)
-                    sweep[config.name] = round(_per_call(both, dev.synchronize, args.reps) * 1e3, 4)
+                    sweep[config.name] = round(_per_call(both, _sync(dev), args.reps) * 1e3, 4)
                 except Exception as exc:
                     sweep[config.name] = f"{type(exc).__name__}: {exc}"[:200]
             os.environ.pop("ANYGPU_CONV_SGMAT_CONFIG", None)
