@@ -104,6 +104,23 @@ def _check_transpose(seed: int) -> None:
     assert _relative(dev.read(out).reshape(want.shape), want) < 3e-3
 
 
+def _check_nan_and_inf(seed: int) -> None:
+    """A NaN and an inf in the input reach exactly the outputs whose windows cover them
+    (and every output channel there); the rest stay finite."""
+    dev = gpu()
+    x = np.random.default_rng(seed).standard_normal((2, 3, 9, 9)).astype(np.float16)
+    x[0, 1, 2, 3] = np.nan
+    x[1, 0, 7, 7] = np.inf
+    w = np.abs(np.random.default_rng(seed + 1).standard_normal((4, 3, 3, 3))).astype(np.float16) + 0.1
+    got = dev.read(dev.conv2d(dev.upload(x.ravel()), dev.upload(w.ravel()), None, 2, 3, 9, 9, 4, 3, 3, 1, 1))
+    got = got.reshape(2, 4, 9, 9)
+    bad = np.zeros((2, 9, 9), bool)
+    bad[0, 1:4, 2:5] = True
+    bad[1, 6:9, 6:9] = True
+    assert np.isnan(got[0][:, 1:4, 2:5]).all() and np.isinf(got[1][:, 6:9, 6:9]).all()
+    assert np.isfinite(got.transpose(1, 0, 2, 3)[:, ~bad]).all()
+
+
 # ------------------------------------------------------------------- everywhere
 
 def test_config_sizes_and_candidates_respect_the_limits():
@@ -214,6 +231,12 @@ def test_emulated_transposed_convolution_matches_torch(emulated_units):
 
 @needs_dawn
 @pytest.mark.parametrize("emulated_units", EMULATED[:1], indirect=True, ids=lambda c: c.name)
+def test_emulated_kernels_propagate_nan_and_inf(emulated_units):
+    _check_nan_and_inf(3)
+
+
+@needs_dawn
+@pytest.mark.parametrize("emulated_units", EMULATED[:1], indirect=True, ids=lambda c: c.name)
 def test_emulated_kernels_under_autocast(emulated_units, monkeypatch):
     """A small CNN under autocast: conv2d and conv_transpose2d take the f16 kernels (f16
     outputs), the f32 parameters get f32 gradients close to torch's float32 ones."""
@@ -286,6 +309,13 @@ def test_matrix_transposed_convolution_matches_torch():
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         _check_transpose(5)
+
+
+@needs_units
+def test_matrix_kernels_propagate_nan_and_inf():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        _check_nan_and_inf(3)
 
 
 @needs_units
