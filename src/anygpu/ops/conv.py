@@ -395,7 +395,7 @@ def conv2d_grad_bias(dev, grad_out, batch: int, out_c: int, out_h: int, out_w: i
     op = "conv2d_grad_bias"
     check_positive(op, batch=batch, out_c=out_c, out_h=out_h, out_w=out_w)
     check_buffer(op, "grad_out", grad_out, batch * out_c * out_h * out_w, "batch*out_c*out_h*out_w")
-    if grad_out.dtype == "f16":   # summed in f32 per (sample, channel), then over the batch
+    if grad_out.dtype == "f16":   # two f16 reductions (f32 sums): per (sample, channel), stored f16, then over the batch
         return sum_dims(dev, grad_out, (batch, out_c, out_h * out_w), (0, 2))
     per_sample = sum_inner(dev, grad_out, batch * out_c, out_h * out_w)
     return sum_rows(dev, per_sample, batch, out_c)
