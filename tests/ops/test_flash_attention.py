@@ -166,6 +166,9 @@ def test_matrix_variant_is_chosen_for_f16_on_matrix_units(monkeypatch):
     dev = gpu()
     monkeypatch.delenv("ANYGPU_FLASH", raising=False)
     monkeypatch.setattr(flash_sgmat, "config", lambda dev: (49152, 1024))
+    # not by default: slower than the f32 composed path on the H200 (flash_attention.variant)
+    assert flash_attention.variant(dev, "f16", 64, 64) is None
+    monkeypatch.setenv("ANYGPU_FLASH", "matrix")
     assert flash_attention.variant(dev, "f16", 64, 64) == "matrix"
     assert flash_attention.variant(dev, "f16", 80, 80) == "matrix"
     assert flash_attention.variant(dev, "f32", 64, 64) is None
@@ -231,7 +234,7 @@ def test_matrix_kernels_compile_with_dawns_compiler():
     (64, 6, 256, 256, 64, 64, True, False),
     (1, 2, 33, 70, 32, 32, False, True),
     (2, 1, 100, 100, 80, 80, True, False),
-    (1, 2, 65, 65, 128, 128, True, True),
+    (1, 2, 65, 65, 128, 128, False, True),  # (a mask and is_causal together are refused, as torch)
 ])
 def test_matrix_variant_values(monkeypatch, b, h, length, source, d, dv, causal, masked):
     monkeypatch.setenv("ANYGPU_FLASH", "matrix")

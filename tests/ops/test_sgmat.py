@@ -239,8 +239,10 @@ def test_a_tuned_member_that_fails_to_run_gives_way_to_the_default(fake_matrix_u
 
 @pytest.mark.parametrize("kind", ["causal", "float_mask", "bool_mask"])
 def test_float16_attention_on_matrix_units_matches_torch(fake_matrix_units, kind):
-    """scaled_dot_product_attention on float16 q, k, v with matrix units: f16 products, f32
-    scores and softmax; values and the gradients of q, k, v against torch in float32."""
+    """scaled_dot_product_attention on float16 q, k, v where the device has matrix units: the
+    f32 composed kernels on converted operands, the result rounded to f16 once (on the H200 that
+    was 4x faster than matrix flash and 20x faster than f16 products: nn/functional.py); values
+    and the gradients of q, k, v against torch in float32."""
     torch = pytest.importorskip("torch")
     import anygpu.nn.functional as F
     dev, calls = fake_matrix_units
@@ -260,7 +262,7 @@ def test_float16_attention_on_matrix_units_matches_torch(fake_matrix_units, kind
                                          is_causal=mask is None)
     assert got.dtype == ag.float16
     got.backward(ag.tensor(g))
-    assert len(calls) >= 2      # both forward products went to the matrix family
+    assert calls == []      # no f16 product: the f32 composed path
     np.testing.assert_allclose(got.numpy().astype(np.float32), want.detach().numpy(), rtol=2e-2, atol=2e-2)
     for a, t in ((aq, tq), (ak, tk), (av, tv)):
         assert a.grad.dtype == ag.float16

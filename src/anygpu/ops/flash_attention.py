@@ -108,6 +108,11 @@ def variant(dev, dtype: str, embed: int, embed_v: int, batch: int = 1) -> str | 
         return None
     if wanted == "portable":
         return "portable"
+    if wanted not in ("1", "matrix"):
+        # Not by default (measured on the H200, 2026-12-03, nanoGPT's 64x6x256x64 causal, forward +
+        # backward: matrix flash 4.8 ms, portable 11.8, today's f32 composed path on converted
+        # operands 1.21; docs/BENCHMARKS.md session 12): ANYGPU_FLASH=1 or =matrix asks for it.
+        return None
     if dtype == "f16" and flash_sgmat.serves(embed, embed_v):
         limits = flash_sgmat.config(dev)
         if limits is not None and all(flash_sgmat.subgroups_for(k, embed, embed_v, *limits) for k in flash_sgmat.KINDS):
