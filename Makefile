@@ -47,10 +47,16 @@ run: setup
 
 # Lint (ruff) and type check (mypy, at the level set in pyproject.toml), then the suite on both
 # cores with line coverage of src/ (files at 100% are not listed).
+SERIAL_TESTS = tests/runtime/test_compile_shapes.py
+
 test: setup-test
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy src/anygpu
-	$(BIN)/python -m pytest -q -n 2 --cov=anygpu --cov-report=term:skip-covered tests
+	@# The capture tests compare an eager run with its replay bit for bit; beside another busy
+	@# process on lavapipe they sometimes differ in the last bits (open: docs/NOTES.md, "Capture
+	@# comparisons under xdist"), so they run on their own, after the rest.
+	$(BIN)/python -m pytest -q -n 2 --cov=anygpu --cov-report= --ignore=$(SERIAL_TESTS) tests
+	$(BIN)/python -m pytest -q -p no:xdist --cov=anygpu --cov-append --cov-report=term:skip-covered $(SERIAL_TESTS)
 	@# Then a part of it again on Dawn (its compiler, Tint, is stricter than naga), where wgpudawn is
 	@# installed: the whole suite twice would take CI past 12 minutes. `ANYGPU_RUNTIME=dawn make test`
 	@# runs everything on Dawn.

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
-CORE = {"wgpu", "numpy", "blake3", "safetensors", "tqdm", "pillow"}
+CORE = {"wgpu", "numpy", "blake3", "safetensors", "tqdm", "pillow", "threadpoolctl"}
 # packages a plain `pip install anygpu` does not bring: none may be needed to import anygpu or train
 OPTIONAL = ("matplotlib", "sklearn", "scipy", "torch", "onnx", "onnxruntime", "tensorboard", "mpi4py", "wgpudawn")
 
