@@ -114,7 +114,7 @@ def test_default_collate_structure_matches_torch(rng):
     theirs = batches(tdata.DataLoader(data, batch_size=4))
     assert_same(ours, theirs)
     first = next(iter(DataLoader(data, batch_size=4)))
-    assert first["label"].dtype == ag.int64 and first["weight"].dtype == ag.float32  # torch: float64
+    assert first["label"].dtype == ag.int64 and first["weight"].dtype == ag.float64  # as torch
     assert first["flag"].dtype == ag.bool and first["name"] == ["s0", "s1", "s2", "s3"]
 
 

@@ -2,8 +2,8 @@
 
 `default_collate` follows torch's rules: tensors are stacked along a new first dimension;
 NumPy arrays and NumPy scalars become tensors (stacked on the host, one upload); Python
-ints become an int64 tensor, floats a float32 tensor (torch: float64, which anygpu has
-not), bools a bool tensor; strings and bytes stay a list; dicts, named tuples, tuples and
+ints become an int64 tensor, floats a float64 tensor (as torch; float64 is computed on the
+host), bools a bool tensor; strings and bytes stay a list; dicts, named tuples, tuples and
 lists are collated field by field (a tuple of fields comes back as a list, as in torch).
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ... import dtypes
-from ...tensor import Tensor, float32, int64, stack, tensor
+from ...tensor import Tensor, int64, stack, tensor
 
 __all__ = ["default_collate", "default_convert", "host_collate", "host_convert", "HostArray"]
 
@@ -99,7 +99,7 @@ def _collate(batch, leaves):
     if isinstance(elem, int):
         return leaves.array(np.array(batch, dtype=np.int64), int64)
     if isinstance(elem, float):
-        return leaves.array(np.array(batch, dtype=np.float32), float32)
+        return leaves.array(np.array(batch, dtype=np.float64), dtypes.float64)
     if isinstance(elem, (str, bytes)):
         return batch
     if isinstance(elem, Mapping):
