@@ -26,6 +26,14 @@ def _pair(rng):
     return ours, theirs
 
 
+@pytest.fixture(autouse=True)
+def _torch_on_the_cpu(monkeypatch):
+    """The oracle is torch on the CPU: on a CUDA machine torch's DataParallel would move the
+    module to the GPU (its outputs then refuse .numpy())."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+
+
 def test_wrapper_matches_torch(rng):
     ours, theirs = _pair(rng)
     dp, t_dp = ag.nn.DataParallel(ours), torch.nn.DataParallel(theirs)

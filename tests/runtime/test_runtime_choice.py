@@ -128,7 +128,7 @@ def test_auto_runs_the_self_check_once_and_follows_it(fail):
     done = _child(f"FAIL = {fail}\n" + textwrap.dedent(_AUTO_WITH_FAKE_MATRICES), "auto", timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result["calls"] == [[8, "f16", 8]]
+    assert len(result["calls"]) == 1 and result["calls"][0][:2] == [8, "f16"]  # at the adapter's subgroup size
     if fail:
         assert result["runtime"] == "wgpu"
         assert "self-check failed" in result["reason"] and "wrong result" in result["reason"]
