@@ -62,7 +62,8 @@ test: setup-test
 	@# runs everything on Dawn.
 	@if $(BIN)/python -c "import wgpudawn" 2>/dev/null && [ "$$ANYGPU_RUNTIME" != dawn ]; then \
 	  echo "anygpu: again on Dawn: $(DAWN_TESTS)"; \
-	  ANYGPU_RUNTIME=dawn $(BIN)/python -m pytest -q -n 2 -p no:cacheprovider $(DAWN_TESTS); \
+	  ANYGPU_RUNTIME=dawn $(BIN)/python -m pytest -q -n 2 -p no:cacheprovider --ignore=$(SERIAL_TESTS) $(DAWN_TESTS) && \
+	  ANYGPU_RUNTIME=dawn $(BIN)/python -m pytest -q -p no:xdist -p no:cacheprovider $(SERIAL_TESTS); \
 	fi
 
 clean:
