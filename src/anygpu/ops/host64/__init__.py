@@ -131,23 +131,14 @@ def dispatching(name: str, fn: Callable) -> Callable:
     @functools.wraps(fn)
     def method(self, *args, **kwargs):
         if _has_host(args, kwargs):
-            host = HOST_OPS.get(name)
-            if host is None:
-                raise ValueError(f"{name}: not available for float64 tensors (anygpu computes float64 "
-                                 f"on the host and this op has no float64 form yet); use .float()")
-            if not _blas_checked[0]:
-                _share_cores(self)
-            recording = self._recording
-            if recording is not None:
-                recording.reads += 1  # host work cannot be replayed: the step stays eager
-            return host(self, *args, **kwargs)
+            return _host_call(self, name, args, kwargs)
         return fn(self, *args, **kwargs)
     method.__wrapped__ = fn  # type: ignore[attr-defined]
     if name == "cast":  # a GPU Buffer converted to float64 goes to the host too
         @functools.wraps(fn)
         def cast(self, x, dtype):
             if dtype == "f64" or x.__class__ is HostBuffer:
-                return HOST_OPS["cast"](self, x, dtype)
+                return _host_call(self, "cast", (x, dtype), {})
             return fn(self, x, dtype)
         cast.__wrapped__ = fn  # type: ignore[attr-defined]
         return cast
