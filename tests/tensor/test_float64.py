@@ -283,3 +283,16 @@ def test_nan_inf_and_empty():
     e = ag.zeros(0, 3, dtype=ag.float64)
     assert e.sum(0).shape == (3,) and e.sum().item() == 0.0
     assert ag.tensor(2.5, dtype=ag.float64).item() == 2.5  # 0-d
+
+
+def test_special_functions_keep_float64():
+    # their series are float32-accurate (docs/PYTORCH.md): float64 in, float64 out, near torch's
+    x = np.array([0.3, 1.7, 4.2, -2.5])
+    for name in ("lgamma", "digamma"):
+        ours, theirs = getattr(ag.tensor(x), name)(), getattr(torch.tensor(x), name)()
+        assert ours.dtype is ag.float64
+        close(ours, theirs, rtol=1e-6, atol=1e-6)
+    y = np.array([0.1, -0.5, 0.9])
+    ours = ag.tensor(y).erfinv()
+    assert ours.dtype is ag.float64
+    close(ours, torch.tensor(y).erfinv(), rtol=1e-6, atol=1e-6)

@@ -1299,7 +1299,7 @@ class Tensor:
         """Gamma'(x) / Gamma(x): shifted up by 6 (the recurrence), then the asymptotic series;
         reflection for x < 0; -inf at +0, +inf at -0, NaN at the negative integers, as torch.
         Differentiable (its gradient is the series' derivative: trigamma to float32 accuracy)."""
-        x = self if self.dtype is float32 else _cast(self, float32)
+        x = self if self.dtype is float32 or self.dtype is dtypes.float64 else _cast(self, float32)
         out = _digamma_values(x)
         return out if self.dtype is not float16 else _cast(out, float16)
 

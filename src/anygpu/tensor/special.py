@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import math
 
-
-from ..dtypes import float16, float32
-
+from ..dtypes import float16, float32, float64
 from .core import Tensor
 from .creation import full
 from .elementwise import _cast
 from .function import Function
 from .indexing import where
-
 
 # M. Giles' single-precision erfinv: p(w - 2.5) for w = -log(1 - x^2) < 5, else q(sqrt(w) - 3); erfinv = p x
 _ERFINV_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
@@ -78,7 +75,7 @@ class Lgamma(Function):
 
     @staticmethod
     def forward(ctx, x):
-        wide = x if x.dtype is float32 else _cast(x, float32)
+        wide = x if x.dtype is float32 or x.dtype is float64 else _cast(x, float32)  # (float64: kept)
         ctx.save_for_backward(wide)
         y = _lgamma_values(wide)
         return _cast(y, float16) if x.dtype is float16 else y
@@ -94,7 +91,7 @@ class Erfinv(Function):
 
     @staticmethod
     def forward(ctx, x):
-        y = _erfinv_values(x if x.dtype is float32 else _cast(x, float32))  # f16 computed in f32
+        y = _erfinv_values(x if x.dtype is float32 or x.dtype is float64 else _cast(x, float32))  # f16 in f32
         if x.dtype is float16:
             y = _cast(y, float16)
         ctx.save_for_backward(y)
