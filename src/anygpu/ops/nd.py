@@ -128,9 +128,13 @@ def sum_to_shape(dev, grad, grad_shape, shape):
     grad_shape, shape = tuple(grad_shape), tuple(shape)
     if grad_shape == shape:
         return grad
-    padded = (1,) * (len(grad_shape) - len(shape)) + shape
-    dims = [d for d, (g, s) in enumerate(zip(grad_shape, padded)) if s == 1 and g != 1]
-    return sum_dims(dev, grad, grad_shape, dims)
+    return sum_dims(dev, grad, grad_shape, broadcast_dims(grad_shape, shape))
+
+
+def broadcast_dims(grad_shape, shape) -> list[int]:
+    """The dims of `grad_shape` that broadcasting `shape` to it expanded (summed to undo it)."""
+    padded = (1,) * (len(grad_shape) - len(shape)) + tuple(shape)
+    return [d for d, (g, s) in enumerate(zip(grad_shape, padded)) if s == 1 and g != 1]
 
 
 def strided_gather(dev, x, shape, strides, offset: int = 0):

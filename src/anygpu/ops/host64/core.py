@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...runtime.dtypes import DTYPES
+from ..nd import broadcast_dims
 from ...runtime.host import HostBuffer
 from . import f64, host_op, values
 
@@ -97,6 +98,4 @@ def sum_to_shape(dev, grad, grad_shape, shape):
     grad_shape, shape = tuple(grad_shape), tuple(shape)
     if grad_shape == shape:
         return grad
-    padded = (1,) * (len(grad_shape) - len(shape)) + shape
-    dims = [d for d, (g, s) in enumerate(zip(grad_shape, padded)) if s == 1 and g != 1]
-    return sum_dims(dev, grad, grad_shape, dims)
+    return sum_dims(dev, grad, grad_shape, broadcast_dims(grad_shape, shape))
