@@ -111,16 +111,10 @@ def _pick_tiles(dev, kind: str, problem: tuple, rows: int, cols: int, tiles):
     return conv_tune.choose(dev, kind, problem, rows, cols)
 
 
-def conv2d(dev, input, weight, bias, batch: int, in_c: int, in_h: int, in_w: int, out_c: int,
-           kh: int, kw: int, stride=1, padding=0, dilation=1, groups: int = 1, tiles=None):
-    """2-D cross-correlation, PyTorch's conv2d.
-
-    input [batch, in_c, in_h, in_w], weight [out_c, in_c/groups, kh, kw], bias [out_c]
-    or None -> [batch, out_c, out_h, out_w] with out = (in + 2*pad - dil*(k-1) - 1)//stride + 1.
-    tiles: a conv_gen.ConvTiles (or, for stride 1 and dilation 1, a DirectTiles) to use
-    instead of the tuned choice.
-    """
-    op = "conv2d"
+def check_conv2d(op, input, weight, bias, batch, in_c, in_h, in_w, out_c, kh, kw, stride, padding, dilation,
+                 groups):
+    """conv2d's arguments checked (shared with its float64 form, ops/host64/nn.py):
+    -> (stride, padding, dilation, out_h, out_w)."""
     check_positive(op, batch=batch, in_c=in_c, in_h=in_h, in_w=in_w, out_c=out_c, kh=kh, kw=kw, groups=groups)
     stride = check_pair(op, "stride", stride, 1)
     padding = check_pair(op, "padding", padding, 0)
@@ -131,6 +125,47 @@ def conv2d(dev, input, weight, bias, batch: int, in_c: int, in_h: int, in_w: int
     check_buffer(op, "weight", weight, out_c * (in_c // groups) * kh * kw, "out_c*(in_c/groups)*kh*kw")
     if bias is not None:
         check_buffer(op, "bias", bias, out_c, "out_c")
+    return stride, padding, dilation, out_h, out_w
+
+
+def check_conv_transpose2d(op, input, weight, bias, batch, in_c, in_h, in_w, out_c, kh, kw, stride, padding,
+                           output_padding, dilation, groups):
+    """conv_transpose2d's arguments checked (shared with its float64 form):
+    -> (stride, padding, dilation, out_h, out_w)."""
+    check_positive(op, batch=batch, in_c=in_c, in_h=in_h, in_w=in_w, out_c=out_c, kh=kh, kw=kw, groups=groups)
+    stride = check_pair(op, "stride", stride, 1)
+    padding = check_pair(op, "padding", padding, 0)
+    output_padding = check_pair(op, "output_padding", output_padding, 0)
+    dilation = check_pair(op, "dilation", dilation, 1)
+    for axis in (0, 1):
+        if output_padding[axis] >= max(stride[axis], dilation[axis]):
+            raise ValueError(f"{op}: output_padding {output_padding} must be smaller than stride {stride} "
+                             f"or dilation {dilation} in each axis")
+    _check_groups(op, in_c, out_c, groups)
+    out_h = conv_transpose_output_size(in_h, kh, stride[0], padding[0], output_padding[0], dilation[0])
+    out_w = conv_transpose_output_size(in_w, kw, stride[1], padding[1], output_padding[1], dilation[1])
+    if out_h < 1 or out_w < 1:
+        raise ValueError(f"{op}: output would be {out_h}x{out_w}: padding {padding} is too large "
+                         f"for a {in_h}x{in_w} input")
+    check_buffer(op, "input", input, batch * in_c * in_h * in_w, "batch*in_c*in_h*in_w")
+    check_buffer(op, "weight", weight, in_c * (out_c // groups) * kh * kw, "in_c*(out_c/groups)*kh*kw")
+    if bias is not None:
+        check_buffer(op, "bias", bias, out_c, "out_c")
+    return stride, padding, dilation, out_h, out_w
+
+
+def conv2d(dev, input, weight, bias, batch: int, in_c: int, in_h: int, in_w: int, out_c: int,
+           kh: int, kw: int, stride=1, padding=0, dilation=1, groups: int = 1, tiles=None):
+    """2-D cross-correlation, PyTorch's conv2d.
+
+    input [batch, in_c, in_h, in_w], weight [out_c, in_c/groups, kh, kw], bias [out_c]
+    or None -> [batch, out_c, out_h, out_w] with out = (in + 2*pad - dil*(k-1) - 1)//stride + 1.
+    tiles: a conv_gen.ConvTiles (or, for stride 1 and dilation 1, a DirectTiles) to use
+    instead of the tuned choice.
+    """
+    op = "conv2d"
+    stride, padding, dilation, out_h, out_w = check_conv2d(op, input, weight, bias, batch, in_c, in_h, in_w, out_c,
+                                                           kh, kw, stride, padding, dilation, groups)
 
     if _is_half(op, input=input, weight=weight, bias=bias):
         shape = (batch, in_c, in_h, in_w, out_c, out_h, out_w, kh, kw, groups)
@@ -287,25 +322,9 @@ def conv_transpose2d(dev, input, weight, bias, batch: int, in_c: int, in_h: int,
     output_padding must be smaller than stride or dilation (as PyTorch requires).
     """
     op = "conv_transpose2d"
-    check_positive(op, batch=batch, in_c=in_c, in_h=in_h, in_w=in_w, out_c=out_c, kh=kh, kw=kw, groups=groups)
-    stride = check_pair(op, "stride", stride, 1)
-    padding = check_pair(op, "padding", padding, 0)
-    output_padding = check_pair(op, "output_padding", output_padding, 0)
-    dilation = check_pair(op, "dilation", dilation, 1)
-    for axis in (0, 1):
-        if output_padding[axis] >= max(stride[axis], dilation[axis]):
-            raise ValueError(f"{op}: output_padding {output_padding} must be smaller than stride {stride} "
-                             f"or dilation {dilation} in each axis")
-    _check_groups(op, in_c, out_c, groups)
-    out_h = conv_transpose_output_size(in_h, kh, stride[0], padding[0], output_padding[0], dilation[0])
-    out_w = conv_transpose_output_size(in_w, kw, stride[1], padding[1], output_padding[1], dilation[1])
-    if out_h < 1 or out_w < 1:
-        raise ValueError(f"{op}: output would be {out_h}x{out_w}: padding {padding} is too large "
-                         f"for a {in_h}x{in_w} input")
-    check_buffer(op, "input", input, batch * in_c * in_h * in_w, "batch*in_c*in_h*in_w")
-    check_buffer(op, "weight", weight, in_c * (out_c // groups) * kh * kw, "in_c*(out_c/groups)*kh*kw")
-    if bias is not None:
-        check_buffer(op, "bias", bias, out_c, "out_c")
+    stride, padding, dilation, out_h, out_w = check_conv_transpose2d(
+        op, input, weight, bias, batch, in_c, in_h, in_w, out_c, kh, kw, stride, padding, output_padding,
+        dilation, groups)
     return _launch_conv_transpose(dev, input, weight, bias, batch, in_c, in_h, in_w, out_c, out_h, out_w,
                                   kh, kw, stride, padding, dilation, groups)
 

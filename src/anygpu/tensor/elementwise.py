@@ -120,7 +120,7 @@ def _float_operands(*tensors: Tensor, wide: bool = False) -> tuple:
     computes in float32, as torch promotes). wide: the result is float64, so every operand
     becomes an f64 host Buffer (computed in numpy)."""
     bufs = tuple(t._buf for t in tensors)
-    if wide or all(buf.dtype == "f64" for buf in bufs):
+    if wide or (bufs[0].dtype == "f64" and all(buf.dtype == "f64" for buf in bufs)):  # (f32: one test)
         return tuple(buf if buf.dtype == "f64" else gpu().cast(buf, "f64") for buf in bufs)
     if all(buf.dtype == "f16" for buf in bufs):
         return bufs

@@ -103,11 +103,6 @@ def attention_backward(dev, grad_out, q, k, v, batch_heads: int, seq_len: int, d
 # ------------------------------------------------------------------------ convolutions
 
 
-def _conv_pairs(op: str, stride, padding, dilation):
-    return (check_pair(op, "stride", stride, 1), check_pair(op, "padding", padding, 0),
-            check_pair(op, "dilation", dilation, 1))
-
-
 def _correlate(x, weight, groups: int, out_h: int, out_w: int, stride, padding, dilation):
     """conv2d of x [batch, in_c, in_h, in_w] with weight [out_c, in_c/groups, kh, kw] (no bias)."""
     batch, in_c = x.shape[:2]
@@ -149,15 +144,8 @@ def _transposed(x, weight, groups: int, out_h: int, out_w: int, stride, padding,
 @host_op("conv2d")
 def conv2d(dev, input, weight, bias, batch: int, in_c: int, in_h: int, in_w: int, out_c: int,
            kh: int, kw: int, stride=1, padding=0, dilation=1, groups: int = 1, tiles=None):
-    op = "conv2d"
-    check_positive(op, batch=batch, in_c=in_c, in_h=in_h, in_w=in_w, out_c=out_c, kh=kh, kw=kw, groups=groups)
-    stride, padding, dilation = _conv_pairs(op, stride, padding, dilation)
-    _conv._check_groups(op, in_c, out_c, groups)
-    out_h, out_w = _conv._check_window(op, in_h, in_w, kh, kw, stride, padding, dilation)
-    check_buffer(op, "input", input, batch * in_c * in_h * in_w, "batch*in_c*in_h*in_w")
-    check_buffer(op, "weight", weight, out_c * (in_c // groups) * kh * kw, "out_c*(in_c/groups)*kh*kw")
-    if bias is not None:
-        check_buffer(op, "bias", bias, out_c, "out_c")
+    stride, padding, dilation, out_h, out_w = _conv.check_conv2d(
+        "conv2d", input, weight, bias, batch, in_c, in_h, in_w, out_c, kh, kw, stride, padding, dilation, groups)
     out = _correlate(_f(dev, input).reshape(batch, in_c, in_h, in_w),
                      _f(dev, weight).reshape(out_c, in_c // groups, kh, kw), groups, out_h, out_w,
                      stride, padding, dilation)
@@ -169,24 +157,9 @@ def conv2d(dev, input, weight, bias, batch: int, in_c: int, in_h: int, in_w: int
 @host_op("conv_transpose2d")
 def conv_transpose2d(dev, input, weight, bias, batch: int, in_c: int, in_h: int, in_w: int, out_c: int,
                      kh: int, kw: int, stride=1, padding=0, output_padding=0, dilation=1, groups: int = 1):
-    op = "conv_transpose2d"
-    check_positive(op, batch=batch, in_c=in_c, in_h=in_h, in_w=in_w, out_c=out_c, kh=kh, kw=kw, groups=groups)
-    stride, padding, dilation = _conv_pairs(op, stride, padding, dilation)
-    output_padding = check_pair(op, "output_padding", output_padding, 0)
-    for axis in (0, 1):
-        if output_padding[axis] >= max(stride[axis], dilation[axis]):
-            raise ValueError(f"{op}: output_padding {output_padding} must be smaller than stride {stride} "
-                             f"or dilation {dilation} in each axis")
-    _conv._check_groups(op, in_c, out_c, groups)
-    out_h = _conv.conv_transpose_output_size(in_h, kh, stride[0], padding[0], output_padding[0], dilation[0])
-    out_w = _conv.conv_transpose_output_size(in_w, kw, stride[1], padding[1], output_padding[1], dilation[1])
-    if out_h < 1 or out_w < 1:
-        raise ValueError(f"{op}: output would be {out_h}x{out_w}: padding {padding} is too large "
-                         f"for a {in_h}x{in_w} input")
-    check_buffer(op, "input", input, batch * in_c * in_h * in_w, "batch*in_c*in_h*in_w")
-    check_buffer(op, "weight", weight, in_c * (out_c // groups) * kh * kw, "in_c*(out_c/groups)*kh*kw")
-    if bias is not None:
-        check_buffer(op, "bias", bias, out_c, "out_c")
+    stride, padding, dilation, out_h, out_w = _conv.check_conv_transpose2d(
+        "conv_transpose2d", input, weight, bias, batch, in_c, in_h, in_w, out_c, kh, kw, stride, padding,
+        output_padding, dilation, groups)
     out = _transposed(_f(dev, input).reshape(batch, in_c, in_h, in_w),
                       _f(dev, weight).reshape(in_c, out_c // groups, kh, kw), groups, out_h, out_w,
                       stride, padding, dilation)
