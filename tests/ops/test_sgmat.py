@@ -142,6 +142,38 @@ def test_f16_products_take_the_matrix_family_where_the_device_has_it(fake_matrix
     assert calls == []
 
 
+@pytest.mark.parametrize("k, splits", [(4096, 8), (4100, 4), (700, 1)])
+@pytest.mark.parametrize("out_dtype, with_bias", [("f16", True), ("f32", False)])
+def test_a_long_weight_gradient_runs_in_k_slices(fake_matrix_units, k, splits, out_dtype, with_bias):
+    """A^T @ B with few result tiles and a long k: slices of k as the batches of one launch
+    (the split's strides), summed in f32 with the bias, against float64."""
+    dev, calls = fake_matrix_units
+    rng = np.random.default_rng(k)
+    m, n = 37, 29
+    p = Problem(1, m, n, k, True, False, alpha=0.75)
+    assert sgmat.split_k(p, sgmat.choose(dev)) == splits
+    a = rng.uniform(-1, 1, (k, m)).astype(np.float16)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float16)
+    bias = rng.uniform(-1, 1, n).astype(np.float16) if with_bias else None
+    got = sgmat.matmul(dev, p, dev.upload(a.ravel()), dev.upload(b.ravel()), out_dtype,
+                       None if bias is None else dev.upload(bias))
+    assert got.dtype == out_dtype and got.len == m * n
+    want = 0.75 * a.astype(np.float64).T @ b.astype(np.float64) + (0 if bias is None else bias.astype(np.float64))
+    # the stand-in launch rounds each slice's sum to f16 (the register-blocked f16 kernels)
+    assert np.abs(dev.read(got).astype(np.float64).reshape(m, n) - want).max() / np.abs(want).max() < 2e-3
+    (config, run, biased), = calls
+    assert (run.batch, run.k, run.a_batch, run.b_batch, run.alpha) == (splits, k // splits, True, True, 0.75)
+    assert biased == (with_bias and splits == 1)
+
+
+def test_split_k_leaves_other_products_whole():
+    c = sgmat.SgConfig()
+    assert sgmat.split_k(Problem(1, 4096, 4096, 4096, True, False), c) == 1       # tiles fill the GPU
+    assert sgmat.split_k(Problem(1, 64, 64, 8192, False, False), c) == 1         # A not transposed
+    assert sgmat.split_k(Problem(2, 64, 64, 8192, True, False), c) == 1          # batched
+    assert sgmat.split_k(Problem(1, 64, 64, 8192, True, False), c) == 16
+
+
 def test_a_matrix_kernel_that_fails_turns_the_family_off_once(fake_matrix_units, monkeypatch):
     dev, calls = fake_matrix_units
 
@@ -322,6 +354,22 @@ def test_matrix_kernels_against_float64(name, case):
         got = dev.read(out).astype(np.float64).reshape(p.batch, p.m, p.n)
         scale = np.abs(want).max()
         assert np.abs(got - np.broadcast_to(want, got.shape)).max() / scale < tol, (name, p, out_dtype)
+
+
+@needs_units
+@pytest.mark.parametrize("out_dtype, tol", [("f32", 1e-5), ("f16", 2e-3)])
+def test_k_slices_on_the_matrix_units_against_float64(out_dtype, tol):
+    dev = gpu()
+    rng = np.random.default_rng(11)
+    m, n, k = 200, 72, 8192
+    p = Problem(1, m, n, k, True, False)
+    assert sgmat.split_k(p, sgmat.choose(dev)) > 1
+    a = rng.uniform(-1, 1, (k, m)).astype(np.float16)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float16)
+    bias = rng.uniform(-1, 1, n).astype(np.float16)
+    got = sgmat.matmul(dev, p, dev.upload(a.ravel()), dev.upload(b.ravel()), out_dtype, dev.upload(bias))
+    want = a.astype(np.float64).T @ b.astype(np.float64) + bias.astype(np.float64)
+    assert np.abs(dev.read(got).astype(np.float64).reshape(m, n) - want).max() / np.abs(want).max() < tol
 
 
 @needs_units

@@ -51,6 +51,8 @@ class SgConfig(NamedTuple):
     tm: int = 4
     tn: int = 2
     tk: int = 32
+    wide: bool = False   # workgroup tiles as vec4<u32>: one 16-byte store per 8 halves fetched
+    epi: bool = False    # (with wide) the f16/bias/alpha store in rounds through the dead tiles
 
     @property
     def bm(self) -> int:
@@ -67,18 +69,20 @@ class SgConfig(NamedTuple):
     @property
     def name(self) -> str:
         return (f"sg{self.m0}x{self.n0}x{self.k0}s{self.sg}_w{self.wm}x{self.wn}"
-                f"_t{self.tm}x{self.tn}_k{self.tk}")
+                f"_t{self.tm}x{self.tn}_k{self.tk}" + ("_v" if self.wide else "") + ("_e" if self.epi else ""))
 
     @classmethod
     def parse(cls, name: str) -> "SgConfig":
         """The config that `name` names (as stored in the tuner cache)."""
         try:
-            head, w, t, k = name.split("_")
+            head, w, t, k, *flags = name.split("_")
+            if not head.startswith("sg") or flags not in ([], ["v"], ["v", "e"]):
+                raise ValueError(name)
             mnk, sg = head[2:].split("s")
             m0, n0, k0 = (int(x) for x in mnk.split("x"))
             wm, wn = (int(x) for x in w[1:].split("x"))
             tm, tn = (int(x) for x in t[1:].split("x"))
-            return cls(m0, n0, k0, int(sg), wm, wn, tm, tn, int(k[1:]))
+            return cls(m0, n0, k0, int(sg), wm, wn, tm, tn, int(k[1:]), "v" in flags, "e" in flags)
         except (ValueError, IndexError):
             raise ValueError(f"sgmat: not a subgroup-matrix config name: {name!r}") from None
 
@@ -130,10 +134,12 @@ def layout(config: SgConfig, problem: Problem, out: str, bias: bool) -> Layout:
 
 
 def _tile_copy(name: str, src: str, rows: int, cols: int, vec: int, threads: int, ld: str,
-               r0: str, c0: str, rmax: str, cmax: str, base: str, reg: str) -> tuple[list[str], list[str]]:
+               r0: str, c0: str, rmax: str, cmax: str, base: str, reg: str,
+               wide: bool = False) -> tuple[list[str], list[str]]:
     """Lines that fetch a rows x cols tile (stored rows of `ld` halves starting at row r0,
     column c0 of the matrix at `base`) into registers, and lines that stash the registers in
-    workgroup array `name` (rows of cols + _PAD halves). Out of range reads as zero."""
+    workgroup array `name` (rows of cols + _PAD halves; `wide`: an array of vec4<u32>, one
+    store per 8 halves). Out of range reads as zero."""
     pitch = cols + _PAD
     units = rows * cols // vec
     per = -(-units // threads)
@@ -159,7 +165,9 @@ def _tile_copy(name: str, src: str, rows: int, cols: int, vec: int, threads: int
         if guard and u == per - 1:
             stash.append(f"  if (e < {units}u) {{")
         stash += [f"  let s = stage + (e / {cols // vec}u) * {pitch}u + (e % {cols // vec}u) * {vec}u;"]
-        if vec == 8:
+        if wide:
+            stash.append(f"  {name}[s / 8u] = {reg}{u};")
+        elif vec == 8:
             for w, comp in enumerate("xyzw"):
                 stash.append(f"  let h{w} = bitcast<vec2<f16>>({reg}{u}.{comp});")
                 stash.append(f"  {name}[s + {2 * w}u] = h{w}.x; {name}[s + {2 * w + 1}u] = h{w}.y;")
@@ -184,6 +192,13 @@ def generate(config: SgConfig, lay: Layout) -> str:
     b_size = b_rows * (b_cols + _PAD)
     a_ty = "vec4<u32>" if lay.vec_a == 8 else "f16"
     b_ty = "vec4<u32>" if lay.vec_b == 8 else "f16"
+    # wide: the tiles of 8-half operands live in vec4<u32> arrays, matrices load from them with
+    # offsets and strides in 16-byte units (Tint counts both in the array's elements).
+    a_wide, b_wide = c.wide and lay.vec_a == 8, c.wide and lay.vec_b == 8
+    # combined (epi): both tiles in one array, which the store's scratch reuses once they are dead.
+    combined = c.epi and a_wide and b_wide
+    arr_a, arr_b = ("sM", "sM") if combined else ("sA", "sB")
+    base_a, base_b = (0, 2 * a_size) if combined else (0, 0)     # in halves
     L = ["diagnostic(off, chromium.subgroup_matrix_uniformity);", "enable f16;", "enable subgroups;",
          "enable chromium_experimental_subgroup_matrix;",
          _PARAMS,
@@ -196,11 +211,19 @@ def generate(config: SgConfig, lay: Layout) -> str:
     L += [f"@group(0) @binding({cb}) var<storage, read_write> C: array<{lay.out}>;",
           f"alias LM = subgroup_matrix_left<f16, {c.k0}, {c.m0}>;",
           f"alias RM = subgroup_matrix_right<f16, {c.n0}, {c.k0}>;",
-          f"alias AM = subgroup_matrix_result<f32, {c.n0}, {c.m0}>;",
-          f"var<workgroup> sA: array<f16, {2 * a_size}>;",
-          f"var<workgroup> sB: array<f16, {2 * b_size}>;"]
-    if not lay.direct:
-        L.append(f"var<workgroup> sC: array<f32, {c.wm * c.wn * c.m0 * c.n0}>;")
+          f"alias AM = subgroup_matrix_result<f32, {c.n0}, {c.m0}>;"]
+    nsub = c.wm * c.wn
+    m_pitch = c.n0 // 4 + 1                     # scratch rows in 16-byte units (+1 against conflicts)
+    m_size = c.m0 * m_pitch
+    if combined:
+        units = max((a_size + b_size) // 4, nsub * m_size)
+        L.append(f"var<workgroup> sM: array<vec4<u32>, {units}>;")
+        rounds_of = max(1, min(c.tm * c.tn, units // (nsub * m_size)))
+    else:
+        L.append(f"var<workgroup> sA: array<{'vec4<u32>' if a_wide else 'f16'}, {2 * a_size // (8 if a_wide else 1)}>;")
+        L.append(f"var<workgroup> sB: array<{'vec4<u32>' if b_wide else 'f16'}, {2 * b_size // (8 if b_wide else 1)}>;")
+        if not lay.direct:
+            L.append(f"var<workgroup> sC: array<f32, {nsub * c.m0 * c.n0}>;")
     L += [f"@compute @workgroup_size({nt})",
           "fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32,",
           "        @builtin(subgroup_id) sgid: u32, @builtin(subgroup_invocation_id) lane: u32) {",
@@ -221,8 +244,8 @@ def generate(config: SgConfig, lay: Layout) -> str:
         b_args = dict(ld="P.k", r0="wcol", c0="k0", rmax="P.n", cmax="P.k")
     else:
         b_args = dict(ld="P.n", r0="k0", c0="wcol", rmax="P.k", cmax="P.n")
-    fa, sa = _tile_copy("sA", "A", a_rows, a_cols, lay.vec_a, nt, base="a_base", reg="ra", **a_args)
-    fb, sb = _tile_copy("sB", "B", b_rows, b_cols, lay.vec_b, nt, base="b_base", reg="rb", **b_args)
+    fa, sa = _tile_copy(arr_a, "A", a_rows, a_cols, lay.vec_a, nt, base="a_base", reg="ra", wide=a_wide, **a_args)
+    fb, sb = _tile_copy(arr_b, "B", b_rows, b_cols, lay.vec_b, nt, base="b_base", reg="rb", wide=b_wide, **b_args)
     for u in range(-(-a_rows * a_cols // lay.vec_a // nt)):
         L.append(f"  var ra{u}: {a_ty};")
     for u in range(-(-b_rows * b_cols // lay.vec_b // nt)):
@@ -235,8 +258,8 @@ def generate(config: SgConfig, lay: Layout) -> str:
         return ["  " * depth + x for x in lines]
 
     def stash(stage_a, stage_b):
-        return (["{", f"  let stage = {stage_a};"] + ["  " + x for x in sa] + ["}",
-                 "{", f"  let stage = {stage_b};"] + ["  " + x for x in sb] + ["}"])
+        return (["{", f"  let stage = {base_a}u + {stage_a};"] + ["  " + x for x in sa] + ["}",
+                 "{", f"  let stage = {base_b}u + {stage_b};"] + ["  " + x for x in sb] + ["}"])
 
     L += ["  var k0 = 0u;"] + block(fa + fb, 1) + block(stash("0u", "0u"), 1) + ["  workgroupBarrier();"]
     L += [f"  let steps = (P.k + {tk - 1}u) / {tk}u;",
@@ -245,25 +268,30 @@ def generate(config: SgConfig, lay: Layout) -> str:
           f"    k0 = (t + 1u) * {tk}u;",
           "    let more = t + 1u < steps;",
           "    if (more) {"] + block(fa + fb, 3) + ["    }",
-          f"    let a_off = cur * {a_size}u;",
-          f"    let b_off = cur * {b_size}u;"]
+          f"    let a_off = {base_a}u + cur * {a_size}u;",
+          f"    let b_off = {base_b}u + cur * {b_size}u;"]
     a_pitch, b_pitch = a_cols + _PAD, b_cols + _PAD
+
+    def load_args(arr, off, pitch, wide):
+        # every offset and pitch is a multiple of 8 halves, so exact in 16-byte units
+        return f"&{arr}, ({off}) / 8u, {pitch // 8}u" if wide else f"&{arr}, {off}, {pitch}u"
+
     for kk in range(0, tk, c.k0):
         L.append("    {")
         for i in range(c.tm):
             if lay.trans_a:   # sA[k][m]: element (r, c) of the left matrix at (kk + c) * pitch + m
                 off = f"a_off + {kk * a_pitch}u + sgm * {c.tm * c.m0}u + {i * c.m0}u"
-                L.append(f"      let a{i} = subgroupMatrixLoad<LM, col_major>(&sA, {off}, {a_pitch}u);")
+                L.append(f"      let a{i} = subgroupMatrixLoad<LM, col_major>({load_args(arr_a, off, a_pitch, a_wide)});")
             else:             # sA[m][k]
                 off = f"a_off + (sgm * {c.tm * c.m0}u + {i * c.m0}u) * {a_pitch}u + {kk}u"
-                L.append(f"      let a{i} = subgroupMatrixLoad<LM, row_major>(&sA, {off}, {a_pitch}u);")
+                L.append(f"      let a{i} = subgroupMatrixLoad<LM, row_major>({load_args(arr_a, off, a_pitch, a_wide)});")
         for j in range(c.tn):
             if lay.trans_b:   # sB[n][k]
                 off = f"b_off + (sgn * {c.tn * c.n0}u + {j * c.n0}u) * {b_pitch}u + {kk}u"
-                L.append(f"      let b{j} = subgroupMatrixLoad<RM, col_major>(&sB, {off}, {b_pitch}u);")
+                L.append(f"      let b{j} = subgroupMatrixLoad<RM, col_major>({load_args(arr_b, off, b_pitch, b_wide)});")
             else:             # sB[k][n]
                 off = f"b_off + {kk * b_pitch}u + sgn * {c.tn * c.n0}u + {j * c.n0}u"
-                L.append(f"      let b{j} = subgroupMatrixLoad<RM, row_major>(&sB, {off}, {b_pitch}u);")
+                L.append(f"      let b{j} = subgroupMatrixLoad<RM, row_major>({load_args(arr_b, off, b_pitch, b_wide)});")
         for i in range(c.tm):
             for j in range(c.tn):
                 L.append(f"      acc{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, acc{i}_{j});")
@@ -278,6 +306,34 @@ def generate(config: SgConfig, lay: Layout) -> str:
             for j in range(c.tn):
                 L.append(f"  subgroupMatrixStore<row_major>(&C, c_base + (row0 + {i * c.m0}u) * P.n + col0 + "
                          f"{j * c.n0}u, acc{i}_{j}, P.n);")
+    elif combined:
+        L += ["  let alpha = bitcast<f32>(P.alpha_bits);",
+              f"  let scratch = sgid * {rounds_of * m_size}u;"]
+        mats = [(i, j) for i in range(c.tm) for j in range(c.tn)]
+        quads = c.m0 * (c.n0 // 4)              # 16-byte units of one result matrix
+        per = -(-quads // c.sg)
+        for r0 in range(0, len(mats), rounds_of):
+            chunk = mats[r0:r0 + rounds_of]
+            if r0:
+                L.append("  workgroupBarrier();")
+            for q, (i, j) in enumerate(chunk):
+                L.append(f"  subgroupMatrixStore<row_major>(&sM, scratch + {q * m_size}u, acc{i}_{j}, {m_pitch}u);")
+            L.append("  workgroupBarrier();")
+            for q, (i, j) in enumerate(chunk):
+                for t in range(per):
+                    L += ["  {", f"    let e = lane + {t * c.sg}u;"]
+                    guard = f"e < {quads}u && " if quads % c.sg else ""
+                    L += [f"    let rr = e / {c.n0 // 4}u;",
+                          f"    let cq = e % {c.n0 // 4}u;",
+                          f"    let r = row0 + {i * c.m0}u + rr;",
+                          f"    let cc = col0 + {j * c.n0}u + cq * 4u;",
+                          f"    if ({guard}r < P.m) {{",
+                          f"      let v = bitcast<vec4<f32>>(sM[scratch + {q * m_size}u + rr * {m_pitch}u + cq]);",
+                          "      let o = c_base + r * P.n + cc;"]
+                    for w, comp in enumerate("xyzw"):
+                        val = f"alpha * v.{comp}" + (f" + f32(Bias[cc + {w}u])" if lay.bias else "")
+                        L.append(f"      if (cc + {w}u < P.n) {{ C[o + {w}u] = {lay.out}({val}); }}")
+                    L += ["    }", "  }"]
     else:
         tile = c.m0 * c.n0
         per = tile // c.sg
@@ -324,9 +380,10 @@ def candidates(configs, sg: int, max_invocations: int = 1024, max_workgroup_byte
     for cfg in configs:
         m0, n0, k0 = int(cfg["M"]), int(cfg["N"]), int(cfg["K"])
         for wm, wn, tm, tn, tk in shapes:
-            c = SgConfig(m0, n0, k0, sg, wm, wn, tm, tn, tk)
-            if c.valid(max_invocations, max_workgroup_bytes) and c not in out:
-                out.append(c)
+            for wide, epi in ((False, False), (True, False), (True, True)):
+                c = SgConfig(m0, n0, k0, sg, wm, wn, tm, tn, tk, wide, epi)
+                if c.valid(max_invocations, max_workgroup_bytes) and c not in out:
+                    out.append(c)
     return out
 
 
@@ -402,24 +459,96 @@ def matmul(dev, problem: Problem, a, b, out: str = "f16", bias=None):
     """C = alpha * op(A) @ op(B) (+ bias) of f16 Buffers on matrix units, launched now (a new
     Buffer of type `out`), with the member `choose` gives; None where the device has no
     matrix units (or they are off). A tuned member that fails to compile or run is dropped
-    for the default member; a default that fails turns the family off (`forget`)."""
-    config = choose(dev, problem, out, bias is not None)
-    if config is None:
+    for the default member; a default that fails turns the family off (`forget`).
+
+    A product with few result tiles and a long k (a weight gradient, dY^T @ X) runs as
+    `split_k` slices in parallel, f32 partial sums that one more launch adds up."""
+    default = choose(dev)
+    if default is None:
         return None
+    splits = split_k(problem, default)
+    if splits == 1:
+        result = dev.empty(problem.batch * problem.m * problem.n, out)
+        return result if _launch_chosen(dev, problem, a, b, result, bias) else None
+    m, n = problem.m, problem.n
+    sliced = Problem(splits, m, n, problem.k // splits, True, False, True, True, problem.alpha)
+    partial = dev.empty(splits * m * n, "f32")
+    if not _launch_chosen(dev, sliced, a, b, partial, None):
+        return None
+    result = dev.empty(m * n, out)
+    inputs = [partial] if bias is None else [partial, bias]
+    kernel = dev.kernel(f"sgmat_split_sum_{out}" + ("_bias" if bias is not None else ""),
+                        _split_sum_source(out, bias is not None), len(inputs), 1, "III")
+    dev.launch(kernel, inputs, [result], (m * n, splits, n), dev.grid(-(-(m * n) // 256)))
+    return result
+
+
+def _launch_chosen(dev, problem: Problem, a, b, result, bias) -> bool:
+    """Launch `problem` into `result` with the member `choose` gives for it; False when the
+    family failed here (turned off)."""
     from ..runtime import GpuError
     from . import sgmat_tune
-    result = dev.empty(problem.batch * problem.m * problem.n, out)
+    config = choose(dev, problem, result.dtype, bias is not None)
+    if config is None:
+        return False
     while True:
         try:
             launch(dev, config, problem, a, b, result, bias)
-            return result
+            return True
         except GpuError as exc:
             default = choose(dev)
             if default is None or config == default:
                 forget(dev, str(exc))
-                return None
+                return False
             sgmat_tune.forget(dev, config, str(exc))
             config = default
+
+
+# Split-k: a product whose result has fewer tiles than this many workgroups could fill runs in
+# k slices (at least _SPLIT_MIN_K deep each, at most _SPLIT_MAX_PARTIAL partial sums in all).
+# nanoGPT's weight gradients (1536x384 from k = 16384: 36 tiles of 128x128 for 132 SMs) ran at
+# 17-57 TFLOP/s whole (H200, benchmarks/sgmat_sweep.py).
+_SPLIT_WORKGROUPS = 512
+_SPLIT_MIN_K = 512
+_SPLIT_MAX_PARTIAL = 1 << 24
+
+
+def split_k(problem: Problem, config: SgConfig) -> int:
+    """How many k slices `problem` runs in (a power of two dividing k; 1: whole). Only A^T @ B
+    unbatched, where slice z is batch z of the same kernel: A^T's and B's rows are k, so a
+    slice starts z * k/splits rows further in both (the batch strides)."""
+    p = problem
+    if p.batch != 1 or not p.trans_a or p.trans_b or os.environ.get("ANYGPU_SGMAT_SPLIT_K", "1") == "0":
+        return 1
+    tiles = -(-p.m // config.bm) * -(-p.n // config.bn)
+    want = min(-(-_SPLIT_WORKGROUPS // tiles), p.k // _SPLIT_MIN_K, _SPLIT_MAX_PARTIAL // max(p.m * p.n, 1))
+    splits = 1
+    while splits * 2 <= want and p.k % (splits * 2) == 0:
+        splits *= 2
+    return splits
+
+
+@functools.lru_cache(maxsize=None)
+def _split_sum_source(out: str, bias: bool) -> str:
+    """out[i] = sum over the splits of partial[s * n + i] (+ bias[i % cols]), one thread per
+    element (params: n, splits, cols)."""
+    lines = ["enable f16;",
+             "struct Params { n: u32, splits: u32, cols: u32 }",
+             "@group(0) @binding(0) var<uniform> P: Params;",
+             "@group(0) @binding(1) var<storage, read> partial: array<f32>;"]
+    if bias:
+        lines.append("@group(0) @binding(2) var<storage, read> Bias: array<f16>;")
+    lines += [f"@group(0) @binding({3 if bias else 2}) var<storage, read_write> C: array<{out}>;",
+              "@compute @workgroup_size(256)",
+              "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {",
+              "  let i = gid.x + gid.y * nwg.x * 256u;",
+              "  if (i >= P.n) { return; }",
+              "  var acc = 0.0;",
+              "  for (var s = 0u; s < P.splits; s++) { acc += partial[s * P.n + i]; }"]
+    if bias:
+        lines.append("  acc += f32(Bias[i % P.cols]);")
+    lines += [f"  C[i] = {out}(acc);", "}"]
+    return "\n".join(lines) + "\n"
 
 
 def forget(dev, reason: str) -> None:

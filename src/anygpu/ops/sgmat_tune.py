@@ -42,6 +42,15 @@ SHORTLIST = (
     "sg16x16x16s32_w2x2_t2x2_k32",
     "sg16x8x16s32_w4x4_t2x2_k32",
     "sg16x8x8s32_w4x4_t4x2_k16",
+    # session 13: workgroup tiles as vec4<u32> (one 16-byte store per 8 halves) and the f16 /
+    # bias store through the dead tiles; on the H200 the best of 4096^3 (149 TFLOP/s) and of
+    # the biased f16 products (qkv 96 against 53 for the members above)
+    "sg16x16x16s32_w2x4_t4x2_k32_v_e",
+    "sg16x16x16s32_w4x2_t2x4_k32_v_e",
+    "sg16x16x16s32_w2x2_t4x4_k32_v_e",
+    "sg16x16x16s32_w2x4_t4x4_k16_v_e",
+    "sg16x16x16s32_w2x4_t4x2_k32_v",
+    "sg16x16x16s32_w2x2_t4x4_k32_v",
 )
 # An adapter whose matrix configs or subgroup size allow fewer shortlisted members than this
 # gets the first members of its own family (sgmat.candidates order) up to FILL_TO.
