@@ -45,6 +45,20 @@ def test_sum_rows(dev, rng, upload, read, close, rows, cols):
     close(read(dev.sum_rows(upload(a), rows, cols)), a.astype(np.float64).sum(axis=0), atol=1e-3)
 
 
+@pytest.mark.parametrize("rows, cols", [(7, 50), (1000, 3), (70_000, 2), (257, 131), (1, 5)])
+def test_sum_rows_f16(dev, rng, rows, cols):
+    """f16 columns summed in f32 (a tree of f32 partials), the result rounded to f16 once,
+    as the f16 bias gradient of an autocast linear."""
+    a = rng.standard_normal((rows, cols)).astype(np.float16)
+    out = dev.sum_rows(dev.upload(a), rows, cols)
+    assert out.dtype == "f16"
+    want = a.astype(np.float64).sum(axis=0)
+    got = dev.read(out).astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=2e-3, atol=1e-3 * np.sqrt(rows))
+    reduced = dev.reduce_axis(dev.upload(a), 1, rows, cols, "sum")   # the nd route for f16 lands here too
+    np.testing.assert_array_equal(dev.read(reduced), dev.read(out))
+
+
 def test_sums_are_the_adjoints_of_the_broadcast_adds(dev, rng, upload, read, close, vjp):
     rows, cols = 9, 13
     a = rng.standard_normal((rows, cols)).astype(np.float32)

@@ -1,11 +1,12 @@
 // Column sums of a [rows, cols] array: partial[chunk, c] = sum of a[r, c] over the rows
 // r of the chunk (chunk_rows of them). A workgroup covers 64 columns of one chunk with
 // 4 row lanes, so neighbouring threads read neighbouring columns; the caller sums the
-// partials again when n_chunks > 1.
+// partials again when n_chunks > 1. Reads {{T}}, sums in f32, stores {{OUT_T}}.
+{{ENABLE}}
 struct Params { rows: u32, cols: u32, chunk_rows: u32, n_chunks: u32, col_tiles: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
-@group(0) @binding(1) var<storage, read> a: array<f32>;
-@group(0) @binding(2) var<storage, read_write> partial: array<f32>;
+@group(0) @binding(1) var<storage, read> a: array<{{T}}>;
+@group(0) @binding(2) var<storage, read_write> partial: array<{{OUT_T}}>;
 
 const COLS: u32 = 64u;
 const LANES: u32 = 4u;
@@ -24,7 +25,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>,
     var acc = 0.0;
     if (col < P.cols) {
         for (var r = begin + lid.y; r < end; r = r + LANES) {
-            acc = acc + a[r * P.cols + col];
+            acc = acc + f32(a[r * P.cols + col]);
         }
     }
     lane_sums[lid.y * COLS + lid.x] = acc;
@@ -34,6 +35,6 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>,
         for (var lane = 0u; lane < LANES; lane = lane + 1u) {
             total = total + lane_sums[lane * COLS + lid.x];
         }
-        partial[chunk * P.cols + col] = total;
+        partial[chunk * P.cols + col] = {{OUT_T}}(total);
     }
 }

@@ -10,7 +10,7 @@ import math
 
 from ..runtime import Params
 from ..runtime.dtypes import DTYPES
-from . import fusion, reduce
+from . import broadcast, fusion, reduce
 from ._common import check_buffer, grid_1d
 from .elementwise import UNARY_PARAMS, binary, check_same_dtype, expression, out_dtype_of, scalar_param, source
 
@@ -67,6 +67,27 @@ def _packed(values, fill: int) -> list[int]:
     return [fill] * (MAX_DIMS - len(values)) + values
 
 
+def merged_dims(shape, *strides_lists) -> tuple[tuple, list[tuple]]:
+    """The same index map over fewer dims: dims of size 1 dropped, and each dim merged into
+    the one before it where every strides list steps over it contiguously (outer stride =
+    inner stride * inner size), e.g. a (4, 2, 32, 32) walk of a contiguous array against a
+    (32, 32) one broadcast over the first two dims is the (8, 1024) walk with strides
+    (1024, 1) and (0, 1). Kernels that decompose an index dim by dim do fewer divisions."""
+    dims = [(size, [st[d] for st in strides_lists]) for d, size in enumerate(shape) if size != 1]
+    merged: list = []
+    for size, strides in dims:
+        if merged:
+            outer_size, outer = merged[-1]
+            if all(o == s * size for o, s in zip(outer, strides)):
+                merged[-1] = (outer_size * size, strides)
+                continue
+        merged.append((size, strides))
+    if not merged:
+        return (1,), [(0,) for _ in strides_lists]
+    return (tuple(size for size, _ in merged),
+            [tuple(strides[k] for _, strides in merged) for k in range(len(strides_lists))])
+
+
 def _broadcast_strides(shape, out_shape) -> list[int]:
     strides = contiguous_strides(shape)
     pad = len(out_shape) - len(shape)
@@ -86,14 +107,27 @@ def broadcast_binary(dev, name: str, a, a_shape, b, b_shape, alpha: float = 0.0,
     expr = expression(name, name, dtype, 2)
     result = out_dtype_of(name, dtype, out_dtype)
     n = numel(out_shape)
-    out = dev.empty(n, result)
     if n == 0:
-        return out, out_shape
+        return dev.empty(n, result), out_shape
+    shape, (a_strides, b_strides) = merged_dims(out_shape, _broadcast_strides(a_shape, out_shape),
+                                                _broadcast_strides(b_shape, out_shape))
+    if name == "add" and dtype == result == "f32" and len(shape) == 2:
+        # A bias-like add (one operand whole, the other repeated along one axis) is the 2-D
+        # broadcast kernel: one index division per element rather than one per dim.
+        rows, cols = shape
+        for whole, part, whole_strides, part_strides in ((a, b, a_strides, b_strides),
+                                                         (b, a, b_strides, a_strides)):
+            if whole_strides != (cols, 1):
+                continue
+            if part_strides == (0, 1):
+                return broadcast.add_per_col(dev, whole, part, rows, cols), out_shape
+            if part_strides == (1, 0):
+                return broadcast.add_broadcast(dev, whole, part, rows, cols), out_shape
+    out = dev.empty(n, result)
     kernel = dev.kernel("nd_" + name, source("nd_binary.wgsl", expr, ND_BINARY_PARAMS, dtype, result), 2, 1,
                         ND_BINARY_PARAMS.format(dtype))
-    params = ([n, len(out_shape), scalar_param(dtype, alpha), 0] + _packed(out_shape, 1)
-              + _packed(_broadcast_strides(a_shape, out_shape), 0)
-              + _packed(_broadcast_strides(b_shape, out_shape), 0))
+    params = ([n, len(shape), scalar_param(dtype, alpha), 0] + _packed(shape, 1)
+              + _packed(a_strides, 0) + _packed(b_strides, 0))
     dev.launch(kernel, [a, b], [out], params, grid_1d(dev, n))
     return out, out_shape
 
@@ -159,6 +193,7 @@ def _strided(dev, x, out, shape, strides, offset, mode):
     n = numel(shape)
     if DTYPES[x.dtype].itemsize != DTYPES[out.dtype].itemsize:
         raise ValueError(f"strided copy: {x.dtype} elements cannot go into a {out.dtype} buffer")
+    shape, (strides,) = merged_dims(shape, strides)
     dtype = words(x.dtype)
     kernel = dev.kernel("nd_strided", source("nd_strided.wgsl", "", STRIDED_PARAMS, dtype), 1, 1,
                         STRIDED_PARAMS.format(dtype))
@@ -175,10 +210,10 @@ def reduce_axis(dev, x, outer: int, mid: int, inner: int, op: str = "sum"):
         raise ValueError(f"reduce: op must be one of {sorted(_REDUCE_OPS)}, got {op!r}")
     if mid < 1:
         raise ValueError(f"reduce_{op}: cannot reduce over an empty dimension")
-    if op == "sum" and x.dtype == "f32" and outer * inner:
+    if op == "sum" and x.dtype in ("f32", "f16") and outer * inner:
         # Sums along a contiguous axis go to reduce.py's kernels (a tree of passes for long
         # rows, one thread per short row, column tiles for the first axis): one sum family.
-        if inner == 1:
+        if inner == 1 and x.dtype == "f32":
             return reduce.reduce_inner(dev, "a", x, x, outer, mid)
         if outer == 1:
             return reduce.sum_rows(dev, x, mid, inner)

@@ -60,15 +60,17 @@ def sum_rows(dev, a, rows: int, cols: int):
     The backward of add_per_col(x, b, rows, cols) for b."""
     check_positive("sum_rows", rows=rows, cols=cols)
     check_buffer("sum_rows", "a", a, rows * cols, "rows*cols")
-    if a.dtype == "f16":   # summed in f32, stored f16 (the kernel below reads f32 words)
-        return dev.reduce_axis(a, 1, rows, cols, "sum")
-    if a.dtype != "f32":
-        raise ValueError(f"sum_rows: a must be f32 or f16, got {a.dtype}")
-    kernel = dev.kernel("sum_rows", load_shader("sum_rows.wgsl"), 1, 1, "IIIII")
+    dtype = a.dtype
+    if dtype not in ("f32", "f16"):
+        raise ValueError(f"sum_rows: a must be f32 or f16, got {dtype}")
     col_tiles = -(-cols // 64)
     while True:
+        # f16 is summed in f32: partials stay f32, only the last pass stores f16.
         n_chunks = -(-rows // _ROW_CHUNK)
-        partial = dev.empty(n_chunks * cols)
+        out_dtype = dtype if n_chunks == 1 else "f32"
+        name = "sum_rows" if (a.dtype, out_dtype) == ("f32", "f32") else f"sum_rows_{a.dtype}_{out_dtype}"
+        kernel = dev.kernel(name, load_shader("sum_rows.wgsl", a.dtype, out_dtype), 1, 1, "IIIII")
+        partial = dev.empty(n_chunks * cols, out_dtype)
         dev.launch(kernel, [a], [partial], (rows, cols, _ROW_CHUNK, n_chunks, col_tiles),
                    dev.grid(col_tiles * n_chunks))
         if n_chunks == 1:
