@@ -71,3 +71,18 @@ def test_strided_gather_and_scatter(dev, rng, shape, dims, piece, dtype):
     want = np.zeros(x.size, dtype)
     want[flat] = x.ravel()[flat]
     np.testing.assert_array_equal(dev.read(dst), want)
+
+
+@pytest.mark.parametrize("source, target", [(np.float16, np.float32), (np.float32, np.float16)])
+def test_strided_gather_converts(dev, rng, source, target):
+    """A gather that converts between f16 and f32: the cast's rounding (to nearest even,
+    overflow to inf, NaN kept) of the gathered elements."""
+    x = (rng.standard_normal((4, 6, 10)) * 3e4).astype(source)
+    x.flat[3] = np.nan
+    index = np.arange(x.size).reshape(x.shape)[:, :, 2:7].transpose(2, 0, 1)
+    strides = tuple(int(s) for s in np.array(index.strides) // index.itemsize)
+    out = dev.strided_gather(dev.upload(x), index.shape, strides, int(index.ravel()[0]),
+                             dtype="f32" if target is np.float32 else "f16")
+    np.testing.assert_array_equal(dev.read(out), x.ravel()[index.ravel()].astype(target))
+    with pytest.raises(ValueError, match="converts between f32 and f16 only"):
+        dev.strided_gather(dev.upload(x), index.shape, strides, 0, dtype="i32")

@@ -309,3 +309,28 @@ def test_module_dtype_conversion_like_torch():
     for convert in (ours.bfloat16, lambda: ours.to(ag.int32)):
         with pytest.raises(ValueError, match="Module"):
             convert()
+
+
+@pytest.mark.parametrize("half_base", [True, False])
+def test_strided_view_conversions_and_gradients(rng, half_base):
+    """A strided view (a split piece, viewed into heads and transposed: autocast's q, k, v)
+    converted between float16 and float32 (one gather that converts), forward exact and the
+    gradient back in the base's dtype, as torch."""
+    data = (rng.standard_normal((3, 5, 21)) * 300).astype(np.float16 if half_base else np.float32)
+    data.flat[7] = np.nan
+    data.flat[11] = 7e4 if not half_base else np.inf   # overflows to inf in float16
+    ours, theirs = (ag.tensor(data, requires_grad=True), torch.tensor(data, requires_grad=True))
+    target_ag, target_torch = (ag.float32, torch.float32) if half_base else (ag.float16, torch.float16)
+    outs = []
+    for lib, x, target in ((ag, ours, target_ag), (torch, theirs, target_torch)):
+        q, k, v = x.split(7, dim=2)
+        heads = [t.view(3, 5, 1, 7).transpose(1, 2) for t in (q, k, v)]   # (3, 1, 5, 7)
+        converted = [h.to(target) for h in heads]
+        assert all(c.dtype is target for c in converted)
+        weights = lib.tensor(np.arange(3 * 5 * 7, dtype=np.float32).reshape(3, 1, 5, 7) % 5 - 2).to(target)
+        loss = sum(((c * weights) * (i + 1)).float().sum() for i, c in enumerate(converted[:2]))
+        loss.backward()
+        outs.append(([c.detach().float().numpy() for c in converted], x.grad.float().numpy()))
+    for got, want in zip(outs[0][0], outs[1][0]):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(outs[0][1], outs[1][1])

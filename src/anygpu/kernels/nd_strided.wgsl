@@ -2,11 +2,11 @@
 // Strided gather (mode 0): out[i] = x[offset + sum(coord_d * stride_d)], i row-major over `shape`.
 // Strided scatter (mode 1): out[offset + sum(coord_d * stride_d)] = x[i] (positions must be unique).
 // Used for permute, slicing, expand and their backward. Elements are {{T}}: u32 words serve
-// every 4-byte dtype.
+// every 4-byte dtype. A gather may convert f16 <-> f32 on the way ({{OUT_T}} elements out).
 {{PARAMS}}
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<storage, read> x: array<{{T}}>;
-@group(0) @binding(2) var<storage, read_write> out: array<{{T}}>;
+@group(0) @binding(2) var<storage, read_write> out: array<{{OUT_T}}>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -20,8 +20,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         rest = rest / size;
     }
     if (P.mode == 0u) {
-        out[i] = x[j];
+        out[i] = {{OUT_T}}(x[j]);
     } else {
-        out[j] = x[i];
+        out[j] = {{OUT_T}}(x[i]);
     }
 }

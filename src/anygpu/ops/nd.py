@@ -171,10 +171,13 @@ def broadcast_dims(grad_shape, shape) -> list[int]:
     return [d for d, (g, s) in enumerate(zip(grad_shape, padded)) if s == 1 and g != 1]
 
 
-def strided_gather(dev, x, shape, strides, offset: int = 0):
-    """out (contiguous, `shape`) [i] = x[offset + sum(coord_d * strides_d)]; dtype kept."""
+def strided_gather(dev, x, shape, strides, offset: int = 0, dtype: str | None = None):
+    """out (contiguous, `shape`) [i] = x[offset + sum(coord_d * strides_d)]; dtype kept, or
+    converted on the way between f32 and f16 (`dtype`: a strided view's cast in one kernel)."""
     n = numel(shape)
-    out = dev.empty(n, x.dtype)
+    if dtype is not None and dtype != x.dtype and {x.dtype, dtype} != {"f32", "f16"}:
+        raise ValueError(f"strided_gather: converts between f32 and f16 only, not {x.dtype} to {dtype}")
+    out = dev.empty(n, dtype or x.dtype)
     if n == 0:
         return out
     _strided(dev, x, out, shape, strides, offset, mode=0)
@@ -191,11 +194,14 @@ def strided_scatter(dev, src, dst, shape, strides, offset: int = 0):
 
 def _strided(dev, x, out, shape, strides, offset, mode):
     n = numel(shape)
-    if DTYPES[x.dtype].itemsize != DTYPES[out.dtype].itemsize:
+    converts = {x.dtype, out.dtype} == {"f32", "f16"} and mode == 0
+    if DTYPES[x.dtype].itemsize != DTYPES[out.dtype].itemsize and not converts:
         raise ValueError(f"strided copy: {x.dtype} elements cannot go into a {out.dtype} buffer")
     shape, (strides,) = merged_dims(shape, strides)
-    dtype = words(x.dtype)
-    kernel = dev.kernel("nd_strided", source("nd_strided.wgsl", "", STRIDED_PARAMS, dtype), 1, 1,
+    dtype = x.dtype if converts else words(x.dtype)   # (a conversion reads f32 values, not words)
+    out_dtype = out.dtype if converts else dtype
+    name = f"nd_strided_{x.dtype}_{out.dtype}" if converts else "nd_strided"
+    kernel = dev.kernel(name, source("nd_strided.wgsl", "", STRIDED_PARAMS, dtype, out_dtype), 1, 1,
                         STRIDED_PARAMS.format(dtype))
     params = [n, len(shape), offset, mode] + _packed(shape, 1) + _packed(strides, 0)
     dev.launch(kernel, [x], [out], params, grid_1d(dev, n))

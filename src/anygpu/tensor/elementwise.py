@@ -145,8 +145,15 @@ def _cast(x: Tensor, dtype, copy: bool = False) -> Tensor:
         store = _BUF_DTYPE[dtype]
         if dtype is float16:
             _check_half("to")
-        source = x._buf  # (read once: a strided view gathers on each read)
-        buf = (source if x._view is not None else dev.copy(source)) if source.dtype == store else dev.cast(source, store)
+        if x._view is not None and x.dtype.is_floating_point and {x._base._buf.dtype, store} == {"f32", "f16"}:
+            # A strided view (autocast's q, k, v: head-split transposes) gathered and
+            # converted by one kernel, not a gather and then a cast.
+            source = x._base._buf
+            buf = dev.strided_gather(source, x.shape, *x._view, dtype=store)
+        else:
+            source = x._buf  # (read once: a strided view gathers on each read)
+            buf = (source if x._view is not None else dev.copy(source)) if source.dtype == store else \
+                dev.cast(source, store)
         out = Tensor(buf, x.shape, dtype)
         if not x.dtype.is_floating_point:
             return out
