@@ -1,11 +1,17 @@
 """`anygpu train` runs its steps through anygpu.compile (issue 11): the replayed steps give
 the very same weights as eager steps (ANYGPU_COMPILE=0), and steps really are replayed."""
 
+import json
+
+import pytest
+
 import anygpu as ag
 from anygpu.cli import main
 
 
-def test_compiled_training_equals_eager_training(capsys, tmp_path, monkeypatch):
+@pytest.mark.parametrize("precision", ["32", "16-mixed"])
+def test_compiled_training_equals_eager_training(capsys, tmp_path, monkeypatch, precision):
+    """16-mixed too: autocast and the GradScaler (Adam takes its found_inf flag) are captured."""
     made = []
     real_compile = ag.compile
 
@@ -14,9 +20,13 @@ def test_compiled_training_equals_eager_training(capsys, tmp_path, monkeypatch):
         made.append(step)
         return step
     monkeypatch.setattr(ag, "compile", recording_compile)
-    argv = ["train", "digits", "--epochs", "2", "--limit", "96", "--batch-size", "32", "--no-progress"]
+    argv = ["train", "digits", "--epochs", "2", "--limit", "96", "--batch-size", "32", "--no-progress",
+            "--precision", precision]
     assert main([*argv, "--out", str(tmp_path / "compiled")]) == 0
     assert made and made[0].stats["replayed"] >= 3, made[0].stats
+    assert made[0].reason() is None
+    history = json.loads((tmp_path / "compiled" / "metrics.json").read_text())["history"]
+    assert history[-1]["replayed_steps"] == made[0].stats["replayed"]
     monkeypatch.setenv("ANYGPU_COMPILE", "0")
     assert main([*argv, "--out", str(tmp_path / "eager")]) == 0
     capsys.readouterr()

@@ -51,3 +51,107 @@ def test_thirty_two_is_the_default_and_bad_values_are_refused(capsys, tmp_path):
     assert "argument --precision: invalid choice: '8-mixed'" in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()
     assert np.isfinite(json.loads((out / "metrics.json").read_text())["history"][-1]["train_loss"])
+
+
+# --------------------------------------------------------------------------- the captured 16-mixed step
+
+STEPS = 9
+INF_STEP = 6          # a batch whose float16 cast overflows: its gradients are inf/NaN, the step is skipped
+LR_CHANGE_STEP = 7    # the learning rate halves here, between replays (as StepLR does between epochs)
+
+
+def _digits_steps(precision, batches, scaler_args):
+    """The loop's step (train/loop.py _compiled_step) on the digits task over `batches`:
+    (step, task, scaler, losses, dispatches of the last step, initial weights)."""
+    from anygpu.train import loop
+    from anygpu.train.stratagems import build_digits
+
+    ag.manual_seed(3)
+    settings = loop.Settings(stratagem="digits", epochs=1, batch_size=len(batches[0][0]), lr=4e-3, seed=3,
+                             out=None, precision=precision)
+    task = build_digits(settings)
+    initial = {name: value.numpy().copy() for name, value in task.model.state_dict().items()}
+    mixed = precision == "16-mixed"
+    scaler = ag.amp.GradScaler("cuda", enabled=mixed, **scaler_args)
+    step = loop._compiled_step(task, scaler, mixed)
+    dev = ag.gpu()
+    losses, dispatches = [], 0
+    for i, (x, y) in enumerate(batches):
+        if i == LR_CHANGE_STEP:
+            task.optimizer.param_groups[0]["lr"] *= 0.5
+        before = dev.stats["dispatches"]
+        losses.append(float(step(*task.inputs(x, y, None)).item()))
+        dispatches = dev.stats["dispatches"] - before
+    return step, task, scaler, losses, dispatches, initial
+
+
+def _torch_steps(initial, batches, scaler_args):
+    """The same steps in torch on the CPU: float16 autocast, GradScaler, Adam (the reference)."""
+    import torch
+
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(16, 32, 3, padding=1),
+        torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(32 * 4 * 4, 64),
+        torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    model.load_state_dict({name: torch.tensor(value) for name, value in initial.items()})
+    optimizer = torch.optim.Adam(model.parameters(), lr=4e-3)
+    scaler = torch.amp.GradScaler("cpu", **scaler_args)
+    losses, scales = [], []
+    for i, (x, y) in enumerate(batches):
+        if i == LR_CHANGE_STEP:
+            optimizer.param_groups[0]["lr"] *= 0.5
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = torch.nn.functional.cross_entropy(model(torch.tensor(x)), torch.tensor(y, dtype=torch.int64))
+        optimizer.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        losses.append(float(loss.detach()))
+        scales.append(scaler.get_scale())
+    return model, scaler, losses
+
+
+def test_sixteen_mixed_step_is_replayed_and_matches_torch_autocast(rng):
+    """The 16-mixed digits step replays as the float32 one does (nothing read back: the
+    scaler's inf check, skip and next scale stay on the GPU) with a bounded number of extra
+    dispatches, and gives torch's CPU autocast + GradScaler + Adam results: the same scale
+    after a skipped step (an input that overflows float16) and growth, losses and weights
+    within float16 rounding."""
+    from anygpu.io.datasets import load_digits
+
+    train, _ = load_digits(seed=0)
+    picks = [rng.choice(len(train), 27, replace=False) for _ in range(STEPS)]   # an odd batch size
+    batches = [(train.x[p].copy(), train.y[p].copy()) for p in picks]
+    batches[INF_STEP][0][0, 0, 3, 4] = 1e6    # float16 tops out at 65504: inf in the forward
+    scaler_args = {"init_scale": 2.0 ** 10, "growth_interval": 2}
+
+    plain = _digits_steps("32", batches, {})
+    step, task, scaler, losses, dispatches, initial = _digits_steps("16-mixed", batches, scaler_args)
+    # Replayed like float32: recorded during the first calls, replayed from then on.
+    assert step.reason() is None and plain[0].reason() is None
+    assert step.stats["replayed"] == plain[0].stats["replayed"] >= STEPS - 4, (step.stats, plain[0].stats)
+    # The extra dispatches of 16-mixed: the casts autocast records (at most one per parameter and
+    # activation each way), the scaler's scale / inf check / update and Adam's count on the GPU.
+    n_params = len(initial)
+    assert plain[4] < dispatches <= plain[4] + 4 * n_params + 8, (plain[4], dispatches)
+
+    model, reference, torch_losses = _torch_steps(initial, batches, scaler_args)
+    assert not np.isfinite(losses[INF_STEP]) and not np.isfinite(torch_losses[INF_STEP])
+    assert scaler.get_scale() == reference.get_scale() != scaler_args["init_scale"]
+    assert scaler.state_dict() == reference.state_dict()
+    finite = [i for i in range(STEPS) if i != INF_STEP]
+    np.testing.assert_allclose(np.array(losses)[finite], np.array(torch_losses)[finite], rtol=1e-4)
+    theirs = {name: value.detach().numpy() for name, value in model.state_dict().items()}
+    agree = []
+    for name, value in task.model.state_dict().items():
+        ours = value.numpy()
+        assert value.dtype == ag.float32                       # master weights stay float32
+        moved = np.abs(theirs[name] - initial[name])
+        # Adam moves each weight by about lr per step whatever the gradient's size: f16 rounding
+        # (another summation order) can flip the sign of a gradient near zero, so most weights
+        # are compared against the distance moved and all of them against a few steps' worth.
+        close = np.abs(ours - theirs[name]) <= 1e-4 + 0.05 * moved
+        assert close.mean() > 0.95, (name, close.mean())
+        agree.append(close.ravel())
+        np.testing.assert_allclose(ours, theirs[name], atol=2 * 4e-3 * STEPS)
+    assert np.concatenate(agree).mean() > 0.99

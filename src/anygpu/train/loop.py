@@ -19,6 +19,8 @@ weights, bit for bit, as a run that was never interrupted.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import math
 import os
@@ -426,18 +428,42 @@ def _format_record(record: Mapping[str, Any], epochs: int) -> str:
     return ", ".join(parts)
 
 
-def _compiled_step(task: Task):
+def _precision_region(mixed: bool):
+    """The forward's region: float16 autocast under 16-mixed, nothing under 32."""
+    return ag.autocast("cuda", dtype=ag.float16) if mixed else contextlib.nullcontext()
+
+
+def _backward_and_step(task: Task, scaler, loss, sync: Callable[[], None] | None = None) -> None:
+    """The optimizer step of a loss: torch's mixed-precision recipe (zero_grad, scaled
+    backward, scaler.step, scaler.update); with a disabled scaler the plain step.
+    sync (data parallel, eager) averages the gradients across ranks before the step."""
+    task.optimizer.zero_grad()
+    scaler.scale(loss).backward()
+    if sync is not None:
+        sync()
+    scaler.step(task.optimizer)
+    scaler.update()
+
+
+def _compiled_step(task: Task, scaler=None, mixed: bool = False):
     """The task's training step through anygpu.compile (capture and replay), when the task
     splits its loss into `inputs(x, y, rng)` (host work, Tensors out) and `loss_of(*inputs)`
-    (GPU work only). ANYGPU_COMPILE=0 keeps every step eager."""
+    (GPU work only). ANYGPU_COMPILE=0 keeps every step eager.
+
+    16-mixed (`mixed`, with an enabled GradScaler) is captured too: the forward under float16
+    autocast, the scaler's inf check, skip decision (for optimizers that take its found_inf
+    flag: SGD, Adam, AdamW) and next scale all stay on the GPU, so the step reads nothing back
+    and is replayed like a float32 one (another optimizer makes the scaler read the flag: then
+    the step runs eagerly, `step.reason()` says where)."""
     if os.environ.get("ANYGPU_COMPILE", "1") == "0" or not hasattr(task, "inputs") or not hasattr(task, "loss_of"):
         return None
+    if scaler is None:
+        scaler = ag.amp.GradScaler("cuda", enabled=False)
 
     def train_step(*inputs):
-        loss = task.loss_of(*inputs)
-        task.optimizer.zero_grad()
-        loss.backward()
-        task.optimizer.step()
+        with _precision_region(mixed):
+            loss = task.loss_of(*inputs)
+        _backward_and_step(task, scaler, loss)
         return loss
     return ag.compile(train_step)
 
@@ -507,11 +533,11 @@ def fit(task_factory: Callable[[Settings], Task], settings: Settings,
     started = time.perf_counter()
     # Data-parallel steps are captured too (their bucket exchanges are host calls and gates of
     # the replay), except while --balance times each rank's eager work.
-    # 16-mixed: the forward under float16 autocast and a GradScaler, eager (the scaler reads its
-    # inf check back each step, so such a step is never replayed).
+    # 16-mixed: the forward under float16 autocast and a GradScaler, captured as well (the
+    # scaler's state and decisions stay on the GPU; see _compiled_step).
     mixed = settings.precision == "16-mixed"
     scaler = ag.amp.GradScaler("cuda", enabled=mixed)
-    compiled = _compiled_step(task) if (parallel is None or not parallel.balance) and not mixed else None
+    compiled = _compiled_step(task, scaler, mixed) if parallel is None or not parallel.balance else None
     for epoch in range(start_epoch, settings.epochs + 1):
         epoch_started = time.perf_counter()
         task.model.train()
@@ -550,14 +576,10 @@ def fit(task_factory: Callable[[Settings], Task], settings: Settings,
                 if compiled is not None:
                     loss = compiled(*task.inputs(x, y, rng))
                 else:
-                    with ag.autocast("cuda", dtype=ag.float16, enabled=mixed):
+                    with _precision_region(mixed):
                         loss = task.loss(x, y, rng)
-                    task.optimizer.zero_grad()
-                    scaler.scale(loss).backward()
-                    if parallel is not None:
-                        parallel.sync(len(x))
-                    scaler.step(task.optimizer)
-                    scaler.update()
+                    _backward_and_step(task, scaler, loss,
+                                       None if parallel is None else functools.partial(parallel.sync, len(x)))
                 if task.scheduler is not None and task.scheduler_per_step:
                     task.scheduler.step()
                 # The loss is read once the next step is recorded: the GPU never waits on the host.
