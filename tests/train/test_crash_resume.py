@@ -154,6 +154,9 @@ def resign(path, **changes):
         {"rng": "{}"}, {"rng": "5"}, {"rng": '{"bit_generator": "PCG64", "state": 5}'},
         {"scheduler": "5"}, {"scheduler": '{"step_size": "x"}'}, {"scheduler": "[1, 2]"},
         {"seed": "4"},
+        {"scaler": "5"}, {"scaler": "[]"}, {"scaler": '{"scale": 65536.0}'},
+        {"scaler": '{"scale": 0, "growth_factor": 2, "backoff_factor": 0.5, "growth_interval": 9, "_growth_tracker": 0}'},
+        {"scaler": '{"scale": 8, "growth_factor": 2, "backoff_factor": 1.5, "growth_interval": 9, "_growth_tracker": 0}'},
     ],
     ids=lambda changes: "-".join(f"{key}={value[:20]}" for key, value in changes.items()),
 )

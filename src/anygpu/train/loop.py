@@ -4,7 +4,8 @@ After each epoch the loop writes, in the run folder (``--out``):
 
 - ``checkpoint.safetensors``: model weights under ``model.``, optimizer state under
   ``optim.``; the header metadata holds the epoch, seed, stratagem, settings, scheduler
-  state, the RNG state and the history (all JSON strings). NanoSign-signed, atomic.
+  state, the GradScaler's state (``--precision 16-mixed``), the RNG state and the history
+  (all JSON strings). NanoSign-signed, atomic.
 - ``model.safetensors``: the weights alone (names as in ``model.state_dict()``), signed.
 - ``metrics.json``: the last epoch's numbers at the top level, every epoch in ``history``.
 - ``loss.png``: the loss curve (per step and per epoch), with test accuracy when there is one;
@@ -142,7 +143,7 @@ def _json_default(value: Any) -> Any:
 
 
 def _save_checkpoint(task: Task, settings: Settings, epoch: int, history: list[dict],
-                     curve: list[list[float]], path: Path) -> None:
+                     curve: list[list[float]], path: Path, scaler=None) -> None:
     arrays: dict[str, Any] = {f"model.{name}": value for name, value in task.model.state_dict().items()}
     arrays.update(optim.flatten_state_dict(task.optimizer.state_dict(), prefix="optim."))
     scheduler_state = task.scheduler.state_dict() if task.scheduler is not None else None
@@ -157,6 +158,9 @@ def _save_checkpoint(task: Task, settings: Settings, epoch: int, history: list[d
         "rng": json.dumps(default_generator().bit_generator.state),
         "history": json.dumps(history),
         "curve": json.dumps(curve),
+        # 16-mixed: the GradScaler's scale and growth tracker ({} under 32), so a resumed run
+        # skips and grows its steps as the uninterrupted one does.
+        "scaler": json.dumps(scaler.state_dict() if scaler is not None else {}),
     }
     checkpoint.save(arrays, path, metadata=metadata)
 
@@ -270,6 +274,19 @@ def _check_header(metadata: Mapping[str, str], path: Path) -> None:
     except (ValueError, TypeError, KeyError, OverflowError, AttributeError):
         raise bad("rng", f"a {type(probe).__name__} state", rng) from None
     _header_json(metadata, "scheduler", path)  # checked against the scheduler in _restore
+    if "scaler" in metadata:  # absent in checkpoints written before 16-mixed steps were resumable
+        scaler = _header_json(metadata, "scaler", path)
+        if not isinstance(scaler, dict) or (scaler and not _is_scaler_state(scaler)):
+            raise bad("scaler", "a GradScaler state ({} under --precision 32)", scaler)
+
+
+def _is_scaler_state(state: Mapping[str, Any]) -> bool:
+    """Whether `state` is a GradScaler.state_dict() with values its rules accept."""
+    return (set(state) == {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"}
+            and _is_number(state["scale"]) and state["scale"] > 0
+            and _is_number(state["growth_factor"]) and state["growth_factor"] > 1
+            and _is_number(state["backoff_factor"]) and 0 < state["backoff_factor"] < 1
+            and _is_int(state["growth_interval"], 1) and _is_int(state["_growth_tracker"], 0))
 
 
 def _same_structure(saved: Any, current: Any) -> bool:
@@ -289,7 +306,8 @@ def _same_structure(saved: Any, current: Any) -> bool:
     return True  # a value of a kind JSON cannot hold was not saved as such; nothing to compare
 
 
-def _restore(task: Task, arrays: Mapping[str, np.ndarray], metadata: Mapping[str, str], path: Path) -> _Resumed:
+def _restore(task: Task, arrays: Mapping[str, np.ndarray], metadata: Mapping[str, str], path: Path,
+             scaler=None) -> _Resumed:
     _check_header(metadata, path)
     scheduler_state = _header_json(metadata, "scheduler", path)
     if task.scheduler is not None and scheduler_state is not None:
@@ -304,6 +322,9 @@ def _restore(task: Task, arrays: Mapping[str, np.ndarray], metadata: Mapping[str
         raise ValueError(f"--resume: {path} does not fit this model ({error})") from None
     if task.scheduler is not None and scheduler_state is not None:
         task.scheduler.load_state_dict(scheduler_state)
+    scaler_state = _header_json(metadata, "scaler", path) if "scaler" in metadata else {}
+    if scaler is not None and scaler.is_enabled() and scaler_state:
+        scaler.load_state_dict(scaler_state)  # a 32 run resumed as 16-mixed starts a fresh scaler
     default_generator().bit_generator.state = _header_json(metadata, "rng", path)
     return _Resumed(int(metadata["epoch"]), _header_json(metadata, "history", path),
                     _header_json(metadata, "curve", path))
@@ -500,8 +521,10 @@ def fit(task_factory: Callable[[Settings], Task], settings: Settings,
     history: list[dict] = []
     curve: list[list[float]] = []
     start_epoch = 1
+    mixed = settings.precision == "16-mixed"
+    scaler = ag.amp.GradScaler("cuda", enabled=mixed)
     if saved is not None:
-        resumed = _restore(task, saved[0], saved[1], checkpoint_path)
+        resumed = _restore(task, saved[0], saved[1], checkpoint_path, scaler)
         start_epoch, history, curve = resumed.epoch + 1, resumed.history, resumed.curve
     # Only now, with the checkpoint validated: the leftovers of a run killed mid-write.
     if writes:
@@ -535,8 +558,6 @@ def fit(task_factory: Callable[[Settings], Task], settings: Settings,
     # the replay), except while --balance times each rank's eager work.
     # 16-mixed: the forward under float16 autocast and a GradScaler, captured as well (the
     # scaler's state and decisions stay on the GPU; see _compiled_step).
-    mixed = settings.precision == "16-mixed"
-    scaler = ag.amp.GradScaler("cuda", enabled=mixed)
     compiled = _compiled_step(task, scaler, mixed) if parallel is None or not parallel.balance else None
     for epoch in range(start_epoch, settings.epochs + 1):
         epoch_started = time.perf_counter()
@@ -624,7 +645,7 @@ def fit(task_factory: Callable[[Settings], Task], settings: Settings,
         if board is not None:
             _log_epoch(board, record, epoch * steps_per_epoch)
         if writes:
-            _save_checkpoint(task, settings, epoch, history, curve, checkpoint_path)
+            _save_checkpoint(task, settings, epoch, history, curve, checkpoint_path, scaler)
             written = [CHECKPOINT, *_write_outputs(task, out, settings.stratagem, settings.seed, settings.to_json(),
                                                    history, curve), *task.extra_files]
         if parallel is not None:
