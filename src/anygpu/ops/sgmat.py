@@ -53,6 +53,7 @@ class SgConfig(NamedTuple):
     tk: int = 32
     wide: bool = False   # workgroup tiles as vec4<u32>: one 16-byte store per 8 halves fetched
     epi: bool = False    # (with wide) the f16/bias/alpha store in rounds through the dead tiles
+    single: bool = False  # one stage of workgroup memory, no register prefetch (two barriers a step)
 
     @property
     def bm(self) -> int:
@@ -69,20 +70,21 @@ class SgConfig(NamedTuple):
     @property
     def name(self) -> str:
         return (f"sg{self.m0}x{self.n0}x{self.k0}s{self.sg}_w{self.wm}x{self.wn}"
-                f"_t{self.tm}x{self.tn}_k{self.tk}" + ("_v" if self.wide else "") + ("_e" if self.epi else ""))
+                f"_t{self.tm}x{self.tn}_k{self.tk}" + ("_v" if self.wide else "") + ("_e" if self.epi else "")
+                + ("_s" if self.single else ""))
 
     @classmethod
     def parse(cls, name: str) -> "SgConfig":
         """The config that `name` names (as stored in the tuner cache)."""
         try:
             head, w, t, k, *flags = name.split("_")
-            if not head.startswith("sg") or flags not in ([], ["v"], ["v", "e"]):
+            if not head.startswith("sg") or flags not in ([], ["v"], ["v", "e"], ["s"], ["v", "s"], ["v", "e", "s"]):
                 raise ValueError(name)
             mnk, sg = head[2:].split("s")
             m0, n0, k0 = (int(x) for x in mnk.split("x"))
             wm, wn = (int(x) for x in w[1:].split("x"))
             tm, tn = (int(x) for x in t[1:].split("x"))
-            return cls(m0, n0, k0, int(sg), wm, wn, tm, tn, int(k[1:]), "v" in flags, "e" in flags)
+            return cls(m0, n0, k0, int(sg), wm, wn, tm, tn, int(k[1:]), "v" in flags, "e" in flags, "s" in flags)
         except (ValueError, IndexError):
             raise ValueError(f"sgmat: not a subgroup-matrix config name: {name!r}") from None
 
@@ -90,7 +92,7 @@ class SgConfig(NamedTuple):
         # the larger of the two layouts of each operand (plain or transposed)
         a = max(self.bm * (self.tk + _PAD), self.tk * (self.bm + _PAD))
         b = max(self.tk * (self.bn + _PAD), self.bn * (self.tk + _PAD))
-        return 2 * 2 * (a + b) + 4 * self.wm * self.wn * self.m0 * self.n0
+        return (1 if self.single else 2) * 2 * (a + b) + 4 * self.wm * self.wn * self.m0 * self.n0
 
     def valid(self, max_invocations: int = 1024, max_workgroup_bytes: int = 49152) -> bool:
         return (self.threads <= max_invocations and self.workgroup_bytes() <= max_workgroup_bytes
@@ -198,7 +200,8 @@ def generate(config: SgConfig, lay: Layout) -> str:
     # combined (epi): both tiles in one array, which the store's scratch reuses once they are dead.
     combined = c.epi and a_wide and b_wide
     arr_a, arr_b = ("sM", "sM") if combined else ("sA", "sB")
-    base_a, base_b = (0, 2 * a_size) if combined else (0, 0)     # in halves
+    nst = 1 if c.single else 2                                   # stages of workgroup memory
+    base_a, base_b = (0, nst * a_size) if combined else (0, 0)   # in halves
     L = ["diagnostic(off, chromium.subgroup_matrix_uniformity);", "enable f16;", "enable subgroups;",
          "enable chromium_experimental_subgroup_matrix;",
          _PARAMS,
@@ -216,12 +219,12 @@ def generate(config: SgConfig, lay: Layout) -> str:
     m_pitch = c.n0 // 4 + 1                     # scratch rows in 16-byte units (+1 against conflicts)
     m_size = c.m0 * m_pitch
     if combined:
-        units = max((a_size + b_size) // 4, nsub * m_size)
+        units = max(nst * (a_size + b_size) // 8, nsub * m_size)
         L.append(f"var<workgroup> sM: array<vec4<u32>, {units}>;")
         rounds_of = max(1, min(c.tm * c.tn, units // (nsub * m_size)))
     else:
-        L.append(f"var<workgroup> sA: array<{'vec4<u32>' if a_wide else 'f16'}, {2 * a_size // (8 if a_wide else 1)}>;")
-        L.append(f"var<workgroup> sB: array<{'vec4<u32>' if b_wide else 'f16'}, {2 * b_size // (8 if b_wide else 1)}>;")
+        L.append(f"var<workgroup> sA: array<{'vec4<u32>' if a_wide else 'f16'}, {nst * a_size // (8 if a_wide else 1)}>;")
+        L.append(f"var<workgroup> sB: array<{'vec4<u32>' if b_wide else 'f16'}, {nst * b_size // (8 if b_wide else 1)}>;")
         if not lay.direct:
             L.append(f"var<workgroup> sC: array<f32, {nsub * c.m0 * c.n0}>;")
     L += [f"@compute @workgroup_size({nt})",
@@ -261,15 +264,23 @@ def generate(config: SgConfig, lay: Layout) -> str:
         return (["{", f"  let stage = {base_a}u + {stage_a};"] + ["  " + x for x in sa] + ["}",
                  "{", f"  let stage = {base_b}u + {stage_b};"] + ["  " + x for x in sb] + ["}"])
 
-    L += ["  var k0 = 0u;"] + block(fa + fb, 1) + block(stash("0u", "0u"), 1) + ["  workgroupBarrier();"]
-    L += [f"  let steps = (P.k + {tk - 1}u) / {tk}u;",
-          "  for (var t = 0u; t < steps; t++) {",
-          "    let cur = t % 2u;",
-          f"    k0 = (t + 1u) * {tk}u;",
-          "    let more = t + 1u < steps;",
-          "    if (more) {"] + block(fa + fb, 3) + ["    }",
-          f"    let a_off = {base_a}u + cur * {a_size}u;",
-          f"    let b_off = {base_b}u + cur * {b_size}u;"]
+    if c.single:    # fetch, stash, barrier, multiply, barrier: registers live only across the copy
+        L += [f"  let steps = (P.k + {tk - 1}u) / {tk}u;",
+              "  for (var t = 0u; t < steps; t++) {",
+              f"    let k0 = t * {tk}u;"] + block(fa + fb, 2) + block(stash("0u", "0u"), 2) + [
+              "    workgroupBarrier();",
+              f"    let a_off = {base_a}u;",
+              f"    let b_off = {base_b}u;"]
+    else:
+        L += ["  var k0 = 0u;"] + block(fa + fb, 1) + block(stash("0u", "0u"), 1) + ["  workgroupBarrier();"]
+        L += [f"  let steps = (P.k + {tk - 1}u) / {tk}u;",
+              "  for (var t = 0u; t < steps; t++) {",
+              "    let cur = t % 2u;",
+              f"    k0 = (t + 1u) * {tk}u;",
+              "    let more = t + 1u < steps;",
+              "    if (more) {"] + block(fa + fb, 3) + ["    }",
+              f"    let a_off = {base_a}u + cur * {a_size}u;",
+              f"    let b_off = {base_b}u + cur * {b_size}u;"]
     a_pitch, b_pitch = a_cols + _PAD, b_cols + _PAD
 
     def load_args(arr, off, pitch, wide):
@@ -296,9 +307,9 @@ def generate(config: SgConfig, lay: Layout) -> str:
             for j in range(c.tn):
                 L.append(f"      acc{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, acc{i}_{j});")
         L.append("    }")
-    L += ["    if (more) {"] + block(stash(f"(1u - cur) * {a_size}u", f"(1u - cur) * {b_size}u"), 3) + ["    }",
-          "    workgroupBarrier();",
-          "  }"]
+    if not c.single:
+        L += ["    if (more) {"] + block(stash(f"(1u - cur) * {a_size}u", f"(1u - cur) * {b_size}u"), 3) + ["    }"]
+    L += ["    workgroupBarrier();", "  }"]
     L.append(f"  let row0 = wrow + sgm * {c.tm * c.m0}u;")
     L.append(f"  let col0 = wcol + sgn * {c.tn * c.n0}u;")
     if lay.direct:
