@@ -206,7 +206,7 @@ def test_a_tuned_member_other_than_the_default_runs_the_product(fake_matrix_unit
     """A cached pick (ops/sgmat_tune.py) replaces the default member for its bucket only, after
     its float64 check; products of other buckets keep the default."""
     dev, calls = fake_matrix_units
-    picked = "sg16x16x16s32_w2x2_t2x2_k32_v_e"
+    picked = "sg16x16x16s32_w2x4_t2x2_k32_v_e"
     assert picked != sgmat.PREFERRED[0]
     _cache_pick(dev, Problem(1, 37, 41, 29), "f16", False, picked)
     rng = np.random.default_rng(5)
@@ -225,7 +225,7 @@ def test_a_tuned_member_other_than_the_default_runs_the_product(fake_matrix_unit
 
 def test_a_cached_member_that_fails_its_float64_check_is_not_used(fake_matrix_units, monkeypatch):
     dev, calls = fake_matrix_units
-    picked = "sg16x16x16s32_w4x2_t2x4_k32_v_e"
+    picked = "sg16x16x16s32_w4x2_t2x4_k32_v_e_s"
     _cache_pick(dev, Problem(1, 37, 41, 29), "f16", False, picked)
     right = sgmat.launch
 

@@ -387,12 +387,14 @@ def candidates(configs, sg: int, max_invocations: int = 1024, max_workgroup_byte
     out = []
     shapes = [(2, 2, 2, 2, 32), (2, 4, 4, 2, 32), (4, 2, 2, 4, 32), (2, 2, 4, 4, 32), (2, 4, 4, 2, 64),
               (4, 2, 2, 4, 64), (2, 2, 4, 4, 64), (4, 4, 2, 2, 32), (2, 4, 2, 2, 32), (4, 2, 4, 2, 32),
-              (2, 4, 4, 4, 16), (4, 2, 4, 4, 16), (2, 4, 4, 2, 16), (4, 4, 4, 2, 16)]
+              (2, 4, 4, 4, 16), (4, 2, 4, 4, 16), (2, 4, 4, 2, 16), (4, 4, 4, 2, 16),
+              (4, 2, 2, 4, 64), (2, 4, 4, 2, 64), (2, 4, 4, 4, 32), (4, 2, 4, 4, 32)]
     for cfg in configs:
         m0, n0, k0 = int(cfg["M"]), int(cfg["N"]), int(cfg["K"])
         for wm, wn, tm, tn, tk in shapes:
-            for wide, epi in ((False, False), (True, False), (True, True)):
-                c = SgConfig(m0, n0, k0, sg, wm, wn, tm, tn, tk, wide, epi)
+            for wide, epi, single in ((False, False, False), (True, False, False), (True, True, False),
+                                      (True, True, True)):
+                c = SgConfig(m0, n0, k0, sg, wm, wn, tm, tn, tk, wide, epi, single)
                 if c.valid(max_invocations, max_workgroup_bytes) and c not in out:
                     out.append(c)
     return out
@@ -400,12 +402,13 @@ def candidates(configs, sg: int, max_invocations: int = 1024, max_workgroup_byte
 
 # Measured on the H200 (benchmarks/sgmat_sweep.py, docs/BENCHMARKS.md): the best of the family
 # on 4096^3 and on nanoGPT's products, in order of preference; the first that this adapter's
-# configs, subgroup size and limits allow is the default. Session 13: w2x2_t4x4_k32_v_e led
-# nanoGPT's products (proj 127, dX 124, fc 82, qkv+bias 71, the split weight gradient 112
-# TFLOP/s) and ran 4096^3 at 150, against 55-96 and 124 for the previous default.
-PREFERRED = ("sg16x16x16s32_w2x2_t4x4_k32_v_e", "sg16x16x16s32_w2x4_t4x2_k32_v_e",
-             "sg16x16x16s32_w2x4_t4x2_k32", "sg16x16x16s32_w4x2_t2x4_k32", "sg16x16x16s32_w2x4_t4x4_k16",
-             "sg16x16x16s32_w2x2_t2x2_k32")
+# configs, subgroup size and limits allow is the default. Session 13: one stage of workgroup
+# memory without register prefetch (_s) beat the two-stage form by 15-45%; w4x2_t2x4_k64_v_e_s
+# ran 4096^3 at 218 TFLOP/s and nanoGPT's proj / dX at 168 / 172 (the session-12 default:
+# 124 and 95 / 96).
+PREFERRED = ("sg16x16x16s32_w4x2_t2x4_k64_v_e_s", "sg16x16x16s32_w2x4_t4x2_k32_v_e_s",
+             "sg16x16x16s32_w2x2_t4x4_k32_v_e", "sg16x16x16s32_w2x4_t4x2_k32", "sg16x16x16s32_w4x2_t2x4_k32",
+             "sg16x16x16s32_w2x4_t4x4_k16", "sg16x16x16s32_w2x2_t2x2_k32")
 
 
 def f16_configs(dev) -> tuple[list[dict], int]:

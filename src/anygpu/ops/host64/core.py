@@ -48,7 +48,9 @@ def cast(dev, x, dtype: str):
 
 
 @host_op("strided_gather")
-def strided_gather(dev, x, shape, strides, offset: int = 0):
+def strided_gather(dev, x, shape, strides, offset: int = 0, dtype: str | None = None):
+    if dtype not in (None, "f64"):
+        raise ValueError(f"strided_gather: converts between f32 and f16 only, not f64 to {dtype}")
     n = int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
     if n == 0:
         return f64(dev, np.zeros(0))
