@@ -10,7 +10,12 @@ f32 accumulation, an f16 or f32 result:
   `tm x tn` result matrices of m0 x n0 (one of the adapter's configs) in f32;
 - k advances TK at a time through two stages of workgroup memory: the next stage's
   global loads are issued into registers before the current stage's multiplies, and
-  stored after them, so one barrier per step separates the stages;
+  stored after them, so one barrier per step separates the stages; or (`single`, name
+  suffix _s) through one stage: fetch, store, barrier, multiply, barrier -- fewer registers,
+  more subgroups resident, room for a 64-deep step (faster on the H200 in every shape tried);
+- `wide` (_v): the tiles of 8-half operands are vec4<u32> arrays, one 16-byte store per
+  thread and fetch, matrices loaded with offsets and strides in 16-byte units (Tint counts
+  them in the array's elements);
 - workgroup memory keeps each operand tile as it is stored in memory (rows of A or of
   A^T, of B or of B^T), so global loads are contiguous in every transpose case: a
   transposed tile is read into matrices with `col_major` loads;
@@ -20,7 +25,10 @@ f32 accumulation, an f16 or f32 result:
 - the store: a whole-tile f32 product with alpha 1 and no bias goes straight from the
   matrices to C; otherwise each result matrix passes through a small per-subgroup f32
   scratch, from which the subgroup's lanes write it with bounds checks, alpha, the bias
-  and the conversion to f16.
+  and the conversion to f16 -- with `epi` (_e, wide members) in rounds of several matrices
+  through the dead tiles, two barriers a round rather than two a matrix;
+- a long A^T @ B with few result tiles (weight gradients) runs as `split_k` slices, the
+  batches of one launch, summed in f32 with the bias by one more launch.
 
 Which member runs a product: `choose(dev, problem, out, bias)` asks the tuner (ops/tuner.py,
 the family's Tunable in ops/sgmat_tune.py) per shape bucket among a shortlist of the
