@@ -418,11 +418,12 @@ def attention_backward(dev, grad_out, q, k, v, batch_heads: int, seq_len: int, d
 @rule("attention")
 def attention_probs_backward(dev, grad_out, q, k, v, probs, kept, batch: int, length: int, source: int,
                              embed: int, embed_v: int, scale: float, dropout_p: float, seed, mask_shapes=None,
-                             needs=(True, True, True, False)):
+                             causal: bool = False, needs=(True, True, True, False)):
     """out [batch, length, embed_v] = kept @ v with kept = dropout(probs) (seed None: no
     dropout), probs = softmax(scale q k^T + mask) [batch, length, source], q [batch, length,
     embed], k [batch, source, embed], v [batch, source, embed_v]; mask_shapes = (scores
-    shape, mask shape) when a float mask was added. Gradients for (q, k, v, mask):
+    shape, mask shape) when a float mask was added; causal: probs came from softmax_causal
+    (is_causal without a mask tensor). Gradients for (q, k, v, mask):
     dV = P^T dO, dP = dO V^T, dS = softmax'(dP), dQ = scale dS K, dK = scale dS^T Q."""
     need_q, need_k, need_v, need_mask = needs
     op = "scaled_dot_product_attention"
@@ -437,7 +438,10 @@ def attention_probs_backward(dev, grad_out, q, k, v, probs, kept, batch: int, le
     grad_kept = dev.matmul_strided(grad_out, v, batch, length, source, embed_v, trans_b=True, op=op,
                                    out_dtype="f32" if half else None)
     grad_probs = dev.dropout(grad_kept, dropout_p, seed) if seed is not None else grad_kept
-    grad_scores = dev.softmax_backward(grad_probs, probs, batch * length, source)
+    if causal:
+        grad_scores = dev.softmax_causal_backward(grad_probs, probs, batch * length, source, length)
+    else:
+        grad_scores = dev.softmax_backward(grad_probs, probs, batch * length, source)
     grad_scores16 = dev.cast(grad_scores, "f16") if half else grad_scores
     grad_q = dev.matmul_strided(grad_scores16, k, batch, length, embed, source, alpha=scale, op=op) \
         if need_q else None

@@ -706,20 +706,6 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduct
 
 # ===================================================================== attention
 
-_causal_masks: dict = {}
-
-
-def _causal_mask(rows: int, cols: int) -> Tensor:
-    """Additive (rows, cols) mask: -inf above the diagonal (torch's is_causal, top-left aligned)."""
-    key = (id(gpu()), rows, cols)
-    mask = _causal_masks.get(key)
-    if mask is None:
-        if len(_causal_masks) > 32:
-            _causal_masks.clear()
-        mask = _causal_masks[key] = tensor(np.triu(np.full((rows, cols), -np.inf, np.float32), k=1))
-    return mask
-
-
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False) -> Tensor:
@@ -753,7 +739,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     k = key if key.shape[:-2] == batch_shape else key.expand(batch_shape + (source, embed))
     v = value if value.shape[:-2] == batch_shape else value.expand(batch_shape + (source, embed_v))
     scores_shape = batch_shape + (length, source)
-    mask = _causal_mask(length, source) if is_causal else None
+    # is_causal (torch's: row i keeps columns c <= i, also where length != source) needs no
+    # mask tensor: the causal softmax masks as it reads.
+    mask = None
     if attn_mask is not None:
         _tensor(op, "attn_mask", attn_mask, dtype=None)
         if broadcast_shapes(op, scores_shape, attn_mask.shape) != scores_shape:
@@ -775,9 +763,12 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     q_buf, k_buf, v_buf = q._buf, k._buf, v._buf  # (read once: a strided view gathers on each read)
     scores = dev.matmul_strided(q_buf, k_buf, batch, length, source, embed, trans_b=True, alpha=scale, op=op,
                                 out_dtype="f32" if half else None)
-    if mask is not None:
-        scores, _ = dev.broadcast_binary("add", scores, scores_shape, mask._buf, mask.shape)
-    probs = dev.softmax(scores, batch * length, source)
+    if is_causal:
+        probs = dev.softmax_causal(scores, batch * length, source, length)
+    else:
+        if mask is not None:
+            scores, _ = dev.broadcast_binary("add", scores, scores_shape, mask._buf, mask.shape)
+        probs = dev.softmax(scores, batch * length, source)
     seed = None
     kept = probs
     if dropout_p > 0.0:
@@ -789,7 +780,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
                  batch_shape + (length, embed_v))
     backward = rule("attention", dev, q_buf, k_buf, v_buf, probs, kept, batch, length, source, embed, embed_v,
                     scale, dropout_p, seed, mask_shapes=None if mask is None else (scores_shape, mask.shape),
-                    needs=_needs(q, k, v, mask))
+                    causal=is_causal, needs=_needs(q, k, v, mask))
     return _record_with(op, out, (q, k, v, mask), backward)
 
 

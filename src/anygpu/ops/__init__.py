@@ -82,6 +82,8 @@ class Device(host64.HostMemory, runtime.Device):
     upsample_nearest2d_backward = upsample.upsample_nearest2d_backward
     # softmax.py
     softmax_backward = softmax.softmax_backward
+    softmax_causal = softmax.softmax_causal
+    softmax_causal_backward = softmax.softmax_causal_backward
     softmax = softmax.softmax  # last: the name shadows the module in this class body
     # attention.py
     attention_probs = attention.attention_probs

@@ -1,4 +1,5 @@
-"""Row-wise softmax (Layer 0) and its backward, on f32 or f16 storage (f32 math)."""
+"""Row-wise softmax (Layer 0) and its backward, on f32 or f16 storage (f32 math); and
+their causal forms for attention, which read no mask."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from ..runtime import load_shader
 from ._common import check_buffer, check_positive
 from .row_gen import PARAM_FORMAT, RowConfig, generate
 
-__all__ = ["softmax", "softmax_backward"]
+__all__ = ["softmax", "softmax_backward", "softmax_causal", "softmax_causal_backward"]
 
 _FLOAT = ("f32", "f16")
 
@@ -68,3 +69,50 @@ def softmax_backward(dev, grad, y, rows: int, cols: int, size=None):
     dtype = _check_float(op, grad, y)
     config = _pick(dev, op, dtype, rows, cols, size)
     return _launch(dev, op, config, [grad, y], dtype, rows, cols)
+
+
+def _check_causal(op: str, rows: int, cols: int, length: int, *buffers) -> None:
+    check_positive(op, rows=rows, cols=cols, length=length)
+    if rows % length:
+        raise ValueError(f"{op}: rows ({rows}) must be a multiple of length ({length}): whole blocks of scores")
+    for name, buf in buffers:
+        check_buffer(op, name, buf, rows * cols, "rows*cols")
+
+
+def _launch_causal(dev, kind: str, size, inputs, dtype: str, rows: int, cols: int, length: int):
+    """One workgroup per row, `size` threads (the looped kernel; the register kernels of
+    ops/row_gen.py have no causal form)."""
+    if size is None:
+        from . import softmax_tune
+        size = softmax_tune.choose(dev, kind, (dtype, rows, cols, length))
+    if not isinstance(size, int):
+        raise ValueError(f"{kind}: size must be a thread count (int), got {size!r}")
+    out = dev.empty(rows * cols, dtype)
+    kernel = dev.kernel(f"{kind}[{size}]", load_shader(f"{kind}.wgsl", dtype=dtype, WG=size), len(inputs), 1,
+                        "III")
+    dev.launch(kernel, inputs, [out], (rows, cols, length), dev.grid(rows))
+    return out
+
+
+def softmax_causal(dev, x, rows: int, cols: int, length: int, size=None):
+    """Causal softmax of attention scores x [rows, cols] = [batch, length, cols]: row i of
+    each block of `length` rows keeps columns c <= i (torch's is_causal: the lower triangle
+    aligned top-left, also where length != cols), the others are 0 in the result. The
+    values of softmax(x + mask) with mask 0 there and -inf elsewhere, NaN included (a
+    masked NaN or +inf makes the row NaN), without a mask in memory or a pass to add it.
+    size: threads per row (default: the tuned choice, ops/softmax_tune.py)."""
+    op = "softmax_causal"
+    _check_causal(op, rows, cols, length, ("x", x))
+    dtype = _check_float(op, x)
+    return _launch_causal(dev, op, size, [x], dtype, rows, cols, length)
+
+
+def softmax_causal_backward(dev, grad, y, rows: int, cols: int, length: int, size=None):
+    """Gradient of softmax_causal from its output y: grad, y [rows, cols] ->
+    dx = y * (grad - sum_c grad*y) row by row, 0 at the masked columns (NaN where torch's
+    product through the mask is: a masked grad or the row's sum not finite); a masked y is
+    never read (size as in softmax_causal)."""
+    op = "softmax_causal_backward"
+    _check_causal(op, rows, cols, length, ("grad", grad), ("y", y))
+    dtype = _check_float(op, grad, y)
+    return _launch_causal(dev, op, size, [grad, y], dtype, rows, cols, length)

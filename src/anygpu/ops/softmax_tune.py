@@ -1,4 +1,5 @@
-"""Row kernels chosen by the generic tuner (ops/tuner.py): softmax and its backward here,
+"""Row kernels chosen by the generic tuner (ops/tuner.py): softmax and its backward (and
+their causal forms: the looped kernel's widths only) here,
 layer norm in ops/norm_tune.py. The fallback is the looped kernel (kernels/softmax.wgsl:
 one workgroup per row of the narrowest power of two from 32 to 256 threads that covers
 the row); the other candidates are its other widths and the register kernels of
@@ -83,10 +84,53 @@ class _Softmax(RowTunable):
         return y * (x - (x * y).sum(axis=1, keepdims=True))
 
 
+class _CausalSoftmax(RowTunable):
+    """softmax_causal and its backward over (dtype, rows, cols, length) problems: the looped
+    kernel's widths only (no register form)."""
+
+    version = 1
+
+    def bucket(self, p) -> str:
+        return f"{p[0]}-rows{tuner.pow2(p[1])}-cols{tuner.pow2(p[2])}-len{tuner.pow2(p[3])}"
+
+    def candidates(self, dev, p) -> list:
+        return [size for size in super().candidates(dev, p) if isinstance(size, int)]
+
+    def small(self, p):
+        length = min(p[3], 7)
+        return (p[0], 2 * length, min(p[2], 3001), length)
+
+    def inputs(self, p, rng):
+        return self.host(p, rng, 1 if self.name == "softmax_causal" else 2)
+
+    def run(self, dev, size, p, buffers):
+        if self.name == "softmax_causal":
+            return dev.softmax_causal(buffers[0], p[1], p[2], p[3], size=size)
+        return dev.softmax_causal_backward(buffers[0], buffers[1], p[1], p[2], p[3], size=size)
+
+    def reference(self, p, arrays):
+        rows, cols, length = p[1], p[2], p[3]
+        kept = np.arange(cols)[None, :] <= (np.arange(rows) % length)[:, None]
+        x = arrays[0].astype(np.float64).reshape(rows, cols)
+        if self.name == "softmax_causal":
+            e = np.where(kept, np.exp(x - np.where(kept, x, -np.inf).max(axis=1, keepdims=True)), 0.0)
+            return e / e.sum(axis=1, keepdims=True)
+        y = np.where(kept, arrays[1].astype(np.float64).reshape(rows, cols), 0.0)
+        return y * (x - (x * y).sum(axis=1, keepdims=True))
+
+
 TUNABLES = {"softmax": _Softmax("softmax"), "softmax_backward": _Softmax("softmax_backward")}
 F16_TUNABLES = {"softmax": _Softmax("softmax", "f16"), "softmax_backward": _Softmax("softmax_backward", "f16")}
+_CAUSAL = ("softmax_causal", "softmax_causal_backward")
+CAUSAL_TUNABLES = {k: _CausalSoftmax(k) for k in _CAUSAL}
+CAUSAL_F16_TUNABLES = {k: _CausalSoftmax(k, "f16") for k in _CAUSAL}
 
 
 def choose(dev, kind: str, problem: tuple):
-    """The looped width (int) or RowConfig for (dtype, rows, cols)."""
-    return tuner.choose(dev, (F16_TUNABLES if problem[0] == "f16" else TUNABLES)[kind], problem)
+    """The looped width (int) or RowConfig for (dtype, rows, cols), or for the causal kinds
+    the width for (dtype, rows, cols, length)."""
+    if kind in _CAUSAL:
+        tunables = CAUSAL_F16_TUNABLES if problem[0] == "f16" else CAUSAL_TUNABLES
+    else:
+        tunables = F16_TUNABLES if problem[0] == "f16" else TUNABLES
+    return tuner.choose(dev, tunables[kind], problem)

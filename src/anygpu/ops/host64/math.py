@@ -449,6 +449,40 @@ def softmax_backward(dev, grad, y, rows: int, cols: int, size=None):
         return f64(dev, p * (g - (g * p).sum(axis=1, keepdims=True)))
 
 
+def _causal_kept(op: str, rows: int, cols: int, length: int) -> np.ndarray:
+    """[rows, cols] bools: row i of each block of `length` rows keeps columns c <= i."""
+    check_positive(op, rows=rows, cols=cols, length=length)
+    if rows % length:
+        raise ValueError(f"{op}: rows ({rows}) must be a multiple of length ({length}): whole blocks of scores")
+    return np.arange(cols)[None, :] <= (np.arange(rows) % length)[:, None]
+
+
+@host_op("softmax_causal")
+def softmax_causal(dev, x, rows: int, cols: int, length: int, size=None):
+    """softmax(x + mask) in float64, the mask 0 where row i of each block of `length` rows
+    keeps column c <= i and -inf elsewhere (NaN as torch's sum: a masked NaN or +inf makes
+    the row NaN). `size` is ignored."""
+    op = "softmax_causal"
+    kept = _causal_kept(op, rows, cols, length)
+    v = _host(op, "x", x, rows * cols, "rows*cols").reshape(rows, cols)
+    with np.errstate(invalid="ignore"):
+        v = v + np.where(kept, 0.0, -np.inf)
+        e = np.exp(v - v.max(axis=1, keepdims=True))
+        return f64(dev, e / e.sum(axis=1, keepdims=True))
+
+
+@host_op("softmax_causal_backward")
+def softmax_causal_backward(dev, grad, y, rows: int, cols: int, length: int, size=None):
+    """dx = y * (grad - sum_c grad*y) row by row in float64, y taken as 0 at the masked
+    columns (softmax_causal's output is). `size` is ignored."""
+    op = "softmax_causal_backward"
+    kept = _causal_kept(op, rows, cols, length)
+    g = _host(op, "grad", grad, rows * cols, "rows*cols").reshape(rows, cols)
+    p = np.where(kept, _host(op, "y", y, rows * cols, "rows*cols").reshape(rows, cols), 0.0)
+    with np.errstate(invalid="ignore"):
+        return f64(dev, p * (g - (g * p).sum(axis=1, keepdims=True)))
+
+
 # --- index.py ---------------------------------------------------------------------------
 
 def _axis_index(dev, op: str, index, outer: int, dim_size: int, n_index: int, inner: int, per_element: bool):
