@@ -13,7 +13,15 @@ layers times their counts). --sweep also times every conv_sgmat config per layer
 (ANYGPU_CONV_SGMAT_CONFIG), to tune the size heuristic conv_sgmat.choose.
 
 --null: Dawn's Null backend: Tint compiles every generated kernel (each config, kind and
-layout) and nothing runs -- the only check of the WGSL where no GPU has subgroup matrices.
+layout, wide members with B packed and not) and nothing runs -- the only check of the WGSL
+where no GPU has subgroup matrices.
+
+Forms: the f16 rows use conv_sgmat.choose's shape in form ANYGPU_CONV_SGMAT_FORM (v_s by
+default: wide tiles, one stage; plain, v, s: the others); ANYGPU_CONV_SGMAT_PACK_B=0 keeps
+B's tile of single halves in wide members. Their effect on a GPU:
+
+    for f in plain s v v_s; do ANYGPU_RUNTIME=dawn ANYGPU_CONV_SGMAT_FORM=$f \
+        python benchmarks/conv_sgmat.py --json /tmp/conv_$f.json; done
 """
 
 from __future__ import annotations
@@ -66,8 +74,10 @@ def null_compile() -> int:
     layouts += [conv_sgmat.Layout("grad_weight", vec, out, False) for vec in (1, 8) for out in ("f16", "f32")]
     compiled, failed = [], {}
     for config in members:
-        for lay in layouts:
-            label = f"{config.name}/{lay.kind}/a{lay.vec_a}/{lay.out}" + ("/bias" if lay.bias else "")
+        # wide members: B's tile packed too (the default) and only A's wide (ANYGPU_CONV_SGMAT_PACK_B=0)
+        for lay in layouts + ([lay._replace(pack_b=False) for lay in layouts] if config.wide else []):
+            label = (f"{config.name}/{lay.kind}/a{lay.vec_a}/{lay.out}" + ("/bias" if lay.bias else "")
+                     + ("/pb" if config.wide and lay.pack_b else ""))
             _, err = runner.compile(conv_sgmat.generate(config, lay))
             if err:
                 failed[label] = err[:1500]
@@ -210,7 +220,7 @@ def main() -> int:
                 row["f16_rel_err"] = _check_f16(dev, layer, rng)
                 _, _, _, batch, in_c, size, out_c, k, stride, pad = layer
                 out_size = (size + 2 * pad - k) // stride + 1
-                row["config"] = conv_sgmat.choose(dev, out_c, batch * out_size * out_size).name
+                row["config"] = conv_sgmat.choose(dev, out_c, batch * out_size * out_size, 1, in_c * k * k).name
             except Exception as exc:
                 row["f16_check_error"] = f"{type(exc).__name__}: {exc}"[:400]
         if args.sweep and result["matrix_units"]:
