@@ -148,21 +148,29 @@ def test_the_shipped_defaults_hold_the_sweeps_winners_for_nvidia(monkeypatch, tm
     monkeypatch.setattr(tuner, "_DEFAULTS", [])      # read the file itself
     checked = []
 
+    refused = "sg16x16x16s32_w2x2_t4x4_k32_v_e_s"
+
     def verify_small(dev, tunable, candidate, problem):
         checked.append(candidate.name)
-        return candidate.name != "sg16x8x8s32_w4x4_t2x2_k32"      # this one fails its check here
+        return candidate.name != refused      # this one fails its check here
     monkeypatch.setattr(tuner, "verify_small", verify_small)
-    # The sweep's picks seeded these buckets; tuning the nanoGPT step on the H200 replaced some
-    # ("from": "NVIDIA H200"). Either way the shipped choice is a shortlisted member and is used,
-    # unless its float64 check fails (the 16x8x8 member, here), which gives the fallback.
+    # Tuning the nanoGPT autocast step on the H200 (session 13) filed these buckets: the products
+    # with their biases, the input gradient, and the weight gradient's k slices (f32, batched).
+    # The shipped choice is a shortlisted member and is used, unless its float64 check fails
+    # (`refused`, here), which gives the fallback.
     dev = FakeDev()
     entries = tuner.load_defaults()
-    for case in (QKV, FC, PROJ, DX, CUBE, DW):
+    fc, proj = (FC[0], "f16", True), (PROJ[0], "f16", True)
+    slices = (Problem(8, 1536, 384, 2048, True, False), "f32", False)
+    choices = set()
+    for case in (QKV, fc, proj, DX, slices):
         entry = entries[tuner.defaults_key(dev, sgmat_tune.TUNABLE, sgmat_tune.key(*case))]
-        assert entry["from"] in ("NVIDIA H200 sweep 2026-12-03", "NVIDIA H200"), entry
-        assert entry["choice"] in sgmat_tune.SHORTLIST or entry["choice"] == sgmat.PREFERRED[0]
-        want = sgmat.PREFERRED[0] if entry["choice"] == "sg16x8x8s32_w4x4_t2x2_k32" else entry["choice"]
+        assert entry["from"] == "NVIDIA H200", entry
+        assert entry["choice"] in sgmat_tune.SHORTLIST
+        choices.add(entry["choice"])
+        want = sgmat.PREFERRED[0] if entry["choice"] == refused else entry["choice"]
         assert sgmat.choose(dev, *case).name == want, case
+    assert refused in choices and len(choices) > 1
     # a shipped pick from another adapter's sweep is checked against float64 before it is used
     assert all(name in sgmat_tune.SHORTLIST for name in checked)
     # another vendor, or the defaults turned off: the fallback
