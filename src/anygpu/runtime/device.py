@@ -134,6 +134,81 @@ class Buffer:
             self._mem = None
 
 
+class _RawBindGroups:
+    """Bind groups of a launch's Buffers made by one C call (wgpuDeviceCreateBindGroup, through
+    runtime/native.py's cffi handles) instead of wgpu-py's `create_bind_group`, which checks
+    and converts each entry dict and allocates a C struct per entry: a launch whose Buffers
+    have no cached group paid several times the C call's cost for it. The descriptor and
+    entries are the ones `create_bind_group` builds (binding 0 the parameter ring, then the
+    inputs and outputs whole); the handle goes into the runtime's own GPUBindGroup object, which
+    releases it. A call that reports an error is released and made again through
+    `create_bind_group`, so the error is raised as before."""
+
+    __slots__ = ("dev", "ffi", "create_group", "group_class", "ring", "entry_type", "desc_type",
+                 "handler", "runtime")
+
+    @classmethod
+    def make(cls, dev: "Device") -> "_RawBindGroups | None":
+        try:
+            if native.RUNTIME == "dawn":
+                from wgpudawn.backends.dawn import _api
+            else:
+                from wgpu.backends.wgpu_native import _api  # type: ignore[no-redef]
+            ffi = native.ffi
+            return cls(dev, ffi, native.lib.wgpuDeviceCreateBindGroup, _api.GPUBindGroup,
+                       ffi.typeof("WGPUBindGroupEntry[]"), ffi.typeof("WGPUBindGroupDescriptor *"))
+        except (ImportError, AttributeError, TypeError):  # pragma: no cover - wgpu-py's method then
+            return None
+
+    def __init__(self, dev, ffi, create_group, group_class, entry_type, desc_type):
+        self.dev = dev
+        self.ffi = ffi
+        self.create_group = create_group
+        self.group_class = group_class
+        self.ring = dev._param_ring._internal
+        self.entry_type = entry_type
+        self.desc_type = desc_type
+        self.handler = native._error_handler
+        self.runtime = native.RUNTIME
+
+    def create(self, layout, key: tuple, inputs, outputs):
+        """The bind group, or None when the C call reported an error (the caller retries with
+        wgpu-py's method). key[1:] are the Buffers' wgpu buffers, inputs then outputs."""
+        n = len(key)
+        entries = self.ffi.new(self.entry_type, n)
+        entry = entries[0]
+        entry.buffer = self.ring
+        entry.size = PARAM_SLOT_BYTES
+        i = 1
+        for bufs in (inputs, outputs):
+            for b in bufs:
+                entry = entries[i]
+                entry.binding = i
+                entry.buffer = key[i]._internal
+                entry.size = b._size
+                i += 1
+        desc = self.ffi.new(self.desc_type)  # label: the empty string view {NULL, 0}, as ""
+        desc.layout = layout._internal
+        desc.entryCount = n
+        desc.entries = entries
+        device = self.dev._device
+        handler = self.handler
+        if self.runtime == "wgpu":
+            handler.capture("anygpu-bind-group")
+            try:
+                handle = self.create_group(device._internal, desc)
+            finally:
+                error = handler.release("anygpu-bind-group")
+        else:  # Dawn: any pending error is raised by the next checked call, here the retry
+            handle = self.create_group(device._internal, desc)
+            error = bool(handler.pending)
+        group = self.group_class("", handle, device)
+        if error:
+            del group  # releases the handle
+            return None
+        return group
+
+
 @dataclass(frozen=True)
 class Kernel:
     """A compiled compute pipeline and how to bind it.
@@ -224,6 +299,8 @@ class Device:
         self._raw_calls = native.AVAILABLE and os.environ.get("ANYGPU_RAW_CALLS", "1") != "0"
         if self._raw_calls:
             self._offset_table, self._offset_ptrs = native.offset_table(self._slot, HELD_MAX)
+        # Bind groups made by one direct C call (see _RawBindGroups) unless ANYGPU_RAW_CALLS=0.
+        self._raw_groups = _RawBindGroups.make(self) if self._raw_calls else None
         self._recording = None  # a runtime.capture.Recording while a step is being captured
         self._pinned: dict = {}  # wgpu buffer -> number of captured steps that replay it
         self._orphans: dict = {}  # pinned wgpu buffer whose Buffer died -> its size class
@@ -536,11 +613,14 @@ class Device:
 
     def _new_bind_group(self, kernel: Kernel, key: tuple, inputs, outputs):
         """Create and cache the bind group of `kernel` over these Buffers (`key` names them)."""
-        entries = [{"binding": 0, "resource": {"buffer": self._param_ring, "offset": 0,
-                                               "size": PARAM_SLOT_BYTES}}]
-        for i, b in enumerate((*inputs, *outputs)):
-            entries.append({"binding": i + 1, "resource": {"buffer": b._mem, "offset": 0, "size": b._size}})
-        group = self._device.create_bind_group(layout=kernel.layout, entries=entries)
+        raw = self._raw_groups
+        group = raw.create(kernel.layout, key, inputs, outputs) if raw is not None else None
+        if group is None:
+            entries = [{"binding": 0, "resource": {"buffer": self._param_ring, "offset": 0,
+                                                   "size": PARAM_SLOT_BYTES}}]
+            for i, b in enumerate((*inputs, *outputs)):
+                entries.append({"binding": i + 1, "resource": {"buffer": b._mem, "offset": 0, "size": b._size}})
+            group = self._device.create_bind_group(layout=kernel.layout, entries=entries)
         # The key holds the wgpu buffers, so none is destroyed or reused while its group is cached.
         self._bind_groups[key] = group
         if len(self._bind_groups) > MAX_BIND_GROUPS:
