@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import struct
+from bisect import insort
 from dataclasses import dataclass
 from typing import Callable
 
@@ -68,6 +69,14 @@ RETIRED_FLUSH_COUNT = 1024
 HOST_WRITES_PER_SUBMIT = 256
 HOST_WRITE_BYTES_PER_SUBMIT = 64 << 20
 
+
+
+def _buffer_order(gpu_buffer) -> int:
+    """The pool's free lists are kept in this order, so `pop()` hands out the oldest wgpu
+    buffer (wgpu-py's uid: creation order, never reused). A step that repeats the same work
+    then gets the same buffers each time, whatever order its Buffers were freed in, and finds
+    its bind groups cached (a new one per launch costs the host more than the launch)."""
+    return -gpu_buffer._uid
 
 
 def _size_class(nbytes: int) -> int:
@@ -416,7 +425,7 @@ class Device:
             # write after every submitted use: free at once, not at the next flush (a loop
             # of uploads with no GPU work would otherwise make a new buffer each time). A
             # deferred tail may still write it (a replay's outputs): retired until submitted.
-            self._free.setdefault(size, []).append(gpu_buffer)
+            insort(self._free.setdefault(size, []), gpu_buffer, key=_buffer_order)
             self._idle_since[gpu_buffer] = self.stats["submits"]
             return
         self._retired.setdefault(size, []).append(gpu_buffer)
@@ -959,7 +968,9 @@ class Device:
     def _recycle(self, retired: dict) -> None:
         submits = self.stats["submits"]
         for size, gpu_buffers in retired.items():
-            self._free.setdefault(size, []).extend(gpu_buffers)
+            bucket = self._free.setdefault(size, [])
+            bucket.extend(gpu_buffers)
+            bucket.sort(key=_buffer_order)
             for gpu_buffer in gpu_buffers:
                 self._idle_since[gpu_buffer] = submits
         if submits - self._last_trim >= POOL_TRIM_EVERY:
