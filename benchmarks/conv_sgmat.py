@@ -84,10 +84,10 @@ def null_compile() -> int:
                 print(f"{label}: {err[:1500]}", flush=True)
             else:
                 compiled.append(label)
-    from anygpu.runtime import load_shader
-    _, err = runner.compile(load_shader("conv_sgmat_sum.wgsl"))
+    from anygpu.ops.sgmat import split_sum_source
+    _, err = runner.compile(split_sum_source("f16", False))
     if err:
-        failed["conv_sgmat_sum"] = err[:1500]
+        failed["sgmat_split_sum_f16"] = err[:1500]
     print(json.dumps({"members": [c.name for c in members], "compiled": compiled, "failed": failed}))
     return 1 if failed else 0
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import weakref
 from typing import Sequence
 
@@ -21,7 +20,7 @@ import numpy as np
 from .. import amp
 from .. import dtypes as _dtypes
 from ..autograd.rules import backward as rule
-from ..ops import conv_sgmat, flash_attention, flash_sgmat, gpu, sgmat
+from ..ops import conv_sgmat, flash_attention, flash_sgmat, gpu
 from ..ops._common import check_pair
 from ..ops.conv import conv_output_size, conv_transpose_output_size
 from ..ops.lossfn import MEAN_ROWS
@@ -1932,12 +1931,10 @@ def _half_or_autocast(fn):
         if half and name == "scaled_dot_product_attention" and all(t.dtype is float16 for t in floats[:3]) and (
                 flash_attention.variant(gpu(), "f16", floats[0].shape[-1], floats[2].shape[-1]) is not None):
             return fn(*args, **kwargs)   # flash kernels asked for (ANYGPU_FLASH): f16 products, softmax in f32
-        if half and name == "scaled_dot_product_attention" and all(t.dtype is float16 for t in floats[:3]) and (
-                os.environ.get("ANYGPU_F16_ATTENTION", "f32") == "f16" and sgmat.choose(gpu()) is not None):
-            return fn(*args, **kwargs)   # the composed kernels with both products on matrix units
         # Otherwise float16 attention runs the f32 composed kernels on converted operands and rounds
         # its result once: on the H200 (2026-12-03, 64x6x256x64 causal, forward + backward) that took
-        # 1.21 ms, the f16 composed path on matrix units 24.5 and matrix flash 4.8.
+        # 1.05 ms, the f16 composed path on matrix units 0.98 and matrix flash 5.1, and nanoGPT's
+        # captured autocast step 31.4 ms against 32.0 with the f16 path (docs/BENCHMARKS.md, session 13).
         args = tuple(_converted(a, float32) for a in args)
         kwargs = {k: _converted(v, float32) for k, v in kwargs.items()}
         out = fn(*args, **kwargs)

@@ -20,12 +20,12 @@ through the f32 kernels on converted operands.
 from __future__ import annotations
 
 import functools
-import math
 
 from ..runtime import GpuError, LimitError
 from . import conv_sgmat, fusion
 from ._common import check_buffer, check_pair, check_positive
-from .conv_gen import PARAMS, DirectTiles, direct_applies, epilogue_room, generate, generate_direct, params
+from .conv_gen import (PARAMS, DirectTiles, direct_applies, epilogue_room, generate, generate_direct, output_phases,
+                       params)
 from .matmul_gen import Epilogue
 from .nd import sum_dims
 from .reduce import sum_inner, sum_rows
@@ -245,15 +245,6 @@ def _launch_direct(dev, input, weight, bias, shape: tuple, tiles: DirectTiles, o
                dev.grid(tiles_w * tiles_h * tiles_m * groups * batch))
 
 
-def _phase_taps(phase: int, kernel: int, stride: int, padding: int, dilation: int) -> tuple[int, int, int]:
-    """The taps r (< kernel) that reach an input row from output rows oh = phase (mod stride):
-    those with r*dilation = phase + padding (mod stride). They form a progression
-    first + i*step, i < count; returns (first, step, count)."""
-    taps = [r for r in range(kernel) if (phase + padding - r * dilation) % stride == 0]
-    step = stride // math.gcd(stride, dilation)
-    return (taps[0] if taps else 0), step, len(taps)
-
-
 def _launch_conv_transpose(dev, input, weight, bias, batch, in_c, in_h, in_w, out_c, out_h, out_w,
                            kh, kw, stride, padding, dilation, groups, tiles=None):
     """conv_transpose2d (arguments already checked): one launch per output phase
@@ -296,20 +287,15 @@ def _record_conv_transpose(dev, input, weight, bias, shape: tuple, tiles, out, s
                         generate("conv_transpose2d", tiles, epilogue), 3 + len(extras), 1 + len(outputs),
                         params("conv_transpose2d", epilogue).format())
     inputs = [input, weight, bias if bias is not None else weight, *extras]
-    for phase_h in range(min(stride[0], out_h)):
-        phase_rows = -(-(out_h - phase_h) // stride[0])
-        taps_h = _phase_taps(phase_h, kh, stride[0], padding[0], dilation[0])
-        for phase_w in range(min(stride[1], out_w)):
-            phase_cols = -(-(out_w - phase_w) // stride[1])
-            taps_w = _phase_taps(phase_w, kw, stride[1], padding[1], dilation[1])
-            cols = batch * phase_rows * phase_cols
-            depth = (in_c // groups) * taps_h[2] * taps_w[2]
-            tiles_n = -(-cols // tiles.tile_n)
-            base = (batch, in_c, in_h, in_w, out_c, out_h, out_w, groups, kh, kw, *stride, *padding,
-                    *dilation, int(bias is not None), tiles_n, tiles_m, 1, depth,
-                    phase_h, phase_w, phase_rows, phase_cols, *taps_h, *taps_w)
-            dev.launch(kernel, inputs, [out, *outputs], _block(base, epilogue, values),
-                       dev.grid(tiles_n * tiles_m * groups))
+    for phase_h, phase_w, phase_rows, phase_cols, taps_h, taps_w in output_phases(
+            out_h, out_w, kh, kw, stride, padding, dilation):
+        depth = (in_c // groups) * taps_h[2] * taps_w[2]
+        tiles_n = -(-(batch * phase_rows * phase_cols) // tiles.tile_n)
+        base = (batch, in_c, in_h, in_w, out_c, out_h, out_w, groups, kh, kw, *stride, *padding,
+                *dilation, int(bias is not None), tiles_n, tiles_m, 1, depth,
+                phase_h, phase_w, phase_rows, phase_cols, *taps_h, *taps_w)
+        dev.launch(kernel, inputs, [out, *outputs], _block(base, epilogue, values),
+                   dev.grid(tiles_n * tiles_m * groups))
 
 
 def conv_transpose2d(dev, input, weight, bias, batch: int, in_c: int, in_h: int, in_w: int, out_c: int,

@@ -23,6 +23,7 @@ scalars follow the kind's parameters padded to 4 words (`params`), within the 25
 from __future__ import annotations
 
 import functools
+import math
 import re
 from dataclasses import dataclass
 
@@ -281,3 +282,25 @@ def generate_direct(tiles: DirectTiles, kh: int, kw: int, epilogue: Epilogue | N
         TM=tiles.tm, RM=tiles.rm, CW=tiles.cw, TX=tiles.tx, TH=tiles.th, CK=tiles.ck, KH=kh, KW=kw,
         DECLARE=_indent(declare, 1), COMPUTE=_indent(_direct_compute(tiles, kh, kw), 3),
         STORE=_indent(_direct_store(tiles, epilogue), 1))
+
+
+def output_phases(out_h: int, out_w: int, kh: int, kw: int, stride, padding, dilation):
+    """A transposed convolution's output phases (oh mod stride_h, ow mod stride_w), each one
+    launch of ops/conv.py's and ops/conv_sgmat.py's kernels: (phase_h, phase_w, phase_rows,
+    phase_cols, taps_h, taps_w), the taps (first, step, count) as `phase_taps` gives them."""
+    for phase_h in range(min(stride[0], out_h)):
+        phase_rows = -(-(out_h - phase_h) // stride[0])
+        taps_h = phase_taps(phase_h, kh, stride[0], padding[0], dilation[0])
+        for phase_w in range(min(stride[1], out_w)):
+            phase_cols = -(-(out_w - phase_w) // stride[1])
+            taps_w = phase_taps(phase_w, kw, stride[1], padding[1], dilation[1])
+            yield phase_h, phase_w, phase_rows, phase_cols, taps_h, taps_w
+
+
+def phase_taps(phase: int, kernel: int, stride: int, padding: int, dilation: int) -> tuple[int, int, int]:
+    """The taps r (< kernel) that reach an input row from output rows oh = phase (mod stride):
+    those with r*dilation = phase + padding (mod stride). They form a progression
+    first + i*step, i < count; returns (first, step, count)."""
+    taps = [r for r in range(kernel) if (phase + padding - r * dilation) % stride == 0]
+    step = stride // math.gcd(stride, dilation)
+    return (taps[0] if taps else 0), step, len(taps)

@@ -42,13 +42,13 @@ conv_transpose2d here with f16 operands."""
 from __future__ import annotations
 
 import functools
-import math
 import os
 import warnings
 from typing import NamedTuple
 
 from ..runtime import Params, load_shader
-from .sgmat import SgConfig, f16_configs
+from .conv_gen import output_phases
+from .sgmat import SgConfig, f16_configs, sum_splits
 
 __all__: list[str] = []   # the Device ops are ops/conv.py's; this module is their f16 form
 
@@ -553,12 +553,6 @@ def conv2d(dev, input, weight, bias, shape: tuple, stride, padding, dilation, ou
                _grid(dev, rows, cols, config, groups))
 
 
-def _phase_taps(phase: int, kernel: int, stride: int, padding: int, dilation: int) -> tuple[int, int, int]:
-    """(first, step, count) of the taps r < kernel with r*dilation = phase + padding (mod stride)."""
-    taps = [r for r in range(kernel) if (phase + padding - r * dilation) % stride == 0]
-    return (taps[0] if taps else 0), stride // math.gcd(stride, dilation), len(taps)
-
-
 def conv_transpose2d(dev, input, weight, bias, shape: tuple, stride, padding, dilation, out, config=None) -> None:
     """Record conv_transpose2d of f16 Buffers (bias: one per output channel, or None;
     arguments checked by ops/conv.py) into f16 `out`, one launch per output phase
@@ -572,20 +566,15 @@ def conv_transpose2d(dev, input, weight, bias, shape: tuple, stride, padding, di
                               (in_c // groups) * -(-kh // stride[0]) * -(-kw // stride[1]))
     kernel = _kernel(dev, config, Layout("transpose", 1, "f16", bias is not None, _pack_b()))
     inputs = [weight, input] + ([bias] if bias is not None else [])
-    for phase_h in range(min(stride[0], out_h)):
-        phase_rows = -(-(out_h - phase_h) // stride[0])
-        taps_h = _phase_taps(phase_h, kh, stride[0], padding[0], dilation[0])
-        for phase_w in range(min(stride[1], out_w)):
-            phase_cols = -(-(out_w - phase_w) // stride[1])
-            taps_w = _phase_taps(phase_w, kw, stride[1], padding[1], dilation[1])
-            cols = batch * phase_rows * phase_cols
-            depth = (in_c // groups) * taps_h[2] * taps_w[2]
-            # A phase no tap reaches (kernel smaller than the stride) sums nothing: the GEMM
-            # runs with k = 0 steps and stores zeros.
-            phase = (phase_h, phase_w, phase_rows, phase_cols, *taps_h, *taps_w)
-            dev.launch(kernel, inputs, [out],
-                       _block(shape, stride, padding, dilation, bias is not None, max(depth, 1), phase),
-                       _grid(dev, rows, cols, config, groups))
+    for phase_h, phase_w, phase_rows, phase_cols, taps_h, taps_w in output_phases(
+            out_h, out_w, kh, kw, stride, padding, dilation):
+        depth = (in_c // groups) * taps_h[2] * taps_w[2]
+        # A phase no tap reaches (kernel smaller than the stride) sums nothing: the GEMM
+        # runs with k = 0 steps and stores zeros.
+        phase = (phase_h, phase_w, phase_rows, phase_cols, *taps_h, *taps_w)
+        dev.launch(kernel, inputs, [out],
+                   _block(shape, stride, padding, dilation, bias is not None, max(depth, 1), phase),
+                   _grid(dev, rows, batch * phase_rows * phase_cols, config, groups))
 
 
 # conv2d_grad_weight splits its long reduction until about this many workgroups run, in
@@ -623,7 +612,4 @@ def conv2d_grad_weight(dev, input, grad_out, shape: tuple, stride, padding, dila
                _grid(dev, rows, cols, config, groups * splits))
     if splits == 1:
         return target
-    out = dev.empty(n, "f16")
-    kernel = dev.kernel("conv_sgmat_sum", load_shader("conv_sgmat_sum.wgsl"), 1, 1, "II")
-    dev.launch(kernel, [target], [out], (n, splits), dev.grid(-(-n // 256)))
-    return out
+    return sum_splits(dev, target, splits, n, "f16")

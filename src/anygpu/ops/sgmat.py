@@ -500,11 +500,18 @@ def matmul(dev, problem: Problem, a, b, out: str = "f16", bias=None):
     partial = dev.empty(splits * m * n, "f32")
     if not _launch_chosen(dev, sliced, a, b, partial, None):
         return None
-    result = dev.empty(m * n, out)
+    return sum_splits(dev, partial, splits, m * n, out, bias, n)
+
+
+def sum_splits(dev, partial, splits: int, n: int, out: str, bias=None, cols: int = 1):
+    """A new `out` Buffer of n elements: the sum of the f32 Buffer `partial`'s `splits` runs
+    of n (+ bias[i % cols]), one launch. The k slices of split products here and of
+    conv_sgmat's weight gradients."""
+    result = dev.empty(n, out)
     inputs = [partial] if bias is None else [partial, bias]
     kernel = dev.kernel(f"sgmat_split_sum_{out}" + ("_bias" if bias is not None else ""),
-                        _split_sum_source(out, bias is not None), len(inputs), 1, "III")
-    dev.launch(kernel, inputs, [result], (m * n, splits, n), dev.grid(-(-(m * n) // 256)))
+                        split_sum_source(out, bias is not None), len(inputs), 1, "III")
+    dev.launch(kernel, inputs, [result], (n, splits, cols), dev.grid(-(-n // 256)))
     return result
 
 
@@ -554,7 +561,7 @@ def split_k(problem: Problem, config: SgConfig) -> int:
 
 
 @functools.lru_cache(maxsize=None)
-def _split_sum_source(out: str, bias: bool) -> str:
+def split_sum_source(out: str, bias: bool) -> str:
     """out[i] = sum over the splits of partial[s * n + i] (+ bias[i % cols]), one thread per
     element (params: n, splits, cols)."""
     lines = ["enable f16;",
