@@ -6,6 +6,7 @@ short reason, `fastest` never picks it, and the process's main device keeps work
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 import numpy as np
 import pytest
@@ -66,6 +67,7 @@ def test_an_adapter_failing_anywhere_is_reported_unusable_and_never_chosen(stage
         picking[0] = info
         return real_measure(info)
 
+    monkeypatch.setattr(measure, "IN_CHILD", False)  # the fake Device lives in this process
     monkeypatch.setattr(measure, "Device", pick)
     monkeypatch.setattr(measure, "measure_adapter", measure_adapter)
     monkeypatch.setattr(measure, "adapter_infos", lambda: [broken, good])
@@ -100,7 +102,44 @@ def test_a_failing_adapter_alone_makes_fastest_say_so(monkeypatch, tmp_path):
     def fail(info):
         raise RuntimeError(LOST)
 
+    monkeypatch.setattr(measure, "IN_CHILD", False)
     monkeypatch.setattr(measure, "measure_adapter", fail)
     monkeypatch.setattr(measure, "adapter_infos", lambda: [broken])
     with pytest.raises(measure.GpuError, match="no adapter ran the measurement suite correctly"):
         measure.fastest()
+
+
+def test_the_suite_runs_in_a_child_process_and_agrees_with_one_here(monkeypatch, tmp_path):
+    monkeypatch.setenv("ANYGPU_CACHE_DIR", str(tmp_path))
+    info = ag.devices()[0]
+    child = measure.measure_in_child(info)
+    here = measure.measure_adapter(info)
+    assert child.key == here.key == measure.adapter_key(info) and child.correct and here.correct
+    assert all(0 < v < 60 for v in (child.matmul_seconds, child.copy_seconds, child.dispatch_seconds))
+    # Another adapter's key at this index: the child refuses to measure it.
+    wrong = dataclasses.replace(info, name="Some Other GPU")
+    with pytest.raises(RuntimeError, match=r"adapter \[0\] is not 'Some Other GPU"):
+        measure.measure_in_child(wrong)
+
+
+@pytest.mark.parametrize("script, reason", [
+    ("import os; os.abort()", "unusable: the measuring process died of SIGABRT"),
+    ("import sys; sys.stderr.write('driver said no\\n'); sys.exit(3)",
+     "unusable: the measuring process exited with 3: driver said no"),
+    ("import time; time.sleep(30)", "unusable: the suite did not finish in 2 s"),
+    ("print('not json')", "unusable: the measuring process exited with 0"),
+])
+def test_a_child_that_dies_hangs_or_garbles_costs_only_its_row(script, reason, monkeypatch, tmp_path):
+    monkeypatch.setenv("ANYGPU_CACHE_DIR", str(tmp_path))
+    good = ag.devices()[0]
+    broken = dataclasses.replace(good, name="Broken GL adapter", backend="OpenGL")
+    real_command, real_measure = measure._child_command, measure.measure_in_child
+    monkeypatch.setattr(measure, "_child_command",
+                        lambda info: [sys.executable, "-c", script] if info is broken else real_command(info))
+    monkeypatch.setattr(measure, "measure_in_child",
+                        lambda info: real_measure(info, timeout=2.0 if info is broken else measure.CHILD_TIMEOUT))
+    monkeypatch.setattr(measure, "adapter_infos", lambda: [broken, good])
+    results = measure.measure_all()
+    assert [how for _, _, how in results][0] == reason
+    assert results[1][2] == "measured" and results[1][1].correct
+    assert list(measure._load_cache()) == [measure.adapter_key(good)]

@@ -14,12 +14,21 @@ An adapter's score is the suite's time, the sum of the three parts' seconds: low
 faster. Results are cached in ``adapters.json`` in the cache folder (ANYGPU_CACHE_DIR,
 else $XDG_CACHE_HOME/anygpu, else ~/.cache/anygpu: the autotuner's folder), keyed by
 adapter name, backend, type, driver and PCI ids, and by SUITE_VERSION.
+
+Each adapter is measured in a child process of its own (``python -m anygpu.runtime.measure
+INDEX KEY``, IN_CHILD): a driver that aborts, hangs or leaves threads behind (an OpenGL
+adapter's driver, torn down from a garbage-collecting thread, once took a test process down
+with it) costs that adapter a row saying "unusable", never the caller's process, which opens
+no adapter but its own.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -32,7 +41,7 @@ from .device import Device, adapter_infos, AdapterInfo
 from .errors import GpuError
 from .shaders import load_shader
 
-__all__ = ["Measurement", "measure_adapter", "measure_all", "cached", "fastest", "table", "cache_path", "adapter_key",
+__all__ = ["Measurement", "measure_adapter", "measure_in_child", "measure_all", "cached", "fastest", "table", "cache_path", "adapter_key",
            "SUITE_VERSION"]
 
 SUITE_VERSION = 1  # bump when the suite changes: older cached numbers are then ignored
@@ -42,6 +51,8 @@ DISPATCHES = 200
 REPEATS = 3
 CACHE_FILE = "adapters.json"
 MAX_CACHE_BYTES = 1 << 20  # one small entry per adapter and driver; anything larger is not ours
+IN_CHILD = True  # measure each adapter in a child process (tests that fake a Device set False)
+CHILD_TIMEOUT = 300.0  # seconds; a software driver runs the suite in a few
 
 
 @dataclass
@@ -141,6 +152,57 @@ def measure_adapter(info: AdapterInfo) -> Measurement:
     )
 
 
+def _child_command(info: AdapterInfo) -> list[str]:
+    return [sys.executable, "-m", "anygpu.runtime.measure", str(info.index), adapter_key(info)]
+
+
+def measure_in_child(info: AdapterInfo, timeout: float = CHILD_TIMEOUT) -> Measurement:
+    """measure_adapter(info) in a child process: its Measurement, or RuntimeError saying how the
+    child failed (the suite's own error, a signal, a timeout). The child checks that its adapter
+    at info.index is the same adapter (by adapter_key) before measuring it."""
+    env = dict(os.environ, ANYGPU_ADAPTER=str(info.index))  # never "fastest" again in the child
+    try:
+        done = subprocess.run(_child_command(info), env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"the suite did not finish in {timeout:.0f} s") from None
+    lines = done.stdout.strip().splitlines()
+    try:
+        answer = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        answer = None
+    if done.returncode == 0 and isinstance(answer, dict):
+        if "unusable" in answer:
+            raise RuntimeError(str(answer["unusable"]))
+        measurement = _from_entry(answer)
+        if measurement is not None:
+            return measurement
+    if done.returncode < 0:
+        try:
+            how = f"the measuring process died of {signal.Signals(-done.returncode).name}"
+        except ValueError:
+            how = f"the measuring process died of signal {-done.returncode}"
+    else:
+        how = f"the measuring process exited with {done.returncode}"
+    last = [line for line in done.stderr.splitlines() if line.strip()]
+    raise RuntimeError(how + (f": {last[-1].strip()}" if last else ""))
+
+
+def _child_main(argv: list[str]) -> int:
+    """`python -m anygpu.runtime.measure INDEX KEY`: measure adapter INDEX, print one JSON line
+    (the Measurement, or {"unusable": why})."""
+    index, key = int(argv[0]), argv[1]
+    try:
+        infos = adapter_infos()
+        info = next((i for i in infos if i.index == index), None)
+        if info is None or adapter_key(info) != key:
+            raise RuntimeError(f"adapter [{index}] is not {key!r} in this process")
+        answer: dict = asdict(measure_adapter(info))
+    except Exception as error:  # noqa: BLE001 -- reported to the parent, which marks it unusable
+        answer = {"unusable": _short_reason(error)}
+    print(json.dumps(answer), flush=True)
+    return 0
+
+
 def _load_cache() -> dict[str, dict]:
     path = cache_path()
     try:  # bounded: a FIFO, a huge file or "[[[[..." is refused before json reads it
@@ -205,14 +267,14 @@ def measure_all(infos: list[AdapterInfo] | None = None,
             results.append((info, measurement, "cached"))
             continue
         try:
-            measurement = measure_adapter(info)
+            measurement = measure_in_child(info) if IN_CHILD else measure_adapter(info)
         except Exception as error:  # noqa: BLE001 -- see below
             # An adapter may fail at any point: wgpu raises RuntimeError, not GPUError, for
             # some (on an H200 host the OpenGL adapter's device request fails with "Parent
             # device is lost" after its internal compute pipeline is refused: GL 3.3 has no
             # compute shaders). Whatever the failure, the adapter is reported unusable and
-            # never chosen; the suite runs on a Device of its own, so the process's main
-            # device is untouched. KeyboardInterrupt/SystemExit are not Exceptions: they pass.
+            # never chosen; the suite runs in a child process (or, IN_CHILD False, on a Device
+            # of its own), so the process's main device is untouched. KeyboardInterrupt/SystemExit are not Exceptions: they pass.
             results.append((info, None, f"unusable: {_short_reason(error)}"))
             continue
         fresh.append(measurement)
@@ -267,3 +329,7 @@ def table(results: list[tuple[AdapterInfo, Measurement | None, str]]) -> list[st
     if best is not None:
         lines.append(f"fastest (+): adapter [{best}]; ANYGPU_ADAPTER=fastest picks it")
     return lines
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main(sys.argv[1:]))
