@@ -3,6 +3,8 @@
 // Strided scatter (mode 1): out[offset + sum(coord_d * stride_d)] = x[i] (positions must be unique).
 // Used for permute, slicing, expand and their backward. Elements are {{T}}: u32 words serve
 // every 4-byte dtype. A gather may convert f16 <-> f32 on the way ({{OUT_T}} elements out).
+// Where the layout allows, an element is a unit of several (vec4<u32>, vec2<u32>, u32 of
+// halves; vec4<f32> <-> vec4<f16>) and the walk is counted in units (nd.strided_units).
 {{PARAMS}}
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<storage, read> x: array<{{T}}>;

@@ -192,19 +192,61 @@ def strided_scatter(dev, src, dst, shape, strides, offset: int = 0):
     return dst
 
 
+# The units a strided copy may move per thread, widest first, by element size (plain copies)
+# or by (dtype, out_dtype) (conversions): (elements per unit, WGSL type read, type written).
+# A plain copy moves whole words, so one of f16 in units needs no f16 support in the kernel.
+_UNITS = {4: ((4, "vec4<u32>", "vec4<u32>"), (2, "vec2<u32>", "vec2<u32>")),
+          2: ((8, "vec4<u32>", "vec4<u32>"), (4, "vec2<u32>", "vec2<u32>"), (2, "u32", "u32")),
+          ("f32", "f16"): ((4, "vec4<f32>", "vec4<f16>"),),
+          ("f16", "f32"): ((4, "vec4<f16>", "vec4<f32>"),)}
+
+
+def strided_units(shape, strides, offset: int, dtype: str, out_dtype: str | None = None):
+    """How the strided copy of `dtype` elements over `shape`, `strides`, `offset` (converted
+    to `out_dtype` on the way: f32 <-> f16 only) is launched: (in_type, out_type, per_unit,
+    shape, strides, offset), the WGSL types of the elements the kernel reads and writes, how
+    many of the copy's elements each holds, and the walk counted in them (dims merged).
+
+    Where the innermost dim is contiguous and its size, the offset and every other stride
+    are multiples of a unit, a thread moves one unit: vec4<u32> (4 words, 8 halves), else
+    vec2<u32> (2 words, 4 halves), else u32 (2 halves); a conversion vec4<f32> <-> vec4<f16>.
+    Else one element a thread (u32 words for every 4-byte dtype). E.g. a head split's q of
+    [B, T, 3, H, 64] f16 -> [B, H, T, 64] is 8 halves a thread: an eighth of the index maths
+    and 16-byte loads and stores rather than one element and 2-byte ones."""
+    shape, (strides,) = merged_dims(shape, strides)
+    if out_dtype is None or out_dtype == dtype:
+        in_scalar = out_scalar = words(dtype)
+        units = _UNITS.get(DTYPES[dtype].itemsize, ())
+    else:
+        in_scalar, out_scalar = dtype, out_dtype
+        units = _UNITS.get((dtype, out_dtype), ())
+    if strides[-1] == 1:
+        for per_unit, in_type, out_type in units:
+            if shape[-1] % per_unit == 0 and offset % per_unit == 0 and all(s % per_unit == 0 for s in strides[:-1]):
+                inner = shape[-1] // per_unit
+                outer_strides = tuple(s // per_unit for s in strides[:-1])
+                if inner == 1 and len(shape) > 1:  # one unit a row: a dim less to walk
+                    return in_type, out_type, per_unit, shape[:-1], outer_strides, offset // per_unit
+                return in_type, out_type, per_unit, shape[:-1] + (inner,), outer_strides + (1,), offset // per_unit
+    return in_scalar, out_scalar, 1, shape, strides, offset
+
+
 def _strided(dev, x, out, shape, strides, offset, mode):
-    n = numel(shape)
     converts = {x.dtype, out.dtype} == {"f32", "f16"} and mode == 0
     if DTYPES[x.dtype].itemsize != DTYPES[out.dtype].itemsize and not converts:
         raise ValueError(f"strided copy: {x.dtype} elements cannot go into a {out.dtype} buffer")
-    shape, (strides,) = merged_dims(shape, strides)
-    dtype = x.dtype if converts else words(x.dtype)   # (a conversion reads f32 values, not words)
-    out_dtype = out.dtype if converts else dtype
-    name = f"nd_strided_{x.dtype}_{out.dtype}" if converts else "nd_strided"
-    kernel = dev.kernel(name, source("nd_strided.wgsl", "", STRIDED_PARAMS, dtype, out_dtype), 1, 1,
-                        STRIDED_PARAMS.format(dtype))
-    params = [n, len(shape), offset, mode] + _packed(shape, 1) + _packed(strides, 0)
-    dev.launch(kernel, [x], [out], params, grid_1d(dev, n))
+    in_type, out_type, _, shape, strides, offset = strided_units(
+        shape, strides, offset, x.dtype, out.dtype if converts else None)
+    kernel = dev.op_kernels.get(("nd_strided", in_type, out_type))
+    if kernel is None:  # first use on this device
+        name = "nd_strided_" + in_type if in_type == out_type else f"nd_strided_{in_type}_{out_type}"
+        enable = DTYPES["f16"].enable if "f16" in in_type + out_type else ""
+        text = source("nd_strided.wgsl", "", STRIDED_PARAMS, T=in_type, OUT_T=out_type, ENABLE=enable)
+        kernel = dev.op_kernels["nd_strided", in_type, out_type] = dev.kernel(
+            name.replace("<", "").replace(">", ""), text, 1, 1, STRIDED_PARAMS.format())
+    units = numel(shape)
+    params = [units, len(shape), offset, mode] + _packed(shape, 1) + _packed(strides, 0)
+    dev.launch(kernel, [x], [out], params, grid_1d(dev, units))
 
 
 def reduce_axis(dev, x, outer: int, mid: int, inner: int, op: str = "sum"):
