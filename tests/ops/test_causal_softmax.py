@@ -2,7 +2,9 @@
 and scaled_dot_product_attention(is_causal=True) on it, against torch on the CPU: odd
 lengths with T == S, T < S and T > S (torch's is_causal keeps columns c <= row, the lower
 triangle aligned top-left), batch and heads, f32, float16 inputs and float16 autocast,
-NaN and inf as torch, dropout."""
+NaN and inf as torch, dropout; the looped kernel and the register forms (ops/row_gen.py:
+vec4 and scalar units, subgroup and tree reductions, the exact form) and the tuner's
+candidates of both."""
 
 import math
 
@@ -13,6 +15,9 @@ import torch.nn.functional as TF
 
 import anygpu as ag
 import anygpu.nn.functional as F
+from anygpu.ops import softmax_tune, tuner
+from anygpu.ops.row_gen import RowConfig, configs_for, generate, param_format
+from anygpu.runtime import shaders
 
 SHAPES = [(7, 7), (5, 9), (9, 5), (1, 4), (4, 1), (300, 300), (33, 290)]  # (T, S)
 
@@ -108,6 +113,214 @@ def test_softmax_causal_checks_its_arguments(dev):
         dev.softmax_causal(dev.upload(np.zeros(10, np.float32)), 5, 2, 2)
     with pytest.raises(ValueError, match="x"):
         dev.softmax_causal(dev.upload(np.zeros(9, np.float32)), 5, 2, 5)
+
+
+# ------------------------------------------------------------------ register forms (ops/row_gen.py)
+
+# (cols, length): odd row lengths of scalar units (7, 33, 257), vec4 rows (100, 256, 300),
+# length == cols, length < cols (rows never reach the row's end) and length > cols (rows
+# past cols keep the whole row); 256 x 256 is nanoGPT's and a capacity (the exact form).
+REGISTER_SHAPES = [(7, 7), (7, 12), (33, 20), (100, 100), (100, 300), (257, 257), (257, 61), (256, 256), (300, 37)]
+REGISTER_CASES = [(cols, length, config) for cols, length in REGISTER_SHAPES for config in configs_for(cols, 256, True)]
+
+
+def _register_id(case):
+    return f"{case[0]}x{case[1]}-{case[2].name}"
+
+
+def _needs(dev, config):
+    if config.subgroup and "subgroup" not in dev.features:
+        pytest.skip("the adapter has no subgroups")
+
+
+def _torch_forward_backward(x64: np.ndarray, grad64: np.ndarray, length: int):
+    """torch's causal softmax of x (softmax of x plus the 0/-inf mask) and its gradient by
+    autograd, float64."""
+    rows, cols = x64.shape
+    xt = torch.tensor(x64, requires_grad=True)
+    mask = torch.tensor(np.where(_kept(rows, cols, length), 0.0, -np.inf))
+    y = torch.softmax(xt + mask, dim=1)
+    y.backward(torch.tensor(grad64))
+    return y.detach().numpy(), xt.grad.numpy()
+
+
+def test_register_cases_cover_the_forms():
+    """The cases hold vec4 and scalar units, both reductions, several units per thread and
+    the exact form (a row of exactly a config's capacity)."""
+    configs = [case[2] for case in REGISTER_CASES]
+    assert {c.vec for c in configs} == {True, False} and {c.subgroup for c in configs} == {True, False}
+    assert max(c.units for c in configs) >= 9
+    assert any(c.capacity() == cols for cols, _, c in REGISTER_CASES)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("case", REGISTER_CASES, ids=_register_id)
+def test_register_causal_softmax_and_backward_match_torch(dev, rng, case, dtype):
+    """Forward and backward of each register config against torch's softmax of x plus the
+    causal mask and its autograd gradient, three blocks of `length` rows; the backward is
+    given a y whose masked entries are NaN (never used) and still matches."""
+    cols, length, config = case
+    _needs(dev, config)
+    rows = 3 * length
+    host_t = np.float16 if dtype == "f16" else np.float32
+    x = (rng.standard_normal((rows, cols)) * 3).astype(host_t)
+    grad = rng.standard_normal((rows, cols)).astype(host_t)
+    kept = _kept(rows, cols, length)
+    want_y, want_dx = _torch_forward_backward(x.astype(np.float64), grad.astype(np.float64), length)
+    y = dev.softmax_causal(dev.upload(x, dtype), rows, cols, length, size=config)
+    assert y.dtype == dtype
+    got_y = dev.read(y).reshape(rows, cols).astype(np.float64)
+    assert np.all(got_y[~kept] == 0.0)
+    tol = (2e-3, 1e-5) if dtype == "f16" else (1e-5, 1e-7)
+    np.testing.assert_allclose(got_y, want_y, rtol=tol[0], atol=tol[1])
+
+    poisoned_y = np.where(kept, got_y, np.nan).astype(host_t)  # masked y: NaN, never to be used
+    dx = dev.softmax_causal_backward(dev.upload(grad, dtype), dev.upload(poisoned_y, dtype), rows, cols, length,
+                                     size=config)
+    got_dx = dev.read(dx).reshape(rows, cols).astype(np.float64)
+    assert np.all(got_dx[~kept] == 0.0)
+    if dtype == "f32":
+        np.testing.assert_allclose(got_dx, want_dx, rtol=1e-5, atol=1e-6)
+    else:  # torch's backward rule on the same f16 y, masked 0 (its y differs by f16 rounding)
+        y64 = torch.tensor(np.where(kept, got_y, 0.0))
+        want16 = torch._softmax_backward_data(torch.tensor(grad.astype(np.float64)), y64, 1, torch.float64).numpy()
+        np.testing.assert_allclose(got_dx, want16, rtol=4e-3, atol=2e-3 * np.abs(want16).max())
+
+
+def _edge_rows(cols: int, length: int):
+    """Eight blocks of `length` rows with one edge each at a row i < cols - 1 (so the row has
+    masked columns): x and grad with NaN and infinities just past the diagonal (inside a
+    vec4 unit across it), at the row's end (a unit wholly masked), and kept."""
+    room = min(length, cols - 1)
+    x = np.zeros((8 * length, cols), np.float32)
+    grad = np.ones((8 * length, cols), np.float32)
+    for block in range(8):
+        i = (3 * block + 1) % room
+        r = block * length + i
+        edge = {0: (i + 1, np.nan), 1: (cols - 1, np.nan), 2: (i + 1, np.inf), 3: (cols - 1, -np.inf),
+                4: (i + 1, 3e38), 5: (0, np.nan), 6: (i, np.inf)}
+        if block in edge:
+            x[r, edge[block][0]] = edge[block][1]
+        else:
+            x[r, :i + 1] = -np.inf  # every kept score -inf
+        grad_edge = {0: (i + 1, np.inf), 1: (cols - 1, np.nan), 2: (0, np.inf), 3: (cols - 1, 3e38),
+                     4: (i + 1, -np.inf), 5: (i, np.nan)}
+        if block in grad_edge:
+            grad[r, grad_edge[block][0]] = grad_edge[block][1]
+    return x, grad
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("case", [c for c in REGISTER_CASES if c[0] in (7, 33, 100, 256)], ids=_register_id)
+def test_register_causal_nan_and_inf_as_torch(dev, case, dtype):
+    """NaN and infinities, masked and kept, as torch's softmax of x + mask and its autograd:
+    a masked NaN or +inf makes the row NaN, a masked -inf or huge value does not; a kept NaN,
+    +inf or a row of kept -inf is NaN throughout. Backward: a masked grad not finite (+-inf,
+    NaN) makes the row NaN, a finite huge one does not."""
+    cols, length, config = case
+    _needs(dev, config)
+    x, grad = _edge_rows(cols, length)
+    rows = x.shape[0]
+    host_t = np.float16 if dtype == "f16" else np.float32
+    if dtype == "f16":
+        x, grad = np.where(x == 3e38, 6e4, x), np.where(grad == 3e38, 6e4, grad)
+    with np.errstate(invalid="ignore"):
+        want_y, _ = _torch_forward_backward(x.astype(host_t).astype(np.float64), grad.astype(np.float64), length)
+    got_y = dev.read(dev.softmax_causal(dev.upload(x.astype(host_t), dtype), rows, cols, length, size=config))
+    got_y = got_y.reshape(rows, cols).astype(np.float64)
+    np.testing.assert_array_equal(np.isnan(got_y), np.isnan(want_y))
+    assert np.isnan(want_y).any(axis=1).sum() == 6
+    np.testing.assert_allclose(got_y, want_y, rtol=2e-3 if dtype == "f16" else 1e-6, atol=0)
+
+    # the backward on torch's y of finite scores (x without its edges)
+    # the backward, given the causal softmax of zeros (1 / kept columns), masked entries 0
+    kept = _kept(rows, cols, length)
+    probs = (kept / kept.sum(axis=1, keepdims=True)).astype(host_t)
+    with np.errstate(invalid="ignore"):
+        want_dx = torch._softmax_backward_data(torch.tensor(grad.astype(host_t).astype(np.float64)),
+                                               torch.tensor(probs.astype(np.float64)), 1, torch.float64).numpy()
+    got_dx = dev.read(dev.softmax_causal_backward(dev.upload(grad.astype(host_t), dtype), dev.upload(probs, dtype),
+                                                  rows, cols, length, size=config))
+    got_dx = got_dx.reshape(rows, cols).astype(np.float64)
+    np.testing.assert_array_equal(np.isnan(got_dx), np.isnan(want_dx))
+    assert np.isnan(want_dx).any(axis=1).sum() == 5
+    finite = np.isfinite(want_dx)
+    np.testing.assert_array_equal(got_dx[~finite], want_dx[~finite])  # NaN and -inf where torch's are
+    np.testing.assert_allclose(got_dx[finite], want_dx[finite], rtol=4e-3 if dtype == "f16" else 1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["softmax_causal", "softmax_causal_backward"])
+def test_register_causal_kernels_write_nothing_past_their_rows(dev, rng, kind):
+    """Launched on the first 3 rows of 5-row buffers, the unchecked (trusted) kernels leave
+    rows 3-4 untouched, and write every element of rows 0-2."""
+    n_in = 1 if kind == "softmax_causal" else 2
+    for cols, config in ((100, RowConfig(32, 1, True, False)), (33, RowConfig(32, 2, False, False)),
+                         (256, RowConfig(32, 2, True, False))):
+        source = generate(kind, config, "f32", cols=cols)
+        assert shaders.trusted(source)
+        kernel = dev.kernel(f"{kind}[{config.name}]", source, n_in, 1, param_format(kind))
+        x = dev.upload(rng.standard_normal(5 * cols).astype(np.float32))
+        out = dev.upload(np.full(5 * cols, 7.0, np.float32))
+        dev.launch(kernel, [x] * n_in, [out], (3, cols, 3), (3, 1, 1))
+        y = dev.read(out)
+        assert np.all(y[3 * cols:] == 7.0) and np.all(y[:3 * cols] != 7.0), config.name
+
+
+def test_register_causal_params_and_checks(dev):
+    """The causal kinds' register kernels take the looped kernels' Params (rows, cols, length);
+    a config that cannot hold the row is refused."""
+    assert param_format("softmax_causal") == param_format("softmax_causal_backward") == "III"
+    assert param_format("softmax") == "IIfI"
+    code = generate("softmax_causal", RowConfig(32, 1, True, True), "f32")
+    assert "struct Params { rows: u32, cols: u32, length: u32 }" in code
+    with pytest.raises(ValueError, match="softmax_causal: register config r32x1vg cannot hold rows of 6"):
+        dev.softmax_causal(dev.upload(np.zeros(12, np.float32)), 2, 6, 2, size=RowConfig(32, 1, True, True))
+    with pytest.raises(ValueError, match="size must be a thread count"):
+        dev.softmax_causal(dev.upload(np.zeros(12, np.float32)), 2, 6, 2, size="r32x1vg")
+
+
+@pytest.mark.parametrize("kind", ["softmax_causal", "softmax_causal_backward"])
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("cols, length", [(300, 37), (257, 257), (256, 256)])
+def test_causal_candidates_pass_the_tuners_float64_check(dev, kind, dtype, cols, length):
+    """The tuner offers the looped kernel (its fallback width first, then the other widths)
+    and every register config that holds the row; each agrees with the tunable's float64
+    reference (which masks independently of the kernels) and parses back from its label."""
+    op = (softmax_tune.CAUSAL_F16_TUNABLES if dtype == "f16" else softmax_tune.CAUSAL_TUNABLES)[kind]
+    problem = (dtype, 6 * length, cols, length)
+    found = op.candidates(dev, problem)
+    loops = [c for c in found if isinstance(c, int)]
+    registers = [c for c in found if isinstance(c, RowConfig)]
+    limit = dev.limits.get("max-compute-invocations-per-workgroup", 256)
+    assert found[0] == 256 and sorted(loops) == [32, 64, 128, 256] and found[:4] == loops
+    assert registers == configs_for(cols, min(limit, 1024), "subgroup" in dev.features)
+    assert registers and all(c.serves(cols) for c in registers)
+    if cols == 256:  # nanoGPT's rows: the plain softmax's H200 pick is among them
+        assert RowConfig(32, 2, True, "subgroup" in dev.features) in registers
+    for candidate in found:
+        assert tuner.verify_small(dev, op, candidate, problem), candidate
+        assert op.parse(op.label(candidate)) == candidate
+    assert softmax_tune.choose(dev, kind, problem) in found
+
+
+@pytest.mark.parametrize("kind", ["softmax_causal", "softmax_causal_backward"])
+def test_causal_register_forms_pass_the_tuner_and_are_chosen(dev, kind, tmp_path, monkeypatch):
+    """Tuning times the register configs beside the looped fallback (none dropped as wrong);
+    a cached register choice is trusted after its float64 check and then runs by default."""
+    monkeypatch.setenv("ANYGPU_CACHE_DIR", str(tmp_path))
+    op = softmax_tune.CAUSAL_TUNABLES[kind]
+    problem = ("f32", 4 * 64, 256, 64)
+    found = op.candidates(dev, problem)
+    result = tuner.tune(dev, op, problem, candidates=found, rounds=1, budget_s=0.01)
+    assert all(isinstance(v, float) or v.startswith("slow:") for v in result.timings.values()), result.timings
+    picked = next(c for c in found if isinstance(c, RowConfig) and not c.subgroup)
+    tuner.store(dev, op, problem, tuner.TuneResult(picked, 1e-3))
+    tuner.forget_choices(dev)
+    try:
+        assert softmax_tune.choose(dev, kind, problem) == picked
+    finally:
+        tuner.forget_choices(dev)
+    assert "-mTrue" in op.bucket(problem) and "-mFalse" in op.bucket(("f32", 10, 257, 5))
 
 
 # ------------------------------------------------------------------ scaled_dot_product_attention
@@ -232,20 +445,6 @@ def test_sdpa_causal_reads_no_mask(rng, monkeypatch):
     assert calls == ["broadcast_binary", "softmax"]
 
 
-@pytest.mark.parametrize("kind", ["softmax_causal", "softmax_causal_backward"])
-@pytest.mark.parametrize("dtype", ["f32", "f16"])
-def test_causal_widths_pass_the_tuners_float64_check(dev, kind, dtype):
-    """Every candidate the tuner may time (the looped kernel's widths) agrees with the
-    tunable's float64 reference, which masks independently of the kernel."""
-    from anygpu.ops import softmax_tune, tuner
-    op = (softmax_tune.CAUSAL_F16_TUNABLES if dtype == "f16" else softmax_tune.CAUSAL_TUNABLES)[kind]
-    problem = (dtype, 6 * 37, 300, 37)
-    found = op.candidates(dev, problem)
-    assert found[0] == 256 and sorted(found) == [32, 64, 128, 256]
-    for candidate in found:
-        assert tuner.verify_small(dev, op, candidate, problem), candidate
-        assert op.parse(op.label(candidate)) == candidate
-    assert softmax_tune.choose(dev, kind, problem) in found
 
 
 @pytest.mark.parametrize("t, s", [(7, 7), (5, 9), (9, 5)])

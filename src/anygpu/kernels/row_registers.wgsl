@@ -8,14 +8,14 @@
 //! trusted
 //! include lib/norm_rstd.wgsl
 // {{KIND}}: {{WHAT}}
-struct Params { rows: u32, cols: u32, eps: f32, flags: u32 }
+struct Params { {{PARAMS}} }  // row_gen.PARAMS (the launch packs them by row_gen.param_format)
 @group(0) @binding(0) var<uniform> P: Params;
 {{BINDINGS}}
 
 const WG: u32 = {{WG}}u;
 const LOWEST: f32 = -3.40282346e38;  // -FLT_MAX, written at or below it: Tint refuses literals above FLT_MAX
 {{REDUCE}}
-
+{{HELPERS}}
 {{RESCALE}}
 
 @compute @workgroup_size(WG)

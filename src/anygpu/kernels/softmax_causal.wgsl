@@ -16,9 +16,7 @@ const LOWEST: f32 = -3.40282346e38;  // -FLT_MAX, written at or below it: Tint r
 //! include lib/row_per_workgroup.wgsl
 fn row_count() -> u32 { return P.rows; }
 
-// From the bits: a compiler may not fold these tests away as float compares.
-fn non_finite(v: f32) -> bool { return (bitcast<u32>(v) & 0x7fffffffu) >= 0x7f800000u; }
-fn poisons(v: f32) -> bool { return non_finite(v) && bitcast<u32>(v) != 0xff800000u; }  // NaN or +inf
+//! include lib/float_bits.wgsl
 
 fn row_body(row: u32, tid: u32) {
     let base = row * P.cols;

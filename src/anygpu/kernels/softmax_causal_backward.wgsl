@@ -16,8 +16,7 @@ const WG: u32 = {{WG}}u;
 //! include lib/row_per_workgroup.wgsl
 fn row_count() -> u32 { return P.rows; }
 
-// NaN or +-inf, from the bits: a compiler may not fold these tests away as float compares.
-fn non_finite(v: f32) -> bool { return (bitcast<u32>(v) & 0x7fffffffu) >= 0x7f800000u; }
+//! include lib/float_bits.wgsl
 
 fn row_body(row: u32, tid: u32) {
     let base = row * P.cols;

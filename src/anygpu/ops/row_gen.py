@@ -1,4 +1,5 @@
-"""Row kernels that hold the whole row in registers: softmax, its backward, layer norm.
+"""Row kernels that hold the whole row in registers: softmax, its backward, their causal
+forms, layer norm.
 
 One workgroup per row, as the looped kernels (kernels/softmax.wgsl, layer_norm.wgsl), but
 each thread loads its share of the row once into named variables (vec4 units where the
@@ -10,6 +11,21 @@ needs one too: (sum, sum of squares) of the deviations from the row's first elem
 reduced together; rows where that one-pass variance would be inaccurate (overflowing or
 tiny squares, NaN/inf, constant rows, heavy cancellation) take the two-reduction form in
 the same kernel (the mean; then the largest deviation and the sum of squares scaled by it).
+
+The causal kinds (softmax_causal, softmax_causal_backward; ops/softmax.py) are the same
+kernels for attention's is_causal scores, with the semantics of the looped
+kernels/softmax_causal*.wgsl: row r of each block of `length` rows keeps its elements
+c <= r % length (the first `kept`), the others are masked. Each unit knows which of its
+elements are kept (per lane for vec4 units); the softmax and the dot product take the kept
+ones only, a masked output is 0, or NaN where torch's (a 0/-inf mask added, then softmax)
+is: a masked x that is NaN or +inf (x + (-inf) is NaN), a masked grad not finite (grad * 0
+is NaN), or a row sum that is NaN or 0. So those masked values are still read (the whole
+row of x, or of grad): the forward tests masked x from its bits and a poisoned thread
+makes its partial NaN before the one reduction (no second reduction for the flag); the
+backward's dot product takes grad * 0 at masked columns, as torch's. The backward reads y
+only in units that hold a kept element (a vec4 across the diagonal drops its masked
+lanes), so a masked y is never used. Their Params are the looped kernels' (rows, cols,
+length) (`PARAMS`, `param_format`).
 
 A `RowConfig` fixes threads per row (wg), units per thread, vec4 or scalar units and
 subgroup or tree reductions; it serves rows of up to wg * units (* 4 for vec4) elements.
@@ -47,8 +63,26 @@ from dataclasses import dataclass, replace
 from ..runtime import load_shader
 from ..runtime.dtypes import dtype_of
 
-KINDS = ("softmax", "softmax_backward", "layer_norm")
-PARAM_FORMAT = "IIfI"  # rows, cols, eps, flags (Params in kernels/row_registers.wgsl)
+CAUSAL_KINDS = ("softmax_causal", "softmax_causal_backward")
+KINDS = ("softmax", "softmax_backward", "layer_norm") + CAUSAL_KINDS
+# The uniform Params of each kind, declared once: the WGSL struct (kernels/row_registers.wgsl)
+# and the launch's struct format (param_format) are both made from these. The causal kinds
+# take the looped causal kernels' (rows, cols, length), so one launch serves both forms.
+PARAMS = {"row": (("rows", "u32"), ("cols", "u32"), ("eps", "f32"), ("flags", "u32")),
+          "causal": (("rows", "u32"), ("cols", "u32"), ("length", "u32"))}
+
+
+def params(kind: str) -> tuple[tuple[str, str], ...]:
+    """(name, WGSL type) of each field of kind's Params, in order."""
+    return PARAMS["causal" if kind in CAUSAL_KINDS else "row"]
+
+
+def param_format(kind: str) -> str:
+    """The struct format (runtime Device.kernel) of kind's Params: 'I' per u32, 'f' per f32."""
+    return "".join({"u32": "I", "f32": "f"}[wgsl_t] for _, wgsl_t in params(kind))
+
+
+PARAM_FORMAT = param_format("softmax")  # "IIfI": rows, cols, eps, flags (every kind but the causal)
 _NAME = re.compile(r"^r(\d+)x(\d+)([vs])([gt])([a-z0-9]*)$")
 # layer norm's forms (module docstring); "" is the one every kind has
 FORMS = ("", "d", "h", "w4", "w4h", "w8", "w8h")
@@ -178,7 +212,8 @@ def _word_t(c: RowConfig) -> str:
 
 def _bindings(kind: str, unit_t: str, c: RowConfig | None = None) -> str:
     names = {"softmax": (["x"], ["y"]), "softmax_backward": (["grad", "y"], ["dx"]),
-             "layer_norm": (["x", "gamma", "beta"], ["y"])}[kind]
+             "layer_norm": (["x", "gamma", "beta"], ["y"]), "softmax_causal": (["x"], ["y"]),
+             "softmax_causal_backward": (["grad", "y"], ["dx"])}[kind]
     form = c.form if c is not None else ""
     lines = []
     for i, name in enumerate(names[0] + names[1]):
@@ -201,6 +236,7 @@ _RESCALE = {
                   "    if (top > 0.0) { let r = m / top; return s * r * r; }\n"
                   "    return 0.0;\n}",
 }
+_RESCALE.update(softmax_causal=_RESCALE["softmax"], softmax_causal_backward=_RESCALE["softmax_backward"])
 
 
 def _in_row(c: RowConfig, u: int) -> str:
@@ -238,6 +274,8 @@ def _body(kind: str, c: RowConfig, comp: str, store: str, one_pass: bool, affine
         lines.append("let scale = exp(m - top.x) / top.y;")
         lines += [f"if (ok{u}) {{ y[base + i{u}] = {store}(e{u} * scale); }}" for u in U]
         return lines
+    if kind in CAUSAL_KINDS:
+        return _causal_body(kind, c, comp, store)
     if kind == "softmax_backward":
         lines = _loads(c, ["grad", "y"], "0.0", comp)
         lines.append("var acc = 0.0;")
@@ -246,6 +284,66 @@ def _body(kind: str, c: RowConfig, comp: str, store: str, one_pass: bool, affine
         lines += [f"if (ok{u}) {{ dx[base + i{u}] = {store}(y{u} * (grad{u} - {comp}(dot))); }}" for u in U]
         return lines
     return _layer_norm_body(c, comp, store, one_pass, affine)
+
+
+def _causal_body(kind: str, c: RowConfig, comp: str, store: str) -> list[str]:
+    """The causal kinds (module docstring): the plain softmax's arithmetic on the kept
+    elements (c < kept) of each unit, k{u} saying which (per lane for vec4 units).
+    Forward: every masked x is tested from its bits, and a poisoned thread's partial sum
+    made NaN before the one reduction, so NaN reaches every thread through it (no second
+    reduction for a flag). Backward: a masked y is 0 here (not loaded, or its lane
+    dropped), and the dot product multiplies every grad by its y, a masked grad too: as in
+    torch's product through the mask, grad * 0 is NaN where that grad is not finite."""
+    U = range(c.units)
+    vec = c.vec
+    lines = ["let kept = min(P.cols, row % P.length + 1u);  // row elements c < kept are kept, the rest masked",
+             "var nan_bits = 0x7fc00000u;  // a var: Tint refuses a NaN made by a constant expression",
+             "let nan = bitcast<f32>(nan_bits);"]
+    if vec:
+        lines.append("let lanes = vec4<u32>(0u, 1u, 2u, 3u);  // element offsets in a unit")
+    kept = [f"(vec4<u32>(4u * i{u}) + lanes < vec4<u32>(kept))" if vec else f"i{u} < kept" for u in U]
+    if kind == "softmax_causal":
+        lines += _loads(c, ["x"], "LOWEST", comp)
+        lines += [f"let k{u} = {kept[u]};" for u in U]
+        # masked and poisoning: in the row (past it x is LOWEST, which does not poison), not kept
+        poisons = [f"any(poisons4(x{u}) & !k{u})" if vec else f"(poisons(x{u}) && !k{u})" for u in U]
+        lines.append("var poisoned = false;  // a masked NaN or +inf: x + (-inf) is NaN, and so is torch's row")
+        lines += [f"poisoned = poisoned || {test};" for test in poisons]
+        lines.append("var m = LOWEST;")
+        for u in U:
+            lines.append(f"let kept_x{u} = select({comp}(LOWEST), x{u}, k{u});")
+            lines.append(f"m = max(m, {_hmax(f'kept_x{u}', vec)});")
+        lines.append("var s = 0.0;")
+        for u in U:
+            lines.append(f"let e{u} = select({comp}(0.0), exp(x{u} - {comp}(m)), k{u});")
+            lines.append(f"s += {_hsum(f'e{u}', vec)};")
+        lines.append("if (poisoned) { s = nan; }")
+        lines.append("let top = reduce_top(me, m, s);  // (row maximum, sum of exp(x - maximum)), kept elements")
+        lines.append("let scale = exp(m - top.x) / top.y;")
+        # exp(-inf - max) / sum: 0, but NaN as torch's where the sum is NaN (a NaN or +inf
+        # score, kept or masked) or 0 (every kept score -inf); the same in every thread
+        lines.append("let masked = select(0.0, nan, non_finite(top.y) || top.y == 0.0);")
+        lines += [f"if (ok{u}) {{ y[base + i{u}] = {store}(select({comp}(masked), e{u} * scale, k{u})); }}"
+                  for u in U]
+        return lines
+    # backward: grad in full (a masked one not finite makes the row NaN); y only where kept
+    lines += _loads(c, ["grad"], "0.0", comp)
+    lines += [f"let k{u} = {kept[u]};" for u in U]
+    for u in U:
+        # a unit wholly past the diagonal is not loaded; a vec4 across it drops its masked lanes
+        lines.append(f"var y{u} = {comp}(0.0);")
+        load = f"{comp}(y[base + i{u}])"
+        if vec:
+            lines.append(f"if (4u * i{u} < kept) {{ y{u} = select({comp}(0.0), {load}, k{u}); }}")
+        else:
+            lines.append(f"if (k{u}) {{ y{u} = {load}; }}")
+    lines.append("var acc = 0.0;  // masked terms grad * 0: 0, or NaN for a grad not finite, as torch's")
+    lines += [f"acc += {_hsum(f'(grad{u} * y{u})', vec)};" for u in U]
+    lines.append("let dot = reduce_sum(me, acc);")
+    lines.append("let masked = select(0.0, nan, non_finite(dot));  // 0 * (grad - dot), NaN where dot is not finite")
+    lines += [f"if (ok{u}) {{ dx[base + i{u}] = {store}(select({comp}(masked), y{u} * (grad{u} - {comp}(dot)), k{u})); }}"
+              for u in U]
+    return lines
 
 
 def _parts(c: RowConfig) -> list[tuple[int, int, str]]:
@@ -444,6 +542,8 @@ def _layer_norm_two_pass(c: RowConfig, comp: str, indent: str) -> list[str]:
 
 _WHAT = {"softmax": "y = exp(x - max) / sum exp(x - max) per row",
          "softmax_backward": "dx = y * (grad - sum grad*y) per row",
+         "softmax_causal": "softmax of row r's columns c <= r % length, the others 0",
+         "softmax_causal_backward": "dx = y * (grad - sum grad*y) on columns c <= r % length, the others 0",
          "layer_norm": "y = (x - mean) * rstd * gamma + beta per row; stats = (mean, rstd)"}
 
 
@@ -477,7 +577,9 @@ def generate(kind: str, config: RowConfig, dtype: str = "f32", one_pass: bool = 
                 " @builtin(num_subgroups) groups: u32") if config.subgroup else ""
     return load_shader(
         "row_registers.wgsl", dtype=dtype, KIND=kind, WHAT=_WHAT[kind], WG=config.wg,
+        PARAMS=", ".join(f"{name}: {wgsl_t}" for name, wgsl_t in params(kind)),
         BINDINGS=_bindings(kind, unit_t, config), REDUCE=load_shader(reduce), RESCALE=_RESCALE[kind],
+        HELPERS=load_shader("lib/float_bits.wgsl") if kind in CAUSAL_KINDS else "",
         SUBGROUP_ARGS=sub_args,
         ME="RowThread(tid, lane, group, groups)" if config.subgroup else "RowThread(tid, 0u, 0u, 1u)",
         UNITS=(f"{config.capacity() // config.elements()}u" if config.exact

@@ -1,9 +1,10 @@
-"""Row kernels chosen by the generic tuner (ops/tuner.py): softmax and its backward (and
-their causal forms: the looped kernel's widths only) here,
-layer norm in ops/norm_tune.py. The fallback is the looped kernel (kernels/softmax.wgsl:
-one workgroup per row of the narrowest power of two from 32 to 256 threads that covers
-the row); the other candidates are its other widths and the register kernels of
-ops/row_gen.py that hold the row (subgroup and tree reductions)."""
+"""Row kernels chosen by the generic tuner (ops/tuner.py): softmax and its backward, and
+their causal forms (softmax_causal, softmax_causal_backward), here; layer norm in
+ops/norm_tune.py. The fallback is the looped kernel (kernels/softmax.wgsl, or
+softmax_causal*.wgsl: one workgroup per row of the narrowest power of two from 32 to 256
+threads that covers the row); the other candidates are its other widths and the register
+kernels of ops/row_gen.py that hold the row (subgroup and tree reductions), for the
+causal kinds as for the plain ones."""
 
 from __future__ import annotations
 
@@ -86,19 +87,21 @@ class _Softmax(RowTunable):
 
 class _CausalSoftmax(RowTunable):
     """softmax_causal and its backward over (dtype, rows, cols, length) problems: the looped
-    kernel's widths only (no register form)."""
+    kernel's widths and the register configs that hold the row, as for softmax."""
 
-    version = 1
+    # 2: the register kernels join the candidates (v1 picks were among the looped widths
+    # only), and the bucket tells vec4 rows from scalar ones as softmax's does
+    version = 2
 
     def bucket(self, p) -> str:
-        return f"{p[0]}-rows{tuner.pow2(p[1])}-cols{tuner.pow2(p[2])}-len{tuner.pow2(p[3])}"
-
-    def candidates(self, dev, p) -> list:
-        return [size for size in super().candidates(dev, p) if isinstance(size, int)]
+        return f"{p[0]}-rows{tuner.pow2(p[1])}-cols{tuner.pow2(p[2])}-len{tuner.pow2(p[3])}-m{p[2] % 4 == 0}"
 
     def small(self, p):
-        length = min(p[3], 7)
-        return (p[0], 2 * length, min(p[2], 3001), length)
+        """Two blocks of up to 300 rows, so that the kept part of the rows grows over up to
+        300 columns (every unit of a register config serving 256-wide rows holds kept
+        elements in some row), of softmax's small row length (the same vec4 or scalar units)."""
+        length = min(p[3], 300)
+        return (p[0], 2 * length, super().small(p)[2], length)
 
     def inputs(self, p, rng):
         return self.host(p, rng, 1 if self.name == "softmax_causal" else 2)
@@ -128,7 +131,7 @@ CAUSAL_F16_TUNABLES = {k: _CausalSoftmax(k, "f16") for k in _CAUSAL}
 
 def choose(dev, kind: str, problem: tuple):
     """The looped width (int) or RowConfig for (dtype, rows, cols), or for the causal kinds
-    the width for (dtype, rows, cols, length)."""
+    (dtype, rows, cols, length)."""
     if kind in _CAUSAL:
         tunables = CAUSAL_F16_TUNABLES if problem[0] == "f16" else CAUSAL_TUNABLES
     else:
