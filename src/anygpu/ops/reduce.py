@@ -57,12 +57,16 @@ def sum_inner(dev, a, outer: int, inner: int):
 def sum_rows(dev, a, rows: int, cols: int):
     """Sum over the first axis: a [rows, cols] -> [cols], out[c] = sum_r a[r, c].
 
-    The backward of add_per_col(x, b, rows, cols) for b."""
+    The backward of add_per_col(x, b, rows, cols) for b (a linear layer's bias gradient).
+    f32 or f16 a; the sum is f32 throughout, the result a's dtype (f16 rounded once, at the
+    last store). Where cols % 4 == 0 a thread sums four adjacent columns (_sum_rows_vec4)."""
     check_positive("sum_rows", rows=rows, cols=cols)
     check_buffer("sum_rows", "a", a, rows * cols, "rows*cols")
     dtype = a.dtype
     if dtype not in ("f32", "f16"):
         raise ValueError(f"sum_rows: a must be f32 or f16, got {dtype}")
+    if cols % 4 == 0:
+        return _sum_rows_vec4(dev, a, rows, cols)
     col_tiles = -(-cols // 64)
     while True:
         # f16 is summed in f32: partials stay f32, only the last pass stores f16.
@@ -72,6 +76,53 @@ def sum_rows(dev, a, rows: int, cols: int):
         kernel = dev.kernel(name, load_shader("sum_rows.wgsl", a.dtype, out_dtype), 1, 1, "IIIII")
         partial = dev.empty(n_chunks * cols, out_dtype)
         dev.launch(kernel, [a], [partial], (rows, cols, _ROW_CHUNK, n_chunks, col_tiles),
+                   dev.grid(col_tiles * n_chunks))
+        if n_chunks == 1:
+            return partial
+        a, rows = partial, n_chunks
+
+
+# How sum_rows_vec4.wgsl reads one unit of four columns: (array element, its f32 value).
+# f16 comes as two u32 words (8-byte loads; 16-bit loads were the f16 matmul's cost on an
+# H200, docs/NOTES.md), unpacked exactly.
+_VEC4_UNITS = {"f32": ("vec4<f32>", "a[i]"),
+               "f16": ("vec2<u32>", "vec4<f32>(unpack2x16float(a[i].x), unpack2x16float(a[i].y))")}
+_VEC4_TILE = 128          # columns one sum_rows_vec4 workgroup covers (its UNITS = 32 threads x 4)
+_VEC4_CHUNKS = (256, 128, 64)   # rows a workgroup may cover per pass (8 row lanes)
+_VEC4_WORKGROUPS = 512    # enough to fill an H200 (132 SMs) several workgroups deep
+
+
+def _vec4_chunk(rows: int, col_tiles: int) -> int:
+    """Rows one sum_rows_vec4 workgroup covers: all of them where they fit in one chunk (the
+    last pass), else the longest chunk that still gives _VEC4_WORKGROUPS workgroups, else the
+    shortest. [16384, 384]: 64 rows (768 workgroups, 8 rows a thread), then one pass of 256."""
+    if rows <= _VEC4_CHUNKS[0]:
+        return _VEC4_CHUNKS[0]
+    for chunk in _VEC4_CHUNKS:
+        if col_tiles * -(-rows // chunk) >= _VEC4_WORKGROUPS:
+            return chunk
+    return _VEC4_CHUNKS[-1]
+
+
+def _sum_rows_vec4(dev, a, rows: int, cols: int):
+    """sum_rows for cols % 4 == 0: a thread reads four adjacent columns a row as one unit
+    and sums them as a vec4<f32>; the passes as in sum_rows (f32 partials, the last pass
+    stores a's dtype)."""
+    dtype = a.dtype
+    col_tiles = -(-cols // _VEC4_TILE)
+    while True:
+        chunk = _vec4_chunk(rows, col_tiles)
+        n_chunks = -(-rows // chunk)
+        out_dtype = dtype if n_chunks == 1 else "f32"
+        key = ("sum_rows_vec4", a.dtype, out_dtype)
+        kernel = dev.op_kernels.get(key)
+        if kernel is None:  # first use on this device
+            unit, widen = _VEC4_UNITS[a.dtype]
+            text = load_shader("sum_rows_vec4.wgsl", a.dtype, out_dtype, UNIT=unit, WIDEN=widen,
+                               NARROW=str(out_dtype == "f16").lower())
+            kernel = dev.op_kernels[key] = dev.kernel(f"sum_rows_vec4_{a.dtype}_{out_dtype}", text, 1, 1, "IIIII")
+        partial = dev.empty(n_chunks * cols, out_dtype)
+        dev.launch(kernel, [a], [partial], (rows, cols, chunk, n_chunks, col_tiles),
                    dev.grid(col_tiles * n_chunks))
         if n_chunks == 1:
             return partial
