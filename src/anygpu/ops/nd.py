@@ -286,6 +286,8 @@ def reduce_axis(dev, x, outer: int, mid: int, inner: int, op: str = "sum"):
 # source's compute type first). bool is 1 for any nonzero value (NaN too, as in torch).
 _CAST_EXPR = {
     "bool": "select(0u, 1u, v != {C}(0))",
+    # NaN is nonzero, but `v != 0` may be folded to false for it (lavapipe does): a bit test
+    "float_bool": "select(0u, 1u, v != 0.0 || (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u)",
     "from_bool": "{OUT_C}(v)",
     "bits": "bitcast<{OUT_C}>(v)",
     "convert": "{OUT_C}(v)",
@@ -324,7 +326,7 @@ def launch_cast(dev, x, out) -> None:
     if kernel is None:  # first use on this device
         src, dst = DTYPES[x.dtype], DTYPES[out.dtype]
         if dst.name == "bool":
-            expr = _CAST_EXPR["bool"]
+            expr = _CAST_EXPR["float_bool" if src.compute == "f32" else "bool"]
         elif src.name == "bool":
             expr = _CAST_EXPR["from_bool"]
         elif {src.name, dst.name} == {"i32", "u32"}:
