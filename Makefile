@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 
 .PHONY: run test setup setup-test driver clean
 # What `make test` runs a second time on Dawn (see test:)
-DAWN_TESTS ?= tests/runtime tests/tensor tests/nn tests/autograd tests/optim tests/ops/test_row_kernels.py tests/ops/test_fusion.py
+DAWN_TESTS ?= tests/runtime tests/tensor tests/nn tests/autograd tests/optim tests/ops/test_row_kernels.py tests/ops/test_fusion.py tests/ops/test_causal_softmax.py tests/ops/test_nd_strided_vec.py tests/ops/test_cast_vec.py tests/ops/test_sum_rows_vec.py
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
