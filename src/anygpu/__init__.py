@@ -31,6 +31,10 @@ def devices() -> list[AdapterInfo]:
 # PyTorch's package shape (`import anygpu as torch`): devices, data, files, precision flags.
 from .tensor import inference_mode, is_inference_mode_enabled, set_grad_enabled  # noqa: E402
 from .tensor import get_rng_state, initial_seed, seed, set_rng_state  # noqa: E402,F401
+from .ops.determinism import (  # noqa: E402,F401  (torch's deterministic-algorithms switch)
+    are_deterministic_algorithms_enabled, get_deterministic_debug_mode, is_deterministic_algorithms_warn_only_enabled,
+    set_deterministic_debug_mode, use_deterministic_algorithms,
+)
 from .placement import device  # noqa: E402
 from .generator import Generator, default_generator  # noqa: E402
 from . import accelerator, amp, backends, cuda, distributed, futures, multiprocessing, utils  # noqa: E402  (each a torch.<name> module)

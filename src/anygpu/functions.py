@@ -14,6 +14,8 @@ import numpy as np
 from . import dtypes, placement
 from .dtypes import finfo, iinfo
 from .tensor.outputs import factory, with_out
+from .tensor.core import _as_shape
+from .tensor.creation import uninitialized
 from .tensor import (
     Tensor, bucketize, cartesian_prod, cdist, meshgrid, searchsorted, _generator_rng, _to_tensor, arange, argsort, cat, cumsum, diag, einsum, flip,
     full, gather, index_select, log_softmax, logsumexp, matmul, multinomial, nonzero, randperm,
@@ -167,14 +169,15 @@ def full_like(input: Tensor, fill_value, dtype=None, requires_grad: bool = False
 @factory(variadic=False, size_keyword=False, takes_memory_format=True)
 def empty_like(input: Tensor, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     placement.check_device("empty_like", device)
-    return zeros(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad)
+    return uninitialized(input.shape, dtype or input.dtype, requires_grad)
 
 
 @factory(takes_memory_format=True)
 def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """Zeros: anygpu never hands out uninitialised memory."""
+    """Zeros: anygpu never hands out uninitialised memory (torch's NaN fill under
+    use_deterministic_algorithms; tensor/creation.uninitialized)."""
     placement.check_device("empty", device)
-    return zeros(*size, dtype=dtype, requires_grad=requires_grad)
+    return uninitialized(_as_shape("empty", size), dtype, requires_grad)
 
 
 def _float_like(op: str, input: Tensor, dtype):

@@ -1130,6 +1130,8 @@ class Tensor:
         return ones(*size, dtype=dtype or self.dtype, requires_grad=requires_grad, **keywords)
 
     def new_empty(self, *size, dtype=None, device=None, requires_grad: bool = False, **keywords):
+        if fills_uninitialized_memory():  # torch's fill (tensor/determinism.py), else zeros
+            return uninitialized(_as_shape("new_empty", size), dtype or self.dtype, requires_grad)
         return zeros(*size, dtype=dtype or self.dtype, requires_grad=requires_grad, **keywords)
 
     def new_full(self, size, fill_value, dtype=None, device=None, requires_grad: bool = False, **keywords):
@@ -1726,7 +1728,8 @@ class StridedView(Tensor):
 # The modules holding the ops import Tensor from here, so the methods above reach them
 # through names bound once the class exists.
 from .recording import _freed_entry, _record, _topological_order  # noqa: E402
-from .creation import arange, full, multinomial, ones, tensor, zeros, zeros_like  # noqa: E402
+from .creation import arange, full, multinomial, ones, tensor, uninitialized, zeros, zeros_like  # noqa: E402
+from ..ops.determinism import fills_uninitialized_memory  # noqa: E402
 from .elementwise import _as_float, _binary, _cast, _compare, _int_binary, _result_dtype, _to_tensor, _unary  # noqa: E402
 from .views import as_strided, detached, regeometry, untracked, multi_output_views, diagonal, expand, is_row_major, layout, permute, reshape, squeezed, unfold, unsqueezed, view  # noqa: E402
 from .inplace import _inplace  # noqa: E402

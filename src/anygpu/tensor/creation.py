@@ -12,6 +12,7 @@ from ..dtypes import float16, float32, int32, int64
 from ..ops import gpu
 from ..ops.nd import numel
 
+from ..ops.determinism import fills_uninitialized_memory
 from .core import Tensor, _BUF_DTYPE, _NP_DTYPE, _as_shape, _check_half, _is_int, _normalize_dtype, bool_
 from .grad_mode import is_grad_enabled
 from .outputs import factory
@@ -133,11 +134,22 @@ def ones(*shape, dtype=None, requires_grad: bool = False, device=None) -> Tensor
                 dtype=dtype, requires_grad=requires_grad)
 
 
+def uninitialized(shape, dtype=None, requires_grad: bool = False) -> Tensor:
+    """What `empty` and its kin return: zeros (anygpu never hands out uninitialised memory);
+    under use_deterministic_algorithms(True) with fill_uninitialized_memory, torch's fill
+    instead: NaN, the dtype's largest value, or True (tensor/determinism.py)."""
+    if not fills_uninitialized_memory():
+        return zeros(shape, dtype=dtype, requires_grad=requires_grad)
+    dtype = _normalize_dtype(dtype, "empty")
+    value = True if dtype is bool_ else math.nan if dtype.is_floating_point else 2**31 - 1
+    return full(_as_shape("empty", shape), value, dtype=dtype, requires_grad=requires_grad)
+
+
 @factory()
 def empty(*shape, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
-    """Zeros (anygpu never hands out uninitialised memory)."""
+    """Zeros (anygpu never hands out uninitialised memory; see `uninitialized`)."""
     placement.check_device("empty", device)
-    return zeros(*shape, dtype=dtype, requires_grad=requires_grad)
+    return uninitialized(_as_shape("empty", shape), dtype, requires_grad)
 
 
 def zeros_like(t: Tensor, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
@@ -152,7 +164,7 @@ def ones_like(t: Tensor, dtype=None, requires_grad: bool = False, device=None) -
 
 def empty_like(t: Tensor, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     placement.check_device("empty_like", device)
-    return zeros(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+    return uninitialized(t.shape, dtype or t.dtype, requires_grad)
 
 
 def full_like(t: Tensor, fill_value, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
