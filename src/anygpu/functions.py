@@ -377,3 +377,18 @@ def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -
         order[target] = source
     order[d1], order[d2] = ndim - 2, ndim - 1
     return out.permute(*order)
+
+
+# torch-compat additions (tensor/compat_*.py): their FUNCTIONS as torch.<name>
+def _add_compat_functions() -> None:
+    from .tensor import compat_math, compat_reduce, compat_shape
+
+    for module in (compat_math, compat_reduce, compat_shape):
+        for name, fn in module.FUNCTIONS.items():
+            if name in globals():
+                raise AttributeError(f"compat: torch.{name} exists already; remove it from FUNCTIONS")
+            globals()[name] = fn
+            __all__.append(name)
+
+
+_add_compat_functions()
