@@ -17,6 +17,7 @@ from . import scaler
 from . import flash_attention
 from . import foreach
 from . import host64
+from . import radix
 
 _OP_MODULES = [elementwise, matmul, nd, reduce, broadcast, shape, upsample, softmax, attention, conv, norm,
                loss, optim]
@@ -26,6 +27,7 @@ _OP_MODULES += [sparse]  # sparse matrices as segments of entries (anygpu.sparse
 _OP_MODULES += [scaler]  # GradScaler's unscale of many gradients per dispatch (anygpu.amp)
 _OP_MODULES += [flash_attention]  # attention without the scores in memory
 _OP_MODULES += [foreach]  # several tensors per dispatch (clip_grad_norm_)
+_OP_MODULES += [radix]  # deterministic sort and scan of u32 words
 
 
 class Device(host64.HostMemory, runtime.Device):
@@ -121,6 +123,9 @@ class Device(host64.HostMemory, runtime.Device):
     # index.py
     gather_axis = index.gather_axis
     scatter_add_axis = index.scatter_add_axis
+    # radix.py
+    exclusive_scan_u32 = radix.exclusive_scan_u32
+    sort_pairs = radix.sort_pairs
     # layernorm.py
     layer_norm = layernorm.layer_norm
     layer_norm_backward = layernorm.layer_norm_backward
