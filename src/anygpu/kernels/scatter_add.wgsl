@@ -1,30 +1,23 @@
-// The backward of gather: out[o, index[k], i] += src[o, j, i] over every (o, j, i), with
-// k as in gather.wgsl. `out` ([outer, dim_size, inner], zero-filled by the caller) is
-// added to with a compare-and-swap loop, since WGSL has no float atomics; entries whose
-// index equals `skip` (embedding's padding_idx, -1 for none) or is out of range add nothing.
-struct Params { n: u32, n_index: u32, inner: u32, dim_size: u32, per_element: u32, skip: i32 }
+// The sort keys of ops/index.py's deterministic scatter-add (the backward of gather): for
+// entry e of the index (P.n of them: one per index row when per_element = 0, one per element
+// of [outer, n_index, inner] when 1), key = the output row t (per_element = 0) or the flat
+// output position of [o, t, col] (per_element = 1), and order[e] = e. Entries whose index is
+// out of range or equals `skip` (embedding's padding_idx, -1 for none) get key P.buckets,
+// one past every real key, which the segment sums never read.
+{{PARAMS}}
 @group(0) @binding(0) var<uniform> P: Params;
-@group(0) @binding(1) var<storage, read> src: array<f32>;
-@group(0) @binding(2) var<storage, read> index: array<i32>;
-@group(0) @binding(3) var<storage, read_write> out: array<atomic<u32>>;
+@group(0) @binding(1) var<storage, read> index: array<i32>;
+@group(0) @binding(2) var<storage, read_write> keys: array<u32>;
+@group(0) @binding(3) var<storage, read_write> order: array<i32>;
 //! include lib/index_axis.wgsl
+//! include lib/element_per_thread.wgsl
 
-fn atomic_add_f32(addr: u32, value: f32) {
-    var old = atomicLoad(&out[addr]);
-    loop {
-        let swapped = atomicCompareExchangeWeak(&out[addr], old, bitcast<u32>(bitcast<f32>(old) + value));
-        if (swapped.exchanged) { break; }
-        old = swapped.old_value;
-    }
-}
-
-@compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = gid.x + gid.y * nwg.x * 256u;
-    if (i >= P.n) { return; }
-    let at = indexed_at(i);
-    if (!at.valid || at.t == P.skip) { return; }
-    let value = src[i];
-    if (value == 0.0) { return; }
-    atomic_add_f32(at.at, value);
+fn element(e: u32) {
+    var first = e * P.inner;  // the first element of row e (whose index entry is e)
+    if (P.per_element == 1u) { first = e; }
+    let at = indexed_at(first);
+    var key = u32(at.t);
+    if (P.per_element == 1u) { key = at.at; }
+    keys[e] = select(P.buckets, key, at.valid && at.t != P.skip);
+    order[e] = i32(e);
 }
