@@ -4,7 +4,7 @@ u32 scan under it, against numpy (argsort(kind='stable'), cumsum)."""
 import numpy as np
 import pytest
 
-# Sizes around the 256-element block and the scan's levels (256, 256**2 elements a level).
+# Sizes around the sort's 256-key block.
 SIZES = [0, 1, 255, 256, 257, 1000, 70000, 300000]
 
 
@@ -16,15 +16,16 @@ def _expected_scan(x):
     return (np.cumsum(x, dtype=np.uint64) - x).astype(np.uint32)  # mod 2**32, as the GPU's words
 
 
-@pytest.mark.parametrize("n", [0, 1, 2, 255, 256, 257, 511, 65535, 65536, 65537, 70000, 300000])
+# Around the scan's 1024-element block, 4-element thread and levels (one per factor of 1024).
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 5, 255, 1023, 1024, 1025, 4099, 70000, 300000, 1024**2, 1024**2 + 1])
 def test_exclusive_scan_matches_cumsum(dev, rng, n):
     x = rng.integers(0, 1000, n).astype(np.uint32)
     np.testing.assert_array_equal(_scan(dev, x), _expected_scan(x))
 
 
-def test_exclusive_scan_four_levels_and_wraps(dev, rng):
-    # 256**3 + 1 elements need a fourth level; large words wrap mod 2**32 like numpy's uint32.
-    n = 256**3 + 1
+def test_exclusive_scan_three_levels_and_wraps(dev, rng):
+    # 1024**2 + 5 elements need a third level; large words wrap mod 2**32 like numpy's uint32.
+    n = 1024**2 + 5
     x = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
     np.testing.assert_array_equal(_scan(dev, x), _expected_scan(x))
 

@@ -85,13 +85,17 @@ def test_per_element_bitwise_as_a_sequential_loop(dev, outer, dim_size, n_index,
                _reference(src, index, outer, dim_size, n_index, inner, True))
 
 
+# dim_size 6: one thread per output element sums its segment; 3000: more output than
+# entries, so one thread per entry (the first of its segment) sums it into a zero-filled out.
+@pytest.mark.parametrize("dim_size", [6, 3000])
 @pytest.mark.parametrize("per_element", [False, True])
-def test_skip_negative_and_out_of_range(dev, per_element):
+def test_skip_negative_and_out_of_range(dev, per_element, dim_size):
     rng = np.random.default_rng(7)
-    outer, dim_size, n_index, inner = 2, 6, 500, 3
+    outer, n_index, inner = 2, 500, 3
     count = outer * n_index * inner if per_element else n_index
-    index = rng.integers(-9, 10, count).astype(np.int32)  # -9..-7 and 6..9 are out of range
-    index[:4] = [-1, -6, 6, -7]
+    index = rng.integers(-dim_size - 3, dim_size + 4, count).astype(np.int32)  # some out of range
+    index[:4] = [-1, -dim_size, dim_size, -dim_size - 1]
+    index[4:40] = 4  # a long segment
     src = rng.standard_normal(outer * n_index * inner)
     for skip in (-1, 0, 4, 5):
         expected = _reference(src, index, outer, dim_size, n_index, inner, per_element, skip)
@@ -100,19 +104,20 @@ def test_skip_negative_and_out_of_range(dev, per_element):
             assert not expected.reshape(outer, dim_size, inner)[:, skip].any()
 
 
-def test_nan_inf_and_signed_zeros(dev):
+@pytest.mark.parametrize("dim_size", [8, 40])
+def test_nan_inf_and_signed_zeros(dev, dim_size):
     # Row 0: a NaN among numbers; 1: inf + -inf; 2: inf; 3: only -0.0 (torch and numpy: 0 + -0 = +0);
     # 4: -0.0 and +0.0; 5: -inf; 6: nothing; 7: 1e30 - 1e30 + tiny (order decides the bits).
     rows = [0, 1, 0, 2, 3, 1, 4, 3, 5, 0, 7, 7, 7, 4, 2]
     src = [1.0, np.inf, np.nan, np.inf, -0.0, -np.inf, -0.0, -0.0, -np.inf, 2.0, 1e30, -1e30, 1e-3, 0.0, 3.0]
     index = np.array(rows, np.int32)
-    got = _scatter(dev, src, index, 1, 8, len(rows), 1)
-    expected = _reference(src, index, 1, 8, len(rows), 1)
+    got = _scatter(dev, src, index, 1, dim_size, len(rows), 1)
+    expected = _reference(src, index, 1, dim_size, len(rows), 1)
     _same_bits(got, expected)
     assert np.isnan(got[[0, 1]]).all() and got[2] == np.inf and got[5] == -np.inf and got[7] == np.float32(1e-3)
     assert got[3] == 0 and not np.signbit(got[3]) and not np.signbit(got[4]) and not np.signbit(got[6])
     # Per element the same.
-    _same_bits(_scatter(dev, src, index, 1, 8, len(rows), 1, True), expected)
+    _same_bits(_scatter(dev, src, index, 1, dim_size, len(rows), 1, True), expected)
 
 
 def test_same_bits_on_every_run(dev):

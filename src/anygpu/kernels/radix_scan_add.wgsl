@@ -1,5 +1,5 @@
 // ops/radix.py's exclusive scan, last step of a level: each element gets the exclusive scan
-// of the block totals before its block of 256 (radix_scan.wgsl scanned within blocks).
+// of the block totals before its block of 1024 (radix_scan.wgsl scanned within blocks).
 {{PARAMS}}
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<storage, read> block_offsets: array<u32>;
@@ -7,5 +7,5 @@
 //! include lib/element_per_thread.wgsl
 
 fn element(i: u32) {
-    y[i] = y[i] + block_offsets[i / 256u];
+    y[i] = y[i] + block_offsets[i / 1024u];
 }

@@ -19,7 +19,7 @@ GATHER_PARAMS = Params("n: u32", "n_index: u32", "inner: u32", "dim_size: u32", 
 SCATTER_KEY_PARAMS = Params("n: u32", "n_index: u32", "inner: u32", "dim_size: u32", "per_element: u32",
                             "skip: i32", "buckets: u32")
 STARTS_PARAMS = Params("n: u32", "m: u32")
-SEGMENT_PARAMS = Params("n: u32", "n_index: u32", "inner: u32", "dim_size: u32")
+SEGMENT_PARAMS = Params("n: u32", "n_index: u32", "inner: u32", "dim_size: u32", "m: u32", "per_entry: u32")
 _MISSING = {"u32": "0x7fc00000u", "f16": "f16(0.0)"}  # NaN's bits as a word; f16 has no NaN literal
 
 
@@ -62,9 +62,9 @@ def scatter_add_axis(dev, src, index, outer: int, dim_size: int, n_index: int, i
     range add nothing.
 
     Deterministic, the same bits on every run: the index entries are sorted by the output
-    row (per_element: the output position) they pick, stably (radix.sort_pairs), and one
-    thread per output element adds its entries in increasing j, starting from +0.0, in f32
-    (f16 too, rounded once). So a result equals a sequential float32 loop over j into zeros,
+    row (per_element: the output position) they pick, stably (radix.sort_pairs), and each
+    output element's entries are added by one thread in increasing j, starting from +0.0, in
+    f32 (f16 too, rounded once). So a result equals a sequential float32 loop over j into zeros,
     `np.add.at(out, ..., src)`, bit for bit (as torch.use_deterministic_algorithms asks)."""
     check_buffer("scatter_add", "src", src, outer * n_index * inner, "outer*n_index*inner")
     _check_index("scatter_add", index, outer, n_index, inner, per_element)
@@ -84,14 +84,21 @@ def scatter_add_axis(dev, src, index, outer: int, dim_size: int, n_index: int, i
     dev.launch(kernel, [index], [keys, order],
                (entries, n_index, inner, dim_size, int(per_element), int(skip), buckets), grid_1d(dev, entries))
     keys, order = sort_pairs(dev, keys, order, entries, buckets.bit_length())
-    starts = dev.empty(buckets + 1, "u32")
-    kernel = dev.kernel("scatter_add_starts", load_shader("scatter_add_starts.wgsl", **STARTS_PARAMS.subs()),
-                        1, 1, STARTS_PARAMS.format())
-    dev.launch(kernel, [keys], [starts], (buckets + 1, entries), grid_1d(dev, buckets + 1))
     if per_element:  # each entry is one element: the output is one flat axis of `total` rows
         outer, dim_size, n_index, inner = 1, total, n, 1
-    out = dev.empty(total, src.dtype)
+    # One thread per output element, or (zero-filled first) one per entry and column where
+    # those are fewer: many rows that no entry picks (a large vocabulary). The first looks its
+    # segment up in `starts`, the second finds it by the keys themselves.
+    per_entry = outer * entries * inner < total
+    if per_entry:
+        threads, starts, out = outer * entries * inner, keys, dev.alloc(total, src.dtype)
+    else:
+        threads, starts, out = total, dev.empty(buckets + 1, "u32"), dev.empty(total, src.dtype)
+        kernel = dev.kernel("scatter_add_starts", load_shader("scatter_add_starts.wgsl", **STARTS_PARAMS.subs()),
+                            1, 1, STARTS_PARAMS.format())
+        dev.launch(kernel, [keys], [starts], (buckets + 1, entries), grid_1d(dev, buckets + 1))
     kernel = dev.kernel("scatter_add", load_shader("scatter_add_segments.wgsl", src.dtype,
-                                                   **SEGMENT_PARAMS.subs()), 3, 1, SEGMENT_PARAMS.format())
-    dev.launch(kernel, [src, starts, order], [out], (total, n_index, inner, dim_size), grid_1d(dev, total))
+                                                   **SEGMENT_PARAMS.subs()), 4, 1, SEGMENT_PARAMS.format())
+    dev.launch(kernel, [src, keys, starts, order], [out], (threads, n_index, inner, dim_size, entries, int(per_entry)),
+               grid_1d(dev, threads))
     return out

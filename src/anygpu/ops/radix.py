@@ -15,7 +15,8 @@ from ._common import WORKGROUP_1D, check_buffer, grid_1d
 __all__ = ["exclusive_scan_u32", "sort_pairs"]
 
 RADIX_BITS = 8
-BLOCK = WORKGROUP_1D  # keys per block of a pass; elements per block of a scan level
+BLOCK = WORKGROUP_1D  # keys per block of a pass
+SCAN_BLOCK = 4 * WORKGROUP_1D  # elements per block of a scan level (4 a thread)
 PASS_PARAMS = Params("n: u32", "n_blocks: u32", "shift: u32", "digits: u32")
 SCAN_PARAMS = Params("n: u32", "n_blocks: u32")
 
@@ -27,14 +28,14 @@ def _check_words(op: str, name: str, buf, n: int, dtype: str) -> None:
 
 
 def exclusive_scan_u32(dev, x, n: int):
-    """y [n] u32 with y[i] = x[0] + ... + x[i-1] (mod 2**32) for x [n] u32: each block of 256
+    """y [n] u32 with y[i] = x[0] + ... + x[i-1] (mod 2**32) for x [n] u32: each block of 1024
     scanned in workgroup memory, the blocks' totals scanned the same way (recursively, one level
-    per factor of 256) and added back."""
+    per factor of 1024) and added back."""
     _check_words("exclusive_scan_u32", "x", x, n, "u32")
     y = dev.empty(n, "u32")
     if n == 0:
         return y
-    n_blocks = -(-n // BLOCK)
+    n_blocks = -(-n // SCAN_BLOCK)
     sums = dev.empty(n_blocks, "u32")
     kernel = dev.kernel("radix_scan", load_shader("radix_scan.wgsl", **SCAN_PARAMS.subs()), 1, 2,
                         SCAN_PARAMS.format())
