@@ -41,9 +41,8 @@ def _value(out):
 
 def _assert_same_run(make, call, batches=None, replays=3, rtol=0.0):
     """Run make() twice -- one step eager, one compiled -- over the same batches: same
-    returns, same weights (bit for bit, or to `rtol` where the step sums with float atomics:
-    an embedding's backward, whose order of additions varies run to run); the compiled one
-    replays at least `replays` times."""
+    returns, same weights (bit for bit, or to `rtol`); the compiled one replays at least
+    `replays` times."""
     batches = batches or _batches()
     eager_model, eager_step, eager_after = make()
     model, step, after = make()
@@ -313,10 +312,9 @@ def test_a_nanogpt_style_step():
             opt.zero_grad(set_to_none=True)
             return loss
         return model, step, lambda: None
-    # the token embedding's gradient is a scatter-add with float atomics (kernels/scatter_add.wgsl):
-    # its order of additions, so its last bit, varies from run to run (as torch CUDA's), and
-    # AdamW magnifies an ulp into ~1e-4 within a few steps
-    _assert_same_run(make, lambda s, x, y: s(x, y), batches=batches, rtol=1e-3)
+    # bit for bit: the token embedding's gradient (a scatter-add) sums in a fixed order
+    # (ops/index.py), where float atomics once varied its last bit from run to run
+    _assert_same_run(make, lambda s, x, y: s(x, y), batches=batches)
 
 
 def test_reason_names_the_read_back_and_debug_prints_the_first_difference(monkeypatch, capsys):
@@ -533,9 +531,7 @@ def test_a_replayed_nanogpt_grad_scaler_step_with_adamw(foreach, amsgrad, monkey
     for a, b in zip(snapshot(opt, model), snapshot(eager_opt, eager_model)):
         if a.shape == (48,):  # the qkv bias and its moments: the keys' third is Adam-scaled rounding
             a, b = np.delete(a, np.s_[16:32]), np.delete(b, np.s_[16:32])   # noise (see below), left out
-        # the token embedding's gradient sums with float atomics (order varies run to run, see
-        # test_a_nanogpt_style_step), which AdamW magnifies: weights agree to 1e-3, not bit for bit
-        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3)
+        np.testing.assert_array_equal(a, b)  # the embedding's scatter-add sums in a fixed order
     steps = [float(v["step"]) for _, v in sorted(opt.state_dict()["state"].items())]
     assert steps == [float(v["step"]) for _, v in sorted(eager_opt.state_dict()["state"].items())]
     assert steps == [float(len(batches) - len(inf_at))] * len(initial)

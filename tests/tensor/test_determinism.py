@@ -112,3 +112,45 @@ def test_an_op_without_a_deterministic_form_raises_or_warns():
         determinism.alert_not_deterministic("some_op")
     assert [str(w.message) for w in caught] == [
         "some_op does not have a deterministic implementation, but you set 'use_deterministic_algorithms(True)'"]
+
+
+@pytest.mark.parametrize("n, size", [(7, 5), (5000, 37), (300, 1000), (1, 1)])
+def test_repeated_positions_keep_the_last_value_under_the_mode(n, size):
+    """x[index] = values and scatter with repeated positions: torch's deterministic mode (and
+    its CPU loop) leaves the last value of each position; anygpu's does too (ops/intmath
+    index_put sorts the positions), the same bits on every run. Out-of-range positions never
+    reach the kernel (refused first, as torch refuses them)."""
+    rng = np.random.default_rng(n)
+    index = rng.integers(-size, size, n)
+    values = rng.standard_normal(n).astype(np.float32)
+    ag.use_deterministic_algorithms(True)
+    torch.use_deterministic_algorithms(True)
+    want = torch.zeros(size)
+    want[torch.tensor(index)] = torch.tensor(values)
+    runs = []
+    for _ in range(3):
+        got = ag.zeros(size)
+        got[ag.tensor(index)] = ag.tensor(values)
+        runs.append(got.numpy())
+    for run in runs:
+        np.testing.assert_array_equal(run, want.numpy())
+    # rows: x[index] = rows of a matrix, and torch.scatter along dim 0
+    rows = rng.standard_normal((n, 3)).astype(np.float32)
+    want = torch.zeros(size, 3)
+    want[torch.tensor(index)] = torch.tensor(rows)
+    got = ag.zeros(size, 3)
+    got[ag.tensor(index)] = ag.tensor(rows)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    positive = index % size
+    idx2 = np.stack([positive, (positive * 7) % size], axis=1)[:, :1].repeat(3, axis=1)
+    want = torch.zeros(size, 3).scatter(0, torch.tensor(idx2), torch.tensor(rows))
+    got = ag.zeros(size, 3).scatter(0, ag.tensor(idx2), ag.tensor(rows))
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_without_the_mode_a_repeated_position_gets_one_of_its_values():
+    index = np.array([2, 2, 2, 0])
+    values = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    got = ag.zeros(3)
+    got[ag.tensor(index)] = ag.tensor(values)
+    assert got.numpy()[2] in (1.0, 2.0, 3.0) and got.numpy()[0] == 4.0 and got.numpy()[1] == 0.0

@@ -22,7 +22,7 @@ import weakref
 import numpy as np
 
 from ..runtime import Params, load_shader
-from . import nd
+from . import determinism, nd, radix
 from ._common import check_buffer, grid_1d
 from .matmul import matmul_strided
 
@@ -263,13 +263,27 @@ def sort_rows(dev, x, rows: int, n: int, descending: bool = False):
 
 
 def index_put(dev, dst, positions, src):
-    """dst[positions[i]] = src[i] in place (flat positions, i32; src and dst share a dtype)."""
+    """dst[positions[i]] = src[i] in place (flat positions, i32; src and dst share a dtype;
+    positions outside dst write nothing). A position given more than once keeps one of its
+    values, which one unspecified (torch's index_put without accumulate); under
+    use_deterministic_algorithms(True) the last one, as a sequential loop leaves it: the
+    positions are sorted stably (ops/radix.py) and each run's last entry writes."""
     _check_int("index_put", positions=positions)
     check_buffer("index_put", "src", src, positions.len, "len(positions)")
     check_buffer("index_put", "dst", dst)
     if src.dtype != dst.dtype:
         raise ValueError(f"index_put: src is {src.dtype} but dst is {dst.dtype}")
-    if positions.len:
-        kernel = dev.kernel("index_put", load_shader("index_put.wgsl"), 2, 1, "II")
-        dev.launch(kernel, [src, positions], [dst], (positions.len, dst.len), grid_1d(dev, positions.len))
+    n = positions.len
+    if not n:
+        return dst
+    if determinism.are_deterministic_algorithms_enabled():
+        keys, order = dev.empty(n, "u32"), dev.empty(n, "i32")
+        make_keys = dev.kernel("index_put_keys", load_shader("index_put_keys.wgsl"), 1, 2, "II")
+        dev.launch(make_keys, [positions], [keys, order], (n, dst.len), grid_1d(dev, n))
+        keys, order = radix.sort_pairs(dev, keys, order, n, key_bits=int(dst.len).bit_length())
+        write = dev.kernel("index_put_last", load_shader("index_put_last.wgsl"), 3, 1, "II")
+        dev.launch(write, [src, keys, order], [dst], (n, dst.len), grid_1d(dev, n))
+        return dst
+    kernel = dev.kernel("index_put", load_shader("index_put.wgsl"), 2, 1, "II")
+    dev.launch(kernel, [src, positions], [dst], (n, dst.len), grid_1d(dev, n))
     return dst
