@@ -467,3 +467,42 @@ def test_nanquantile_infinities():
         for q in (0.0, 0.25, 0.5, 0.9, 1.0):
             _same(ag.tensor(x).nanquantile(q, 1, interpolation=interpolation),
                   torch.tensor(x).nanquantile(q, 1, interpolation=interpolation))
+
+
+@pytest.mark.parametrize("kwargs", [{"bins": 7}, {"bins": 3, "range": (-1.0, 0.5)}, {"bins": 5, "density": True},
+                                    {"bins": 4, "weight": True}, {"bins": 1}])
+def test_histogram_matches_torch(kwargs):
+    rng = np.random.default_rng(27)
+    x = (rng.standard_normal((13, 23)) * 1.7).astype(np.float32)
+    x[0, :3] = [-1.0, 0.5, 0.0]  # on the edges of the given range
+    t_kw, a_kw = dict(kwargs), dict(kwargs)
+    if kwargs.get("weight"):
+        w = rng.uniform(0, 2, x.shape).astype(np.float32)
+        t_kw["weight"], a_kw["weight"] = torch.tensor(w), ag.tensor(w)
+    want = torch.histogram(torch.tensor(x), **t_kw)
+    got = ag.tensor(x).histogram(**a_kw)
+    _same(got.hist, want.hist)
+    _same(got.bin_edges, want.bin_edges)
+    edges = torch.tensor([-2.0, -0.5, 0.0, 0.25, 3.0])
+    want = torch.histogram(torch.tensor(x), edges)
+    hist, bin_edges = ag.zeros(0), ag.zeros(0)
+    ag.histogram(ag.tensor(x), ag.tensor(edges.numpy()), out=(hist, bin_edges))
+    _same(hist, want.hist)
+    _same(bin_edges, want.bin_edges)
+
+
+def test_histogram_edges_and_errors():
+    for x in ([1.0, 1.0, 1.0], []):
+        want = torch.histogram(torch.tensor(x), 3)
+        got = ag.histogram(ag.tensor(x, dtype=ag.float32), 3)
+        _same(got.hist, want.hist)
+        _same(got.bin_edges, want.bin_edges)
+    for bad in ([1.0, NAN, 3.0], [1.0, INF]):
+        with pytest.raises(ValueError):
+            ag.histogram(ag.tensor(bad), 2)
+    with pytest.raises(ValueError):
+        ag.histogram(ag.tensor([1.0, 2.0]), 2, range=(3.0, 1.0))
+    with pytest.raises(ValueError):
+        ag.histogram(ag.tensor([1.0, 2.0]), 0)
+    with pytest.raises(ValueError):
+        ag.histogram(ag.tensor([1, 2]), 2)

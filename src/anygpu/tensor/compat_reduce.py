@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections import namedtuple
 
 import numpy as np
 
@@ -387,6 +388,58 @@ def cumulative_trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor
     return areas.cumsum(d)
 
 
+_Histogram = namedtuple("histogram", ["hist", "bin_edges"])  # type: ignore[name-match]  # torch.return_types.histogram
+
+
+def _linspace32(start: float, end: float, steps: int) -> np.ndarray:
+    """torch.linspace's float32 values: from the start for the first half, from the end after."""
+    start32, end32 = np.float32(start), np.float32(end)
+    step = np.float32((end32 - start32) / np.float32(steps - 1))
+    index = np.arange(steps, dtype=np.float32)
+    return np.where(np.arange(steps) < steps // 2, start32 + step * index,
+                    end32 - step * (np.float32(steps - 1) - index)).astype(np.float32)
+
+
+def histogram(self: Tensor, bins, *, range=None, weight=None, density: bool = False):  # noqa: A002 — torch's name
+    """(hist, bin_edges), as torch: `bins` equal bins over `range` (the data's min and max by
+    default, [0, 1] for no data, one unit wide around a single value) or the given 1-D edges; each bin holds its
+    left edge, the last its right edge too; values outside are left out. weight: one per
+    element; density: hist divided by its total times the bin widths. Float inputs only."""
+    _floating("histogram", self)
+    flat = self.detach().reshape(-1)
+    if isinstance(bins, Tensor):
+        if bins.ndim != 1 or bins.numel() < 1:
+            raise ValueError(f"histogram: bins must be a 1-D tensor of at least one edge, got shape {bins.shape}")
+        edges = bins.detach().to(self.dtype)
+    else:
+        if int(bins) <= 0:
+            raise ValueError(f"histogram: bins must be > 0, got {bins}")
+        if range is not None:
+            low, high = float(range[0]), float(range[1])
+        elif flat.numel():
+            low, high = float(flat.amin().item()), float(flat.amax().item())
+        else:
+            low, high = 0.0, 1.0  # no data: torch's [0, 1]
+        if not (math.isfinite(low) and math.isfinite(high)):
+            raise ValueError(f"histogram: range of [{low}, {high}] is not finite")
+        if low > high:
+            raise ValueError(f"histogram: min should not exceed max, got min {low} max {high}")
+        if low == high:
+            low, high = low - 0.5, high + 0.5
+        edges = tensor(_linspace32(low, high, int(bins) + 1), dtype=self.dtype)
+    count = edges.numel() - 1
+    with no_grad():
+        slot = (flat.unsqueeze(-1) >= edges).sum(-1) - 1  # the last edge at or below each value
+        inside = (slot >= 0) & ((slot < count) | (flat == edges[-1])) if count else slot < -1
+        slot = where(slot >= count, count - 1, slot)
+        slot = where(inside, slot, 0)
+        mass = _cast(inside, self.dtype) if weight is None else where(inside, _to_tensor(weight).reshape(-1), 0.0)
+        hist = zeros(count, dtype=self.dtype).index_add(0, slot, mass.to(self.dtype)) if count else zeros(0)
+        if density:
+            hist = hist / (hist.sum() * (edges[1:] - edges[:-1]))
+    return _Histogram(hist, edges)
+
+
 # ------------------------------------------------------------------ shapes of reductions, comparisons
 def sum_to_size(self: Tensor, *size) -> Tensor:
     """self summed over the dims that broadcasting `size` to self's shape would expand (the
@@ -419,13 +472,13 @@ def _name(fn, name: str):
 METHODS: dict = {
     "nansum": nansum, "nanmean": nanmean, "nanmedian": nanmedian, "nanquantile": nanquantile,
     "logcumsumexp": logcumsumexp, "cov": cov, "corrcoef": corrcoef, "msort": msort,
-    "unique_consecutive": unique_consecutive, "sum_to_size": sum_to_size,
+    "unique_consecutive": unique_consecutive, "sum_to_size": sum_to_size, "histogram": histogram,
     "dist": _name(_dist, "dist"), "where": _name(_where, "where"),
 }
 
 FUNCTIONS: dict = {
     **{name: method_function(name) for name in ("nansum", "nanmean", "nanmedian", "nanquantile", "logcumsumexp",
-                                                "msort")},
+                                                "msort", "histogram")},
     **{name: method_function(name, out=False) for name in ("cov", "corrcoef", "unique_consecutive")},
     "trapezoid": trapezoid, "trapz": trapz, "cumulative_trapezoid": cumulative_trapezoid,
 }
