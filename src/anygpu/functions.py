@@ -371,7 +371,7 @@ def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -
     if (d1, d2) == (ndim - 2, ndim - 1):
         return out
     # place the matrix dims at d1 and d2, the batch dims in order elsewhere
-    batch = [d for d in range(ndim) if d not in (d1, d2)]
+    batch = [d for d in builtins.range(ndim) if d not in (d1, d2)]
     order = [0] * ndim
     for source, target in enumerate(batch):
         order[target] = source

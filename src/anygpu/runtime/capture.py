@@ -39,6 +39,7 @@ from collections.abc import Callable
 
 from . import native
 from .errors import GpuError
+from .params import pack as pack_params
 from .webgpu import wgpu  # the runtime's module (wgpu-native or Dawn): its GPUError is the one raised
 
 
@@ -684,7 +685,7 @@ class _Patcher:
             raise CaptureError(f"{kernel.name}: a dynamic part of the captured step launched another "
                                f"kernel, grid or buffers than recorded ({recorded_kernel.name})")
         slot = self.replay.dev._slot
-        kernel.param_struct.pack_into(self.replay._params, ordinal * slot, *params)
+        pack_params(kernel.param_struct, self.replay._params, ordinal * slot, params)
         self.next = ordinal + 1
 
     @staticmethod

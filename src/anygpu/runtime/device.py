@@ -43,6 +43,7 @@ from . import native, shaders
 from . import staging as host_staging
 from . import webgpu
 from .errors import GpuError, LimitError
+from .params import pack as pack_params
 from .webgpu import wgpu  # wgpu-native's or Dawn's module, as ANYGPU_RUNTIME chooses
 
 # Commands recorded before a forced submit. Bounds host memory for the pending
@@ -684,7 +685,7 @@ class Device:
             group = self._new_bind_group(kernel, key, inputs, outputs)
         slot = self._n_params
         offset = slot * self._slot
-        kernel.param_struct.pack_into(self._params, offset, *params)
+        pack_params(kernel.param_struct, self._params, offset, params)
         self._n_params = slot + 1
         # Pending commands hold wgpu buffers (through the bind group), not Buffers: a
         # Buffer freed now may be reused by later work of this batch (stream order).

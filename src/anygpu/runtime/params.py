@@ -14,6 +14,7 @@ writes `{{PARAMS}}` where the struct goes; `Params.subs(dtype)` fills it.
 
 from __future__ import annotations
 
+import math
 import re
 
 from .dtypes import dtype_of
@@ -68,3 +69,19 @@ class Params:
     @property
     def names(self) -> list[str]:
         return [name for name, _, _ in self.fields]
+
+
+_F32_MAX = 3.4028234663852886e38
+
+
+def pack(param_struct, buffer, offset: int, params) -> None:
+    """param_struct.pack_into(buffer, offset, *params), with torch's float32 rounding of
+    scalars: a float beyond float32's range packs as +-inf (``x * 1e300`` is inf, as in torch)
+    where struct refuses it. The check runs only after struct has refused (the hot path is
+    one pack_into call)."""
+    try:
+        param_struct.pack_into(buffer, offset, *params)
+    except OverflowError:
+        rounded = [math.copysign(math.inf, v) if isinstance(v, float) and abs(v) > _F32_MAX else v
+                   for v in params]
+        param_struct.pack_into(buffer, offset, *rounded)

@@ -838,9 +838,8 @@ def _deprecated_range():
     return range
 
 
-# torch.range, not yet in FUNCTIONS: functions.py calls the bare name `range` (diag_embed), which
-# a torch.range there would take over; it goes in once those calls say builtins.range.
-inclusive_range = _deprecated_range()
+# torch.range (functions.py, where it lands, says builtins.range for Python's)
+inclusive_range = FUNCTIONS["range"] = _deprecated_range()
 
 
 @_function

@@ -522,8 +522,9 @@ class Tensor:
     def mul(self, other):
         return self * other
 
-    def div(self, other):
-        return self / other
+    def div(self, other, *, rounding_mode=None):
+        """self / other; rounding_mode 'trunc' or 'floor' rounds the quotient (Tensor.divide)."""
+        return self / other if rounding_mode is None else self.divide(other, rounding_mode=rounding_mode)
 
     def pow(self, other):
         return self ** other

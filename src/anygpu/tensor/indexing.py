@@ -351,7 +351,9 @@ def where(condition, a=None, b=None) -> Tensor:
     if a is None and b is None:
         return nonzero(condition, as_tuple=True)
     out_dtype = _result_dtype(a, b)
-    condition, a, b = _to_tensor(condition), _to_tensor(a), _to_tensor(b)
+    # a number beside a float64 tensor is float64 too (1e300 is not rounded to float32's inf)
+    like = a if isinstance(a, Tensor) else b if isinstance(b, Tensor) else None
+    condition, a, b = _to_tensor(condition), _to_tensor(a, like=like), _to_tensor(b, like=like)
     shape = broadcast_shapes("where", condition.shape, a.shape, b.shape)
     if not out_dtype.is_floating_point:  # exact integers: b + cond * (a - b) on the integer kernels
         pick = _cast(condition, int64)
@@ -362,6 +364,9 @@ def where(condition, a=None, b=None) -> Tensor:
     cond_full = expand(_as_float(condition).detach(), shape)._buf
     a_full = expand(a.detach(), shape)._buf if a.shape != shape else _float_operand(a)
     b_full = expand(b.detach(), shape)._buf if b.shape != shape else _float_operand(b)
+    if a_full.dtype != b_full.dtype:  # an expanded operand keeps its dtype: both as the wider
+        wide = "f64" if "f64" in (a_full.dtype, b_full.dtype) else "f32"
+        a_full, b_full = (buf if buf.dtype == wide else dev.cast(buf, wide) for buf in (a_full, b_full))
     out = Tensor(dev.where(cond_full, a_full, b_full), shape)
 
     return _record("where", out, (a, b),
