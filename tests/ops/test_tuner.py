@@ -115,6 +115,28 @@ def test_autotune_off_takes_the_fallback_without_reading_the_cache(dev, cache, m
     assert tuner.choose(dev, op, problem) == 2.0
 
 
+def test_deterministic_mode_chooses_without_timing_and_keeps_the_cached_choice(dev, cache, monkeypatch):
+    """Under use_deterministic_algorithms(True) no candidate is timed (a choice made while
+    tuning differs from run to run, and so do the bits of kernels that sum in other orders):
+    a cached choice is used, else the untuned one; off again, the bucket is tuned."""
+    from anygpu.ops import determinism
+
+    op = _Scale(candidates=(2.0, 2.0 + 1e-7))
+    problem, other = ("f32", 8192), ("f32", 16384)
+    cache.write_text(json.dumps({"format": tuner.CACHE_FORMAT,
+                                 "entries": {tuner.cache_key(dev, op, problem): {"choice": op.label(2.0 + 1e-7)}}}))
+    timed = []
+    monkeypatch.setattr(tuner, "tune", lambda *a, **k: timed.append(a[2]) or tuner.TuneResult(2.0 + 1e-7, 1e-3))
+    tuner.forget_choices(dev)
+    determinism.use_deterministic_algorithms(True)
+    try:
+        assert tuner.choose(dev, op, problem) == 2.0 + 1e-7  # the cached choice
+        assert tuner.choose(dev, op, other) == 2.0 and timed == []  # untuned: the fallback, nothing timed
+    finally:
+        determinism.use_deterministic_algorithms(False)
+    assert tuner.choose(dev, op, other) == 2.0 + 1e-7 and timed == [other]
+
+
 def _conv_problems():
     return {"conv2d": ("f32", 2, 3, 9, 9, 37, 3, 3, (1, 1), (1, 1), (1, 1), 1),
             "conv2d_grad_weight": ("f32", 2, 8, 9, 9, 37, 3, 3, (1, 1), (1, 1), (1, 1), 1),

@@ -61,6 +61,7 @@ import numpy as np
 
 from ..runtime import GpuError
 from ..runtime.capture import paused
+from . import determinism
 from .cache_file import read_entries, write_entries
 
 CACHE_FILE = "tuner.json"
@@ -317,7 +318,8 @@ def choose(dev, tunable: Tunable, problem):
     first (waiting for the GPU) and returns the best so far."""
     state = _state(dev)
     env = os.environ
-    memo = (tunable.name, problem, env.get("ANYGPU_AUTOTUNE"), env.get("ANYGPU_CACHE_DIR"), env.get("XDG_CACHE_HOME"))
+    memo = (tunable.name, problem, env.get("ANYGPU_AUTOTUNE"), env.get("ANYGPU_CACHE_DIR"), env.get("XDG_CACHE_HOME"),
+            determinism.are_deterministic_algorithms_enabled())
     if memo in state.chosen:
         return state.chosen[memo]
     with _LOCK:
@@ -381,6 +383,11 @@ def _decide(dev, tunable: Tunable, problem) -> tuple[object, bool]:
             return found[0], True
     shipped = _shipped(dev, tunable, problem, usable)
     seed = shipped[0] if shipped else guess
+    if determinism.are_deterministic_algorithms_enabled():
+        # no choice by timing under use_deterministic_algorithms (torch's cudnn.benchmark is
+        # off there too): kernels of other tiles sum in other orders, and a choice made while
+        # tuning would differ from run to run; the cached or shipped choice stays
+        return seed, True
     if tunable.work(problem) < tunable.tune_from[adapter_kind(dev)] or shipped[1:] == [True]:
         return seed, True  # too small to time, or tuned on an adapter of this very name
     if len(usable) == 1:
