@@ -52,9 +52,8 @@ SERIAL_TESTS = tests/runtime/test_compile_shapes.py
 test: setup-test
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy src/anygpu
-	@# The capture tests compare an eager run with its replay; an embedding's backward sums with
-	@# float atomics, whose order (so the last bit) varies most when another process competes for
-	@# the cores (docs/NOTES.md, "Capture comparisons under xdist"): they run on their own, after the rest.
+	@# The capture tests (the slowest file) run on their own, after the rest; they compare eager runs
+	@# with their replays bit for bit (docs/NOTES.md, "Capture comparisons under xdist").
 	$(BIN)/python -m pytest -q -n 2 --cov=anygpu --cov-report= --ignore=$(SERIAL_TESTS) tests
 	$(BIN)/python -m pytest -q -p no:xdist --cov=anygpu --cov-append --cov-report=term:skip-covered $(SERIAL_TESTS)
 	@# Then a part of it again on Dawn (its compiler, Tint, is stricter than naga), where wgpudawn is
