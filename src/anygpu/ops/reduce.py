@@ -59,24 +59,23 @@ def sum_rows(dev, a, rows: int, cols: int):
 
     The backward of add_per_col(x, b, rows, cols) for b (a linear layer's bias gradient).
     f32 or f16 a; the sum is f32 throughout, the result a's dtype (f16 rounded once, at the
-    last store). Where cols % 4 == 0 a thread sums four adjacent columns (_sum_rows_vec4)."""
+    last store). Passes of chunks of rows, each writing f32 partial sums [chunks, cols] that
+    the next pass sums, until one chunk is left. Where cols % 4 == 0 a thread sums four
+    adjacent columns (sum_rows_vec4.wgsl), else one (sum_rows.wgsl)."""
     check_positive("sum_rows", rows=rows, cols=cols)
     check_buffer("sum_rows", "a", a, rows * cols, "rows*cols")
     dtype = a.dtype
     if dtype not in ("f32", "f16"):
         raise ValueError(f"sum_rows: a must be f32 or f16, got {dtype}")
-    if cols % 4 == 0:
-        return _sum_rows_vec4(dev, a, rows, cols)
-    col_tiles = -(-cols // 64)
+    vec4 = cols % 4 == 0
+    col_tiles = -(-cols // (_VEC4_TILE if vec4 else 64))
     while True:
-        # f16 is summed in f32: partials stay f32, only the last pass stores f16.
-        n_chunks = -(-rows // _ROW_CHUNK)
+        chunk = _vec4_chunk(rows, col_tiles) if vec4 else _ROW_CHUNK
+        n_chunks = -(-rows // chunk)
         out_dtype = dtype if n_chunks == 1 else "f32"
-        name = "sum_rows" if (a.dtype, out_dtype) == ("f32", "f32") else f"sum_rows_{a.dtype}_{out_dtype}"
-        kernel = dev.kernel(name, load_shader("sum_rows.wgsl", a.dtype, out_dtype), 1, 1, "IIIII")
+        kernel = _sum_rows_kernel(dev, a.dtype, out_dtype, vec4)
         partial = dev.empty(n_chunks * cols, out_dtype)
-        dev.launch(kernel, [a], [partial], (rows, cols, _ROW_CHUNK, n_chunks, col_tiles),
-                   dev.grid(col_tiles * n_chunks))
+        dev.launch(kernel, [a], [partial], (rows, cols, chunk, n_chunks, col_tiles), dev.grid(col_tiles * n_chunks))
         if n_chunks == 1:
             return partial
         a, rows = partial, n_chunks
@@ -104,29 +103,22 @@ def _vec4_chunk(rows: int, col_tiles: int) -> int:
     return _VEC4_CHUNKS[-1]
 
 
-def _sum_rows_vec4(dev, a, rows: int, cols: int):
-    """sum_rows for cols % 4 == 0: a thread reads four adjacent columns a row as one unit
-    and sums them as a vec4<f32>; the passes as in sum_rows (f32 partials, the last pass
-    stores a's dtype)."""
-    dtype = a.dtype
-    col_tiles = -(-cols // _VEC4_TILE)
-    while True:
-        chunk = _vec4_chunk(rows, col_tiles)
-        n_chunks = -(-rows // chunk)
-        out_dtype = dtype if n_chunks == 1 else "f32"
-        key = ("sum_rows_vec4", a.dtype, out_dtype)
-        kernel = dev.op_kernels.get(key)
-        if kernel is None:  # first use on this device
-            unit, widen = _VEC4_UNITS[a.dtype]
-            text = load_shader("sum_rows_vec4.wgsl", a.dtype, out_dtype, UNIT=unit, WIDEN=widen,
+def _sum_rows_kernel(dev, dtype: str, out_dtype: str, vec4: bool):
+    """The pass kernel reading `dtype`, writing `out_dtype` partials: four columns a thread
+    (vec4) or one. Memoised per device."""
+    key = ("sum_rows", dtype, out_dtype, vec4)
+    kernel = dev.op_kernels.get(key)
+    if kernel is None:  # first use on this device
+        if vec4:
+            unit, widen = _VEC4_UNITS[dtype]
+            text = load_shader("sum_rows_vec4.wgsl", dtype, out_dtype, UNIT=unit, WIDEN=widen,
                                NARROW=str(out_dtype == "f16").lower())
-            kernel = dev.op_kernels[key] = dev.kernel(f"sum_rows_vec4_{a.dtype}_{out_dtype}", text, 1, 1, "IIIII")
-        partial = dev.empty(n_chunks * cols, out_dtype)
-        dev.launch(kernel, [a], [partial], (rows, cols, chunk, n_chunks, col_tiles),
-                   dev.grid(col_tiles * n_chunks))
-        if n_chunks == 1:
-            return partial
-        a, rows = partial, n_chunks
+            name = f"sum_rows_vec4_{dtype}_{out_dtype}"
+        else:
+            text = load_shader("sum_rows.wgsl", dtype, out_dtype)
+            name = "sum_rows" if (dtype, out_dtype) == ("f32", "f32") else f"sum_rows_{dtype}_{out_dtype}"
+        kernel = dev.op_kernels[key] = dev.kernel(name, text, 1, 1, "IIIII")
+    return kernel
 
 
 def sum_all(dev, x):
