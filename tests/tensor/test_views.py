@@ -210,6 +210,22 @@ def test_version_counter_rejects_a_stale_saved_tensor_as_torch(case):
             y.sum().backward()
 
 
+@pytest.mark.parametrize("op", ["abs_", "sin_", "log_", "square_", "cos_"])
+def test_an_inplace_op_that_saves_its_input_keeps_the_old_value_as_torch(op):
+    """y.abs_() saves y's value from before the write (torch keeps the original self), so
+    later in-place writes to y do not invalidate it: backward runs and agrees with torch."""
+    grads = []
+    for lib in (torch, ag):
+        x = lib.tensor(np.abs(DATA[0]).copy() + 0.5, requires_grad=True)
+        y = x * 2.0
+        getattr(y, op)()
+        y.mul_(3.0)
+        y.add_(1.0)
+        (y * y).sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-5, atol=1e-6)
+
+
 def test_inplace_after_a_use_that_saves_nothing_is_fine_as_torch():
     grads = []
     for lib in (torch, ag):

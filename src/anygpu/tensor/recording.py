@@ -147,11 +147,11 @@ def _version_checked(backward, name: str, saved: list):
     if not saved:
         return backward
     marks = [(t, t if t._base is None else t._base) for t in saved]
-    versions = [owner._version for _, owner in marks]
+    versions: list = [owner._version for _, owner in marks]  # None: no longer checked
 
     def run(grad_out):
         for (t, owner), version in zip(marks, versions):
-            if owner._version != version:
+            if version is not None and owner._version != version:
                 raise RuntimeError(
                     f"one of the variables needed for gradient computation has been modified by an inplace "
                     f"operation: a tensor of shape {list(t.shape)} and dtype {t.dtype}, saved by {name}, is at "
@@ -159,10 +159,13 @@ def _version_checked(backward, name: str, saved: list):
         return backward(grad_out)
 
     def written_in_place(owner) -> None:
-        """The op itself was in place on `owner` (x.mul_(y)): its saved value is the one from before."""
+        """The op itself was in place on `owner` (x.abs_(), x.mul_(y)): its saved value is the
+        one from before, which lives on in the old buffer that _inplace leaves untouched (x
+        takes the result's buffer), so later writes to x cannot change it: no longer checked
+        (torch saves the original self for these too: `y.abs_(); y.mul_(3)` differentiates)."""
         for k, (_, mark) in enumerate(marks):
             if mark is owner:
-                versions[k] = owner._version
+                versions[k] = None
     run.written_in_place = written_in_place  # type: ignore[attr-defined]
     return run
 
