@@ -402,3 +402,12 @@ def test_frexp_out_and_errors():
         ag.tensor(_data(3)).logaddexp(ag.tensor(_data(4)))  # shapes do not broadcast
     with pytest.raises(RuntimeError):
         ag.exp2(ag.tensor(_data(3), requires_grad=True), out=ag.zeros(3))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_signbit_reads_the_bit_of_nans_and_zeros_as_torch(dtype):
+    x = np.array([-np.nan, np.nan, -0.0, 0.0, -1.5, 2.0, -np.inf, np.inf, -1e-40], np.float32)
+    ours = ag.signbit(ag.tensor(x).to(getattr(ag, dtype)))
+    theirs = torch.signbit(torch.tensor(x).to(getattr(torch, dtype)))
+    assert str(ours.dtype) == str(theirs.dtype)
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())

@@ -103,6 +103,7 @@ UNARY = {
     "gelu": "0.5 * v * (1.0 + erf_approx(v * 0.70710678118))",
     "gelu_tanh": "0.5 * v * (1.0 + tanh(clamp(0.7978845608 * (v + 0.044715 * v * v * v), -15.0, 15.0)))",
     "sign": "sign(v)",
+    "signbit": "select(0.0, 1.0, (bitcast<u32>(v) >> 31u) == 1u)",  # the sign bit itself: -0 and -NaN too
     "floor": "floor(v)",
     "ceil": "ceil(v)",
     "round": "round(v)",

@@ -15,10 +15,11 @@ from collections import namedtuple
 
 from .. import dtypes
 from ..dtypes import float16, float32, float64, int32
+from ..ops import gpu
 from .compat_common import method_function
 from .core import Tensor, _is_int, bool_
 from .creation import full, zeros
-from .elementwise import _cast, _result_dtype, _to_tensor
+from .elementwise import _cast, _float_operands, _result_dtype, _to_tensor
 from .function import Function
 from .indexing import where
 from .inplace import _inplace
@@ -331,9 +332,12 @@ def _negative_sign(x: Tensor) -> Tensor:
 
 @_method
 def signbit(self):
+    """Whether the sign bit is set: negative numbers, -0, -inf and NaNs with the sign bit (as
+    torch), read from the bits (ops' unary "signbit"; not differentiable)."""
     if not self.dtype.is_floating_point:
         return self < 0
-    return _negative_sign(self)
+    buf, = _float_operands(self)
+    return Tensor(gpu().unary("signbit", buf), self.shape) != 0
 
 
 @_method

@@ -98,6 +98,7 @@ UNARY = {
     # 0.5 v (1 + tanh(u)) written v sigmoid(2u): no cancellation where tanh(u) is near -1
     "gelu_tanh": lambda v, a, b: v * _sigmoid(2.0 * _gelu_tanh_inner(v)),
     "sign": lambda v, a, b: (v > 0).astype(np.float64) - (v < 0),  # torch: sign(NaN) = 0, sign(-0) = 0
+    "signbit": lambda v, a, b: np.signbit(v).astype(np.float64),
     "floor": lambda v, a, b: np.floor(v),
     "ceil": lambda v, a, b: np.ceil(v),
     "round": lambda v, a, b: np.rint(v),  # halves to even, as torch.round
