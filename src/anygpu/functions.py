@@ -381,9 +381,9 @@ def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -
 
 # torch-compat additions (tensor/compat_*.py): their FUNCTIONS as torch.<name>
 def _add_compat_functions() -> None:
-    from .tensor import compat_math, compat_misc, compat_reduce, compat_shape
+    from .tensor import compat_linalg, compat_math, compat_misc, compat_reduce, compat_shape
 
-    for module in (compat_math, compat_reduce, compat_shape, compat_misc):
+    for module in (compat_math, compat_reduce, compat_shape, compat_misc, compat_linalg):
         for name, fn in module.FUNCTIONS.items():
             if name in globals():
                 raise AttributeError(f"compat: torch.{name} exists already; remove it from FUNCTIONS")

@@ -2,5 +2,14 @@
 `anygpu/tensor/linalg.py`, part of the tensor layer: Tensor.det and Tensor.norm use them)."""
 
 from .tensor.linalg import SlogdetResult, det, inv, logdet, matrix_norm, norm, slogdet, solve, vector_norm
+from .tensor.linalg_decomp import (
+    CholeskyExResult, EighResult, InvExResult, LinAlgError, LstsqResult, QRResult, SolveExResult, SVDResult,
+    cholesky, cholesky_ex, cond, cross, diagonal, eigh, eigvalsh, inv_ex, lstsq, matmul, matrix_power, matrix_rank,
+    multi_dot, pinv, qr, solve_ex, solve_triangular, svd, svdvals, vander, vecdot,
+)
 
-__all__ = ["vector_norm", "matrix_norm", "norm", "det", "slogdet", "solve", "inv", "logdet", "SlogdetResult"]
+__all__ = ["vector_norm", "matrix_norm", "norm", "det", "slogdet", "solve", "inv", "logdet", "SlogdetResult",
+           "LinAlgError", "cholesky", "cholesky_ex", "qr", "eigh", "eigvalsh", "svd", "svdvals", "pinv", "lstsq",
+           "matrix_rank", "cond", "solve_triangular", "inv_ex", "solve_ex", "multi_dot", "matmul", "cross",
+           "diagonal", "vecdot", "vander", "matrix_power", "CholeskyExResult", "QRResult", "EighResult",
+           "SVDResult", "LstsqResult", "InvExResult", "SolveExResult"]

@@ -65,7 +65,7 @@ from .grad import (  # noqa: F401
 )
 
 # torch-compat additions, each module's METHODS on Tensor (tensor/compat_common.py)
-from . import compat_math, compat_misc, compat_reduce, compat_shape  # noqa: E402
+from . import compat_linalg, compat_math, compat_misc, compat_reduce, compat_shape  # noqa: E402
 from .compat_common import attach as _attach_compat  # noqa: E402
-for _module in (compat_math, compat_reduce, compat_shape, compat_misc):
+for _module in (compat_math, compat_reduce, compat_shape, compat_misc, compat_linalg):
     _attach_compat(Tensor, _module.METHODS)
