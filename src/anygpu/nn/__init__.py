@@ -51,3 +51,6 @@ __all__ = [
     "SoftMarginLoss", "HingeEmbeddingLoss", "CosineEmbeddingLoss", "TripletMarginLoss", "PoissonNLLLoss",
     "GaussianNLLLoss", "MultiLabelSoftMarginLoss",
 ]
+from .extra_modules import *  # noqa: E402,F401,F403  (RMSNorm, Softshrink, LazyLinear, ...: extra_modules.__all__)
+__all__ += extra_modules.__all__  # noqa: F405
+

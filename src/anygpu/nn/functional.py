@@ -1950,3 +1950,6 @@ for _name in __all__:
     if _name != "one_hot":
         globals()[_name] = _half_or_autocast(globals()[_name])
 del _name
+from .extra_functional import *  # noqa: E402,F401,F403  (rms_norm, in-place activations, ...: extra_functional.__all__)
+from .extra_functional import __all__ as _extra_names  # noqa: E402
+__all__ += _extra_names
