@@ -59,7 +59,8 @@ def _matrices(op: str, A, square: bool = False) -> Tensor:
         raise RuntimeError(f"{op}: A must be batches of square matrices, but they are {A.shape[-2]} by "
                            f"{A.shape[-1]} matrices")
     if not A.dtype.is_floating_point:
-        raise RuntimeError(f"{op}: Expected a floating point tensor as input. Got {A.dtype}")
+        name = {"int64": "Long", "int32": "Int", "bool": "Bool"}.get(A.dtype.name, A.dtype.name)
+        raise RuntimeError(f"{op}: Expected a floating point or complex tensor as input. Got {name}")
     return A
 
 
@@ -94,7 +95,7 @@ _NODES: dict = {}
 
 
 def _record(name: str, inputs: tuple, out: Tensor, rule) -> Tensor:
-    """out, recorded as a node named `name`Backward over `inputs` when one needs a gradient."""
+    """out, recorded as a node named `name` + "Backward" over `inputs` when one needs a gradient."""
     if not _wants_grad(*inputs):
         return out
     node = _NODES.get(name)
@@ -109,6 +110,21 @@ def _eye(n: int, like: Tensor) -> Tensor:
 
 def _sym(X: Tensor) -> Tensor:
     return (X + X.mT) * 0.5
+
+
+_NOT_CONVERGED = {
+    "linalg.svd": "linalg.svd: The algorithm failed to converge because the input matrix contained non-finite values.",
+    "linalg.eigh": "linalg.eigh: The algorithm failed to converge because the input matrix is ill-conditioned or has "
+                   "too many repeated eigenvalues.",
+}
+
+
+def _lapack(op: str, fn, *args, **kwargs):
+    """fn(*args) of numpy.linalg, its LinAlgError (no convergence, non-finite input) as torch's."""
+    try:
+        return fn(*args, **kwargs)
+    except np.linalg.LinAlgError:
+        raise LinAlgError(_NOT_CONVERGED[op]) from None
 
 
 def _host_inv(M: np.ndarray) -> np.ndarray:
@@ -174,14 +190,14 @@ def cholesky_ex(A, *, upper: bool = False, check_errors: bool = False, out=None)
     if check_errors and info.any():
         _cholesky_error(info)
     L = _back(L_host, A)
-    L = _record("LinalgCholeskyExBackward", (A,), L, _cholesky_rule(A, L, False)) if _wants_grad(A) else L
+    L = _record("LinalgCholeskyEx", (A,), L, _cholesky_rule(A, L, False)) if _wants_grad(A) else L
     return CholeskyExResult(L.mT if upper else L, tensor(info, dtype=int32))
 
 
 def _cholesky_error(info: np.ndarray) -> None:
     flat = info.reshape(-1)
     bad = int(np.flatnonzero(flat)[0])
-    where_ = f"For batch {bad}: " if info.ndim else ""
+    where_ = f"(Batch element {bad}): " if info.ndim else ""
     raise LinAlgError(f"linalg.cholesky: {where_}The factorization could not be completed because the input is not "
                       f"positive-definite (the leading minor of order {int(flat[bad])} is not positive-definite).")
 
@@ -196,7 +212,7 @@ def cholesky(A, *, upper: bool = False, out=None) -> Tensor:
         _cholesky_error(info)
     L = _back(L_host, A)
     if _wants_grad(A):
-        L = _record("LinalgCholeskyBackward", (A,), L, _cholesky_rule(A, L, False))
+        L = _record("LinalgCholesky", (A,), L, _cholesky_rule(A, L, False))
     return L.mT if upper else L
 
 
@@ -255,8 +271,8 @@ def qr(A, mode: str = "reduced", *, out=None) -> QRResult:
     Q, R = _back(q, A), _back(r, A)
     if _wants_grad(A):
         if mode != "r":
-            Q = _record("LinalgQrBackward", (A,), Q, _qr_rule(A, Q, R, mode, "Q"))
-        R = _record("LinalgQrBackward", (A,), R, _qr_rule(A, Q.detach(), R, mode, "R"))
+            Q = _record("LinalgQr", (A,), Q, _qr_rule(A, Q, R, mode, "Q"))
+        R = _record("LinalgQr", (A,), R, _qr_rule(A, Q.detach(), R, mode, "R"))
     if mode == "r":
         Q = _back(np.zeros((0,)), A)
     return QRResult(Q, R)
@@ -273,7 +289,7 @@ def _check_uplo(UPLO: str) -> None:
 def _eigh_host(op: str, A, UPLO: str):
     _check_uplo(UPLO)
     A = _matrices(op, A, square=True)
-    w, v = np.linalg.eigh(_host(A), UPLO="L" if UPLO == "L" else "U")
+    w, v = _lapack("linalg.eigh", np.linalg.eigh, _host(A), UPLO="L" if UPLO == "L" else "U")
     return A, w, v
 
 
@@ -298,8 +314,8 @@ def eigh(A, UPLO: str = "L", *, out=None) -> EighResult:
     L, V = _back(w, A), _back(v, A)
     if _wants_grad(A):
         L_plain, V_plain = L, V
-        L = _record("LinalgEighBackward", (A,), L_plain, _eigh_rule(L_plain, V_plain, "L"))
-        V = _record("LinalgEighBackward", (A,), V_plain, _eigh_rule(L_plain, V_plain, "V"))
+        L = _record("LinalgEigh", (A,), L_plain, _eigh_rule(L_plain, V_plain, "L"))
+        V = _record("LinalgEigh", (A,), V_plain, _eigh_rule(L_plain, V_plain, "V"))
     return EighResult(L, V)
 
 
@@ -308,7 +324,7 @@ def eigvalsh(A, UPLO: str = "L", *, out=None) -> Tensor:
     A, w, v = _eigh_host("linalg.eigvalsh", A, UPLO)
     L = _back(w, A)
     if _wants_grad(A):
-        L = _record("LinalgEighBackward", (A,), L, _eigh_rule(L, _back(v, A), "L"))
+        L = _record("LinalgEigh", (A,), L, _eigh_rule(L, _back(v, A), "L"))
     return L
 
 
@@ -346,17 +362,17 @@ def svd(A, full_matrices: bool = True, *, driver=None, out=None) -> SVDResult:
     Vh (..., n, n) with full_matrices, else (..., m, k) and (..., k, n). The gradient of U and
     Vh (torch's: the first k columns with full_matrices) needs distinct singular values."""
     A = _matrices("linalg.svd", A)
-    u, s, vh = np.linalg.svd(_host(A), full_matrices=full_matrices)
+    u, s, vh = _lapack("linalg.svd", np.linalg.svd, _host(A), full_matrices=full_matrices)
     U, S, Vh = _back(u, A), _back(s, A), _back(vh, A)
     if _wants_grad(A):
         k = S.shape[-1]
         Uk, Vhk = U[..., :k], Vh[..., :k, :]
-        Ur = _record("LinalgSvdBackward", (A,), U if not full_matrices else Uk, _svd_rule(Uk, S, Vhk, "U"))
-        Vhr = _record("LinalgSvdBackward", (A,), Vh if not full_matrices else Vhk, _svd_rule(Uk, S, Vhk, "Vh"))
+        Ur = _record("LinalgSvd", (A,), U if not full_matrices else Uk, _svd_rule(Uk, S, Vhk, "U"))
+        Vhr = _record("LinalgSvd", (A,), Vh if not full_matrices else Vhk, _svd_rule(Uk, S, Vhk, "Vh"))
         if full_matrices:  # the columns past k carry no gradient (torch narrows them away)
             Ur = cat([Ur, U[..., k:]], -1) if U.shape[-1] > k else Ur
             Vhr = cat([Vhr, Vh[..., k:, :]], -2) if Vh.shape[-2] > k else Vhr
-        S = _record("LinalgSvdBackward", (A,), S, _svd_rule(Uk, S, Vhk, "S"))
+        S = _record("LinalgSvd", (A,), S, _svd_rule(Uk, S, Vhk, "S"))
         U, Vh = Ur, Vhr
     return SVDResult(U, S, Vh)
 
@@ -365,7 +381,7 @@ def svdvals(A, *, driver=None, out=None) -> Tensor:
     """The singular values of A (..., m, n), descending (..., min(m, n))."""
     A = _matrices("linalg.svdvals", A)
     if not _wants_grad(A):
-        return _back(np.linalg.svd(_host(A), compute_uv=False), A)
+        return _back(_lapack("linalg.svd", np.linalg.svd, _host(A), compute_uv=False), A)
     return svd(A, full_matrices=False).S
 
 
@@ -410,19 +426,19 @@ def pinv(A, *, atol=None, rtol=None, hermitian: bool = False, out=None) -> Tenso
                            f"float, double, cfloat or cdouble types")
     a = _host(A)
     if hermitian:
-        w, v = np.linalg.eigh(a)
+        w, v = _lapack("linalg.eigh", np.linalg.eigh, a)
         cut = _tolerances("linalg.pinv", A, np.abs(w).max(-1, initial=0.0), atol, rtol)
         keep = np.abs(w) > cut[..., None]
         inv_w = np.where(keep, 1.0 / np.where(keep, w, 1.0), 0.0)
         p = (v * inv_w[..., None, :]) @ np.swapaxes(v, -1, -2)
     else:
-        u, s, vh = np.linalg.svd(a, full_matrices=False)
+        u, s, vh = _lapack("linalg.svd", np.linalg.svd, a, full_matrices=False)
         cut = _tolerances("linalg.pinv", A, s.max(-1, initial=0.0), atol, rtol)
         keep = s > cut[..., None]
         inv_s = np.where(keep, 1.0 / np.where(keep, s, 1.0), 0.0)
         p = np.swapaxes(vh, -1, -2) @ (inv_s[..., :, None] * np.swapaxes(u, -1, -2))
     P = _back(p, A)
-    return _record("LinalgPinvBackward", (A,), P, _pinv_rule(A, P)) if _wants_grad(A) else P
+    return _record("LinalgPinv", (A,), P, _pinv_rule(A, P)) if _wants_grad(A) else P
 
 
 def matrix_rank(A, *, atol=None, rtol=None, hermitian: bool = False, tol=None, out=None) -> Tensor:
@@ -432,7 +448,8 @@ def matrix_rank(A, *, atol=None, rtol=None, hermitian: bool = False, tol=None, o
     if A.ndim < 2:
         raise RuntimeError("torch.linalg.matrix_rank: The input tensor input must have at least 2 dimensions.")
     a = _host(A)
-    s = np.abs(np.linalg.eigvalsh(a)) if hermitian else np.linalg.svd(a, compute_uv=False)
+    s = np.abs(_lapack("linalg.eigh", np.linalg.eigvalsh, a)) if hermitian \
+        else _lapack("linalg.svd", np.linalg.svd, a, compute_uv=False)
     cut = _tolerances("linalg.matrix_rank", A, s.max(-1, initial=0.0), atol, rtol, tol)
     return tensor((s > cut[..., None]).sum(-1).astype(np.int64), dtype=int64)
 
@@ -521,7 +538,7 @@ def solve_triangular(A, B, *, upper: bool, left: bool = True, unitriangular: boo
             gA = -(gB @ X.mT) if left else -(X.mT @ gB)
             gA = gA.triu(1 if unitriangular else 0) if upper else gA.tril(-1 if unitriangular else 0)
         return gA, gB if B.requires_grad else None
-    return _record("LinalgSolveTriangularBackward", (A, B), X, rule)
+    return _record("LinalgSolveTriangular", (A, B), X, rule)
 
 
 def _inverse(op: str, A: Tensor) -> tuple[Tensor, np.ndarray]:
@@ -540,7 +557,7 @@ def _inverse(op: str, A: Tensor) -> tuple[Tensor, np.ndarray]:
     X = _back(out.reshape(a.shape), A)
     if _wants_grad(A):
         X_plain = X
-        X = _record("LinalgInvExBackward", (A,), X_plain, lambda g: (-(X_plain.mT @ g @ X_plain.mT),))
+        X = _record("LinalgInvEx", (A,), X_plain, lambda g: (-(X_plain.mT @ g @ X_plain.mT),))
     return X, info.reshape(a.shape[:-2])
 
 
@@ -601,7 +618,7 @@ def cholesky_solve(B, L, upper: bool = False, *, out=None) -> Tensor:
             common = common + common.mT
             gL = -(L @ common) if upper else -(common @ L)
         return gB if B.requires_grad else None, gL
-    return _record("CholeskySolveBackward", (B, L), X, rule)
+    return _record("CholeskySolve", (B, L), X, rule)
 
 
 def cholesky_inverse(L, upper: bool = False, *, out=None) -> Tensor:
@@ -619,7 +636,7 @@ def cholesky_inverse(L, upper: bool = False, *, out=None) -> Tensor:
     def rule(grad):
         common = X @ (grad + grad.mT) @ X
         return (-(L @ common) if upper else -(common @ L),)
-    return _record("CholeskyInverseBackward", (L,), X, rule)
+    return _record("CholeskyInverse", (L,), X, rule)
 
 
 # ---------------------------------------------------------------------------- the small ones
