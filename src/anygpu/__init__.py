@@ -37,7 +37,7 @@ from .ops.determinism import (  # noqa: E402,F401  (torch's deterministic-algori
 )
 from .placement import device  # noqa: E402
 from .generator import Generator, default_generator  # noqa: E402
-from . import accelerator, amp, backends, cuda, distributed, futures, multiprocessing, utils  # noqa: E402  (each a torch.<name> module)
+from . import accelerator, amp, backends, cuda, distributed, futures, multiprocessing, special, utils  # noqa: E402  (each a torch.<name> module)
 from . import onnx  # noqa: E402  (torch.onnx.export; the onnx package is imported only by export)
 from .amp import autocast  # noqa: E402
 from .backends import get_float32_matmul_precision, set_float32_matmul_precision  # noqa: E402
