@@ -140,6 +140,22 @@ def test_upsampling_modules(kwargs):
     check_op([(2, 3, 4, 5)], torch.nn.UpsamplingBilinear2d(**kwargs), nn.UpsamplingBilinear2d(**kwargs))
     check_op([(2, 3, 4, 5)], lambda x: TF.interpolate(x, mode="bilinear", align_corners=True, **kwargs),
              lambda x: F.upsample_bilinear(x, **kwargs))
+    for name in ("UpsamplingNearest2d", "UpsamplingBilinear2d"):
+        assert repr(getattr(nn, name)(**kwargs)) == repr(getattr(torch.nn, name)(**kwargs))
+
+
+def test_float16_inputs_stay_float16():
+    values = np.random.default_rng(12).uniform(0.1, 2.0, (2, 4, 6, 5)).astype(np.float16)
+    cases = [(F.softshrink, TF.softshrink), (lambda t: F.local_response_norm(t, 3), lambda t: TF.local_response_norm(t, 3)),
+             (lambda t: F.lp_pool2d(t, 2, 2), lambda t: TF.lp_pool2d(t, 2, 2)),
+             (lambda t: F.channel_shuffle(t, 2), lambda t: TF.channel_shuffle(t, 2)),
+             (lambda t: F.upsample_bilinear(t, scale_factor=2),
+              lambda t: TF.interpolate(t, scale_factor=2, mode="bilinear", align_corners=True))]
+    for ours, theirs in cases:
+        out = ours(ag.tensor(values))
+        assert out.dtype is ag.float16
+        np.testing.assert_allclose(out.numpy().astype(np.float32), theirs(torch.tensor(values).float()).numpy(),
+                                   rtol=3e-3, atol=3e-3)
 
 
 # ===================================================================== 4. LRN, alpha dropout, pdist, LP pooling
@@ -314,3 +330,34 @@ def test_margin_losses_reject_bad_targets():
         F.multilabel_margin_loss(ag.zeros(2, 3), ag.tensor(np.array([[0, 1, -1]], np.int32)))
     with pytest.raises(ValueError):
         nn.MultiMarginLoss(p=3)
+
+
+# ===================================================================== SyncBatchNorm (one process)
+
+@pytest.mark.parametrize("shape", [(6, 3), (4, 3, 5), (2, 3, 4, 5), (2, 3, 2, 3, 2)])
+def test_sync_batch_norm_is_batch_norm_in_one_process(shape):
+    theirs, ours = torch.nn.SyncBatchNorm(3, momentum=0.2), nn.SyncBatchNorm(3, momentum=0.2)
+    assert repr(ours) == repr(theirs)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    check_op([shape], theirs, ours, low=-3.0, high=3.0)
+    for name in ("running_mean", "running_var"):
+        np.testing.assert_allclose(getattr(ours, name).numpy(), getattr(theirs, name).numpy(), rtol=1e-5, atol=1e-6)
+    assert int(ours.num_batches_tracked.item()) == 1
+    ours.eval(), theirs.eval()
+    check_op([shape], theirs, ours, low=-3.0, high=3.0)
+    with pytest.raises(ValueError):
+        ours(ag.zeros(3))
+
+
+def test_convert_sync_batchnorm_keeps_state():
+    model = nn.Sequential(nn.Conv2d(2, 3, 3), nn.BatchNorm2d(3), nn.Sequential(nn.ReLU(), nn.BatchNorm1d(3)))
+    model[1].weight = nn.Parameter(ag.tensor(np.array([0.5, 2.0, 1.5], np.float32)))
+    model.eval()
+    before = {k: v.numpy() for k, v in model.state_dict().items()}
+    converted = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    assert type(converted[1]) is nn.SyncBatchNorm and type(converted[2][1]) is nn.SyncBatchNorm
+    assert type(converted[0]) is nn.Conv2d and not converted[1].training
+    after = converted.state_dict()
+    assert list(after) == list(before)
+    for key, value in before.items():
+        np.testing.assert_array_equal(after[key].numpy(), value)

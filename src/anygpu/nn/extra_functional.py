@@ -110,8 +110,7 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     _tensor("softshrink", "input", input)
     if lambd < 0:
         raise ValueError(f"softshrink: lambda must be greater or equal to 0, got {lambd}")
-    inside = (input >= -lambd) & (input <= lambd)
-    return where(inside, 0.0, input - where(input > 0, float(lambd), -float(lambd)))
+    return input - input.clamp(-float(lambd), float(lambd))  # (NaN - NaN stays NaN; clamp keeps the dtype)
 
 
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:

@@ -7,12 +7,12 @@ from __future__ import annotations
 from . import functional as F
 from . import init
 from .loss import _Loss, _WeightedLoss
-from .modules import Linear, Module, Parameter, Upsample, _Norm, _reset_like_torch
+from .modules import BatchNorm2d, Linear, Module, Parameter, Upsample, _Norm, _reset_like_torch
 from ..tensor import zeros
 
 __all__ = ["RMSNorm", "Softshrink", "Hardshrink", "Softmax2d", "ChannelShuffle", "UpsamplingNearest2d",
            "UpsamplingBilinear2d", "LocalResponseNorm", "AlphaDropout", "FeatureAlphaDropout", "LPPool1d", "LPPool2d",
-           "LazyLinear", "MaxUnpool1d", "MaxUnpool2d", "MultiMarginLoss", "MultiLabelMarginLoss"]
+           "LazyLinear", "MaxUnpool1d", "MaxUnpool2d", "MultiMarginLoss", "MultiLabelMarginLoss", "SyncBatchNorm"]
 
 
 class RMSNorm(_Norm):
@@ -96,14 +96,14 @@ class UpsamplingNearest2d(Upsample):
     """Nearest-neighbour resize of (N, C, H, W) to `size` or by `scale_factor`."""
 
     def __init__(self, size=None, scale_factor=None):
-        super().__init__(size, scale_factor, mode="nearest")
+        super().__init__(size, float(scale_factor) if scale_factor else None, mode="nearest")
 
 
 class UpsamplingBilinear2d(Upsample):
     """Bilinear resize of (N, C, H, W) with align_corners=True, as torch's."""
 
     def __init__(self, size=None, scale_factor=None):
-        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
+        super().__init__(size, float(scale_factor) if scale_factor else None, mode="bilinear", align_corners=True)
 
     def forward(self, input):
         return F.upsample_bilinear(input, self.size, self.scale_factor)
@@ -289,3 +289,48 @@ class MultiLabelMarginLoss(_Loss):
 
     def forward(self, input, target):
         return F.multilabel_margin_loss(input, target, reduction=self.reduction)
+
+
+class SyncBatchNorm(BatchNorm2d):
+    """Batch normalisation of (N, C, *) whose statistics torch gathers over every rank.
+
+    Here it runs as one process's BatchNorm, which is what torch does when no process group
+    is initialized (or in eval). Training with an initialized group of more than one rank
+    raises RuntimeError: syncing the statistics across ranks is not implemented."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
+                 track_running_stats: bool = True, process_group=None, device=None, dtype=None):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats)
+        self.process_group = process_group
+
+    def _check_input_dim(self, input) -> None:
+        if input.ndim < 2:
+            raise ValueError(f"SyncBatchNorm: expected at least 2D input (got {input.ndim}D input)")
+
+    def forward(self, input):
+        if self.training:
+            from .. import distributed
+
+            if distributed.is_initialized() and distributed.get_world_size(self.process_group) > 1:
+                raise RuntimeError("SyncBatchNorm: training across more than one rank is not implemented "
+                                   "(its statistics would have to be all-reduced); use BatchNorm per rank")
+        return super().forward(input)
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module: Module, process_group=None) -> Module:
+        """`module` with every BatchNorm layer in it replaced by a SyncBatchNorm holding the
+        same parameters, buffers and training flag (torch's helper)."""
+        converted = module
+        if isinstance(module, BatchNorm2d) and not isinstance(module, SyncBatchNorm) and \
+                type(module).__name__.startswith("BatchNorm"):
+            converted = cls(module.num_features, module.eps, module.momentum, module.affine,
+                            module.track_running_stats, process_group)
+            if module.affine:
+                converted.weight, converted.bias = module.weight, module.bias
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                setattr(converted, name, getattr(module, name))
+            converted.training = module.training
+        for name, child in module._modules.items():
+            if child is not None:
+                setattr(converted, name, cls.convert_sync_batchnorm(child, process_group))
+        return converted
