@@ -13,8 +13,9 @@ from .. import dtypes as _dtypes
 from ..tensor import Tensor, float32, int64, tensor, where, zeros
 from .functional import (
     _one, _pair, _reduce, _reduction, _tensor, avg_pool1d, avg_pool2d, celu, default_generator, elu, hardtanh,
-    interpolate, leaky_relu, max_pool1d, max_pool2d, pad, relu, selu, threshold,
+    interpolate, leaky_relu, max_pool1d, max_pool2d, pad, relu, selu,
 )
+from .functional import threshold as _threshold  # (threshold_'s argument is named threshold, as torch's)
 
 __all__ = [
     "rms_norm", "relu_", "elu_", "leaky_relu_", "hardtanh_", "selu_", "celu_", "threshold_",
@@ -29,9 +30,10 @@ __all__ = [
 def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps: float | None = None) -> Tensor:
     """x / sqrt(mean(x^2 over the trailing `normalized_shape` dims) + eps), times weight.
 
-    As torch: float16 input is normalised in float32 and rounded back before the weight
-    multiplies; eps=None means the machine epsilon of that compute type (float32's for
-    float16 input, float64's for float64)."""
+    As torch: float16 input is normalised and weighted in float32 and rounded once to the
+    input's dtype (the result has the input's dtype whatever the weight's); eps=None means
+    the machine epsilon of that compute type (float32's for float16 input, float64's for
+    float64)."""
     op = "rms_norm"
     _tensor(op, "input", input)
     if isinstance(normalized_shape, (int, np.integer)):
@@ -49,9 +51,9 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps:
     x = input if input.dtype is compute else input.to(compute)
     dims = tuple(range(input.ndim - k, input.ndim))
     out = x * ((x * x).mean(dims, keepdim=True) + float(eps)).rsqrt()
-    if out.dtype is not input.dtype:
-        out = out.to(input.dtype)
-    return out if weight is None else out * weight
+    if weight is not None:
+        out = out * (weight if weight.dtype is compute else weight.to(compute))
+    return out if out.dtype is input.dtype else out.to(input.dtype)
 
 
 def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:
@@ -99,8 +101,8 @@ def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
     return input.copy_(celu(input, alpha))
 
 
-def threshold_(input: Tensor, threshold_: float, value: float) -> Tensor:
-    return input.copy_(threshold(input, threshold_, value))
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    return input.copy_(_threshold(input, threshold, value))
 
 
 # ===================================================================== shrinkage, shuffles
