@@ -1,5 +1,9 @@
 """torch.linalg: vector_norm, matrix_norm, norm, det, slogdet, logdet, solve, inv (defined in
-`anygpu/tensor/linalg.py`, part of the tensor layer: Tensor.det and Tensor.norm use them)."""
+`anygpu/tensor/linalg.py`, part of the tensor layer: Tensor.det and Tensor.norm use them: LU in
+Tensor ops), and the decompositions and what builds on them -- cholesky, qr, eigh, svd, pinv,
+lstsq, matrix_rank, cond, solve_triangular, ... (`anygpu/tensor/linalg_decomp.py`: factorized
+on the host with numpy's LAPACK in float64, differentiated by torch's formulas in Tensor ops).
+Failures of a factorization raise LinAlgError (a RuntimeError), as torch's."""
 
 from .tensor.linalg import SlogdetResult, det, inv, logdet, matrix_norm, norm, slogdet, solve, vector_norm
 from .tensor.linalg_decomp import (

@@ -77,10 +77,27 @@ def test_inv_matches_torch_and_singular_matrices():
     assert sign.item() == 0.0 and logabs.item() == -np.inf
     assert ag.logdet(ag.tensor(singular)).item() == -np.inf
     assert np.isnan(ag.logdet(ag.tensor(np.diag([-1.0, 2.0]).astype(np.float32))).item())
-    with pytest.raises(ValueError, match="linalg.inv: the matrix is singular"):
+    for lib in (torch, ag):  # torch's LinAlgError, a RuntimeError
+        with pytest.raises(RuntimeError, match="linalg.inv: The diagonal element .*is zero, the inversion could not "
+                                               "be completed because the input matrix is singular"):
+            lib.linalg.inv(lib.tensor(singular))
+        with pytest.raises(RuntimeError, match="linalg.solve: The solver failed because the input matrix is singular"):
+            lib.linalg.solve(lib.tensor(singular), lib.ones(3))
+    with pytest.raises(ag.linalg.LinAlgError):
         ag.linalg.inv(ag.tensor(singular))
-    with pytest.raises(ValueError, match="linalg.solve: the matrix is singular"):
-        ag.linalg.solve(ag.tensor(singular), ag.ones(3))
+
+
+def test_float64_stays_float64_as_torch():
+    rng = np.random.default_rng(5)
+    data = _matrices(rng, (2, 4, 4))
+    b = rng.standard_normal((2, 4, 3))
+    for name, call in (("inv", lambda lib, a, b: lib.linalg.inv(a)), ("det", lambda lib, a, b: lib.linalg.det(a)),
+                       ("solve", lambda lib, a, b: lib.linalg.solve(a, b)),
+                       ("slogdet", lambda lib, a, b: lib.linalg.slogdet(a)[1])):
+        want = call(torch, torch.tensor(data, dtype=torch.float64), torch.tensor(b, dtype=torch.float64))
+        got = call(ag, ag.tensor(data, dtype=ag.float64), ag.tensor(b, dtype=ag.float64))
+        assert str(got.dtype) == str(want.dtype) == "torch.float64", name
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10, atol=1e-12, err_msg=name)
 
 
 def test_bad_shapes():

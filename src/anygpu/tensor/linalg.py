@@ -11,7 +11,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..dtypes import float32
+from ..dtypes import float32, float64
 from ..ops.nd import broadcast_shapes
 from .core import Tensor
 from .creation import arange, ones, tensor, zeros_like
@@ -124,13 +124,18 @@ def norm(A, ord=None, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
 # ---------------------------------------------------------------------------- LU and what uses it
 
 
+class LinAlgError(RuntimeError):
+    """torch.linalg.LinAlgError: a matrix the factorization cannot handle (singular, not
+    positive-definite); a RuntimeError, as torch's."""
+
+
 def _square(op: str, A) -> Tensor:
     A = _to_tensor(A)
     if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
         raise ValueError(f"{op}: expected square matrices (..., n, n), got shape {A.shape}")
     if not A.dtype.is_floating_point:
         raise ValueError(f"{op}: expected a float tensor, got {A.dtype}")
-    return A if A.dtype is float32 else A.float()
+    return A if A.dtype in (float32, float64) else A.float()  # float64 stays float64, as torch
 
 
 def _lu(A: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -185,7 +190,7 @@ def logdet(A) -> Tensor:
 
 def solve(A, B, *, left: bool = True) -> Tensor:
     """X with A X = B (B (..., n, k), or (..., n) for one vector), batch dims broadcast; a
-    singular A (a zero pivot) is a ValueError, as torch's error."""
+    singular A (a zero pivot) is torch's LinAlgError."""
     if not left:
         raise ValueError("linalg.solve: left=False is not supported")
     A, B = _square("linalg.solve", A), _to_tensor(B)
@@ -198,12 +203,13 @@ def solve(A, B, *, left: bool = True) -> Tensor:
                          f"{A.shape}, got {B.shape if not vector else B.squeeze(-1).shape}")
     batch = broadcast_shapes("linalg.solve", A.shape[:-2], B.shape[:-2])
     A = A.expand(*batch, n, n) if A.shape[:-2] != batch else A
-    B = B.float().expand(*batch, n, B.shape[-1]) if B.shape[:-2] != batch else B.float()
+    B = B.to(A.dtype)
+    B = B.expand(*batch, n, B.shape[-1]) if B.shape[:-2] != batch else B
     lu, order, _ = _lu(A)
     diag = lu.diagonal(0, -2, -1)
     zero = (diag == 0).any(-1)
     if bool(zero.any().item()):
-        raise ValueError("linalg.solve: the matrix is singular (a zero pivot in its LU factorization)")
+        raise LinAlgError("linalg.solve: The solver failed because the input matrix is singular.")
     rows = B.gather(-2, order.unsqueeze(-1).expand(*batch, n, B.shape[-1]))
     found = [rows[..., :1, :]]  # L y = P b, L unit lower triangular
     for i in range(1, n):
@@ -218,10 +224,11 @@ def solve(A, B, *, left: bool = True) -> Tensor:
 
 
 def inv(A) -> Tensor:
-    """Inverses of square matrices; a singular one is a ValueError."""
+    """Inverses of square matrices; a singular one is torch's LinAlgError."""
     A = _square("linalg.inv", A)
     n = A.shape[-1]
     try:
-        return solve(A, tensor(np.eye(n), dtype=float32).expand(*A.shape))
-    except ValueError as exc:
-        raise ValueError(str(exc).replace("linalg.solve", "linalg.inv")) from None
+        return solve(A, tensor(np.eye(n), dtype=A.dtype).expand(*A.shape))
+    except LinAlgError:
+        raise LinAlgError("linalg.inv: The diagonal element of its LU factorization is zero, the inversion "
+                          "could not be completed because the input matrix is singular.") from None

@@ -24,17 +24,13 @@ from .core import Tensor
 from .creation import tensor, zeros
 from .elementwise import _to_tensor
 from .function import Function
+from .linalg import LinAlgError  # (defined beside inv and solve, which raise it too)
 from .grad_mode import is_grad_enabled
 from .shape import cat, stack
 
 __all__ = ["LinAlgError", "cholesky", "cholesky_ex", "qr", "eigh", "eigvalsh", "svd", "svdvals", "pinv", "lstsq",
            "matrix_rank", "cond", "solve_triangular", "inv_ex", "solve_ex", "cholesky_solve", "cholesky_inverse",
            "multi_dot", "matmul", "cross", "diagonal", "vecdot", "vander", "matrix_power"]
-
-
-class LinAlgError(RuntimeError):
-    """torch.linalg.LinAlgError: a matrix the factorization cannot handle (not positive-definite,
-    singular); a RuntimeError, as torch's."""
 
 
 CholeskyExResult = namedtuple("CholeskyExResult", ["L", "info"])
