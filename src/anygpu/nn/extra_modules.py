@@ -4,6 +4,8 @@ unpooling and the multi-class margin losses. Each calls its nn.functional form."
 
 from __future__ import annotations
 
+import numpy as np
+
 from . import functional as F
 from . import init
 from .loss import _Loss, _WeightedLoss
@@ -186,8 +188,11 @@ class LazyLinear(Linear):
     UninitializedParameter) and in_features is 0; the call makes weight
     (out_features, in_features), initialises weight and bias as Linear does and turns the
     module into a Linear, as torch does. Build optimizers after the first call (the
-    placeholder is replaced, as in torch). A state dict loaded before that call
-    materialises the weight from the checkpoint's shape."""
+    placeholder is replaced, as in torch). `lazy.load_state_dict(sd)` before that call
+    materialises the weight from the checkpoint's shape; unlike torch, a LazyLinear inside
+    a container does not (anygpu's Module.load_state_dict has no per-module load hook):
+    call the model once first. The placeholder's state dict entry is a (out_features, 0)
+    tensor where torch's is an UninitializedParameter."""
 
     def __init__(self, out_features: int, bias: bool = True, device=None, dtype=None):
         Module.__init__(self)
@@ -217,9 +222,9 @@ class LazyLinear(Linear):
             _reset_like_torch(self.weight, self.bias)
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
-        weight = state_dict.get("weight")
-        if self.has_uninitialized_params() and weight is not None and weight.ndim == 2:
-            self.in_features = int(weight.shape[1])
+        shape = np.shape(state_dict["weight"]) if "weight" in state_dict else ()
+        if self.has_uninitialized_params() and len(shape) == 2:
+            self.in_features = int(shape[1])
             self.weight = Parameter(zeros(self.out_features, self.in_features))
             self.__class__ = Linear
         return Linear.load_state_dict(self, state_dict, strict, assign)
