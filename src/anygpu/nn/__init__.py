@@ -52,5 +52,6 @@ __all__ = [
     "GaussianNLLLoss", "MultiLabelSoftMarginLoss",
 ]
 from .extra_modules import *  # noqa: E402,F401,F403  (RMSNorm, Softshrink, LazyLinear, ...: extra_modules.__all__)
-__all__ += extra_modules.__all__  # noqa: F405
+from .extra_modules import __all__ as _extra_names  # noqa: E402
+__all__ += _extra_names
 
