@@ -9,7 +9,7 @@ from anygpu.autograd import rules
 from anygpu.ops import elementwise
 
 # Forward expressions that are gradients (or masks) themselves, not differentiable ops.
-NOT_OPS = {"inside", "fill", "softplus_grad"}
+NOT_OPS = {"inside", "fill", "softplus_grad", "signbit"}  # signbit: a mask (Tensor.signbit is bool)
 
 
 def test_every_float_unary_op_has_a_rule():
