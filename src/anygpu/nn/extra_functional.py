@@ -12,7 +12,7 @@ import numpy as np
 from .. import dtypes as _dtypes
 from ..tensor import Tensor, float32, int64, tensor, where, zeros
 from .functional import (
-    _one, _pair, _reduce, _reduction, _tensor, avg_pool1d, avg_pool2d, celu, default_generator, elu, hardtanh,
+    _normalized_shape, _one, _pair, _reduce, _reduction, _tensor, avg_pool1d, avg_pool2d, celu, default_generator, elu, hardtanh,
     interpolate, leaky_relu, max_pool1d, max_pool2d, pad, relu, selu,
 )
 from .functional import threshold as _threshold  # (threshold_'s argument is named threshold, as torch's)
@@ -36,13 +36,8 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps:
     float64)."""
     op = "rms_norm"
     _tensor(op, "input", input)
-    if isinstance(normalized_shape, (int, np.integer)):
-        normalized_shape = (int(normalized_shape),)
-    normalized_shape = tuple(int(s) for s in normalized_shape)
+    normalized_shape = _normalized_shape(op, input, normalized_shape)
     k = len(normalized_shape)
-    if k == 0 or k > input.ndim or input.shape[input.ndim - k:] != normalized_shape:
-        raise ValueError(f"rms_norm: input of shape {input.shape} does not end with "
-                         f"normalized_shape {normalized_shape}")
     if weight is not None and weight.shape != normalized_shape:
         raise ValueError(f"rms_norm: weight has shape {weight.shape}, expected {normalized_shape}")
     compute = _dtypes.float64 if input.dtype is _dtypes.float64 else float32

@@ -330,19 +330,24 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
     return _record_with(op, out, (input, weight, bias), backward)
 
 
+def _normalized_shape(op: str, input: Tensor, normalized_shape) -> tuple:
+    """normalized_shape (an int or a sequence) as a tuple, which input's shape must end with."""
+    if isinstance(normalized_shape, (int, np.integer)):
+        normalized_shape = (int(normalized_shape),)
+    normalized_shape = tuple(int(s) for s in normalized_shape)
+    k = len(normalized_shape)
+    if k == 0 or k > input.ndim or input.shape[input.ndim - k:] != normalized_shape:
+        raise ValueError(f"{op}: input of shape {input.shape} does not end with normalized_shape {normalized_shape}")
+    return normalized_shape
+
+
 def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: float = 1e-5) -> Tensor:
     """Layer normalisation over the trailing dims `normalized_shape`; weight and bias
     have that shape. One fused kernel per direction (ops/layernorm.py)."""
     op = "layer_norm"
     _tensor(op, "input", input)
-    if isinstance(normalized_shape, (int, np.integer)):
-        normalized_shape = (int(normalized_shape),)
-    normalized_shape = tuple(int(s) for s in normalized_shape)
-    k = len(normalized_shape)
-    if k == 0 or k > input.ndim or input.shape[input.ndim - k:] != normalized_shape:
-        raise ValueError(f"layer_norm: input of shape {input.shape} does not end with "
-                         f"normalized_shape {normalized_shape}")
+    normalized_shape = _normalized_shape(op, input, normalized_shape)
     _optional(op, "weight", weight, normalized_shape)
     _optional(op, "bias", bias, normalized_shape)
     cols = numel(normalized_shape)
