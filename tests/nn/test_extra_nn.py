@@ -369,3 +369,11 @@ def test_convert_sync_batchnorm_keeps_state():
     assert list(after) == list(before)
     for key, value in before.items():
         np.testing.assert_array_equal(after[key].numpy(), value)
+
+
+@pytest.mark.parametrize("mode, align_corners", [("bilinear", True), ("bilinear", False), ("nearest", None)])
+def test_upsample_passes_mode_and_align_corners_to_interpolate(mode, align_corners):
+    x = np.random.default_rng(4).standard_normal((1, 2, 3, 4)).astype(np.float32)
+    ours = ag.nn.Upsample(scale_factor=2, mode=mode, align_corners=align_corners)(ag.tensor(x))
+    theirs = torch.nn.Upsample(scale_factor=2, mode=mode, align_corners=align_corners)(torch.tensor(x))
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-6)

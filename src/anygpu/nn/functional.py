@@ -921,19 +921,25 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
 def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
                 recompute_scale_factor=None, antialias: bool = False) -> Tensor:
     """Resample the spatial dims of input (N, C, *spatial), 1 to 3 of them, to `size` or by
-    `scale_factor`. Modes: 'nearest' (torch's floor rule) and 'nearest-exact'. Integer
-    upscales of 2-D images take the upsample kernel; other sizes gather rows per axis."""
+    `scale_factor`. Modes: 'nearest' (torch's floor rule) and 'nearest-exact': integer
+    upscales of 2-D images take the upsample kernel, other sizes gather rows per axis;
+    'linear' (3-D input), 'bilinear' (4-D), 'trilinear' (5-D), align_corners False (default)
+    or True: per axis, a blend of two gathered rows at torch's source positions."""
     op = "interpolate"
     _tensor(op, "input", input, ndims=(3, 4, 5))
     if input.shape[0] == 0:
         return _empty_batch(interpolate, input, (), size, scale_factor, mode, align_corners,
                             recompute_scale_factor, antialias)
-    if mode not in ("nearest", "nearest-exact"):
-        raise ValueError(f"interpolate: mode {mode!r} is not supported (use 'nearest' or 'nearest-exact')")
-    if align_corners is not None:
+    linear = _LINEAR_MODES.get(mode)
+    if mode not in ("nearest", "nearest-exact") and linear is None:
+        raise ValueError(f"interpolate: mode {mode!r} is not supported (use 'nearest', 'nearest-exact', "
+                         f"'linear', 'bilinear' or 'trilinear')")
+    if linear is not None and input.ndim != linear:
+        raise ValueError(f"interpolate: mode {mode!r} needs a {linear}-D input, got shape {input.shape}")
+    if linear is None and align_corners is not None:
         raise ValueError("interpolate: align_corners only applies to the linear modes")
     if antialias:
-        raise ValueError("interpolate: antialias only applies to the linear modes")
+        raise ValueError("interpolate: antialias is not supported")
     spatial = input.shape[2:]
     dims = len(spatial)
     if (size is None) == (scale_factor is None):
@@ -956,6 +962,8 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
             factors = (None,) * dims
     if min(out_sizes) < 1:
         raise ValueError(f"interpolate: output size {out_sizes} must be positive (input {input.shape})")
+    if linear is not None:
+        return _linear_resize(input, out_sizes, factors, bool(align_corners))
     exact = mode == "nearest-exact"
     indices = [_nearest_indices(s, o, f, exact) for s, o, f in zip(spatial, out_sizes, factors)]
     blocks = [o // s if o % s == 0 and np.array_equal(idx, np.arange(o) // (o // s)) else None
@@ -966,6 +974,32 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     for d, (s, idx) in enumerate(zip(spatial, indices)):
         if not np.array_equal(idx, np.arange(s)):
             out = out.index_select(2 + d, tensor(idx))
+    return out if out is not input else input.clone()
+
+
+_LINEAR_MODES = {"linear": 3, "bilinear": 4, "trilinear": 5}  # mode -> the input's ndim
+
+
+def _linear_resize(input: Tensor, out_sizes, factors, align_corners: bool) -> Tensor:
+    """The linear modes, one spatial axis at a time (they are separable): output index i reads
+    source position x = i * (in - 1) / (out - 1) (align_corners) or (i + 0.5) * scale - 0.5
+    clamped at 0, scale = 1 / scale_factor where one was given, else in / out (torch's rule),
+    and blends rows floor(x) and floor(x) + 1 (the last row twice at the edge)."""
+    out = input
+    for d, (in_size, out_size, factor) in enumerate(zip(input.shape[2:], out_sizes, factors)):
+        i = np.arange(out_size, dtype=np.float64)
+        if align_corners:
+            position = i * ((in_size - 1) / (out_size - 1) if out_size > 1 else 0.0)
+        else:
+            scale = 1.0 / factor if factor else in_size / out_size
+            position = np.maximum((i + 0.5) * scale - 0.5, 0.0)
+        low = np.minimum(np.floor(position).astype(np.int64), in_size - 1)
+        high = np.minimum(low + 1, in_size - 1)
+        if out_size == in_size and np.array_equal(position, i):
+            continue  # the identity along this axis
+        weight = (position - low).astype(np.float32).reshape((-1,) + (1,) * (len(out_sizes) - 1 - d))
+        lerp = tensor(weight, dtype=input.dtype)
+        out = out.index_select(2 + d, tensor(low)) * (1.0 - lerp) + out.index_select(2 + d, tensor(high)) * lerp
     return out if out is not input else input.clone()
 
 

@@ -1075,7 +1075,7 @@ class AdaptiveAvgPool2d(Module):
 
 
 class Upsample(Module):
-    """Resize (N, C, H, W) by `scale_factor` or to `size` (mode='nearest')."""
+    """Resize (N, C, *spatial) by `scale_factor` or to `size` (F.interpolate's modes)."""
 
     def __init__(self, size=None, scale_factor=None, mode: str = "nearest", align_corners=None):
         super().__init__()
@@ -1085,7 +1085,8 @@ class Upsample(Module):
         self.align_corners = align_corners
 
     def forward(self, input):
-        return F.interpolate(input, size=self.size, scale_factor=self.scale_factor, mode=self.mode)
+        return F.interpolate(input, size=self.size, scale_factor=self.scale_factor, mode=self.mode,
+                             align_corners=self.align_corners)
 
     def extra_repr(self) -> str:
         how = f"scale_factor={self.scale_factor}" if self.scale_factor is not None else f"size={self.size}"
