@@ -315,33 +315,16 @@ ndtri = with_out("ndtri", ndtri)
 
 
 # ------------------------------------------------------------------ modified Bessel functions
-def _bessel_scaled(x: Tensor, small_coefficients, large_coefficients, odd: bool) -> Tensor:
-    """exp(-|x|) I(x) by the Abramowitz-Stegun polynomials (compat_math._bessel): the large form
-    P(3.75 / |x|) / sqrt(|x|) has no exp(|x|) to overflow."""
-    size = x.abs()
-    small = size <= 3.75
-    near = where(small, size, _constant(3.75, x))
-    far = where(small, _constant(3.75, x), size)
-    small_form = _horner(small_coefficients, (near / 3.75).square()) * (-near).exp()
-    large_form = _horner(large_coefficients, 3.75 / far) / far.sqrt()
-    if odd:
-        return where(small, small_form * x, where(x < 0, -large_form, large_form))
-    return where(small, small_form, large_form)
-
-
 def _i0e_values(x: Tensor) -> Tensor:
-    return _bessel_scaled(x, _I0_SMALL, _I0_LARGE, odd=False)
+    return _bessel(x, _I0_SMALL, _I0_LARGE, odd=False, scaled=True)
 
 
 def _i1e_values(x: Tensor) -> Tensor:
-    return _bessel_scaled(x, _I1_SMALL, _I1_LARGE, odd=True)
+    return _bessel(x, _I1_SMALL, _I1_LARGE, odd=True, scaled=True)
 
 
 def _i1_values(x: Tensor) -> Tensor:
-    # i1e exp(|x|), the exponential in two halves: exp(|x|) alone overflows float32 at 88.7 while
-    # I1 itself is finite up to about 91.9; NaN at +-inf, as torch's i0 and i1
-    half = (x.abs() * 0.5).exp()
-    return where(x.isinf(), _constant(math.nan, x), _i1e_values(x) * half * half)
+    return _bessel(x, _I1_SMALL, _I1_LARGE, odd=True)
 
 
 def _i0_values(x: Tensor) -> Tensor:

@@ -411,3 +411,12 @@ def test_signbit_reads_the_bit_of_nans_and_zeros_as_torch(dtype):
     theirs = torch.signbit(torch.tensor(x).to(getattr(torch, dtype)))
     assert str(ours.dtype) == str(theirs.dtype)
     np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+def test_i0_stays_finite_where_exp_alone_would_overflow():
+    """I0(x) is finite in float32 up to about 91.9; exp(|x|) alone overflows at 88.7."""
+    x = np.array([88.0, 89.5, 91.0, -90.0], np.float32)
+    want = torch.i0(torch.tensor(x, dtype=torch.float64)).numpy()
+    got = ag.i0(ag.tensor(x)).numpy()
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, want, rtol=1e-5)

@@ -291,13 +291,22 @@ _I1_LARGE = (0.39894228, -0.03988024, -0.00362018, 0.00163801, -0.01031555, 0.02
              0.01787654, -0.00420059)
 
 
-def _bessel(x: Tensor, small_coefficients, large_coefficients, odd: bool) -> Tensor:
+def _bessel(x: Tensor, small_coefficients, large_coefficients, odd: bool, scaled: bool = False) -> Tensor:
+    """I0 or I1 (odd) by the Abramowitz-Stegun polynomials; scaled: exp(-|x|) times it (i0e,
+    i1e: the large form P(3.75 / |x|) / sqrt(|x|) has no exponential at all). Unscaled, the
+    large form's exp(|x|) is applied in two halves: exp(|x|) alone overflows float32 at 88.7
+    where I0 and I1 are finite up to about 91.9 (at +-inf 0 * inf: NaN, as torch's)."""
     size = x.abs()
     small = size <= 3.75
     near = where(small, size, _constant(3.75, x))
     far = where(small, _constant(3.75, x), size)
     small_form = _horner(small_coefficients, (near / 3.75).square())
-    large_form = _horner(large_coefficients, 3.75 / far) * (far.exp() / far.sqrt())
+    large_form = _horner(large_coefficients, 3.75 / far) / far.sqrt()
+    if scaled:
+        small_form = small_form * (-near).exp()
+    else:
+        half = (far * 0.5).exp()
+        large_form = large_form * half * half
     if odd:  # I1(x) = x * (series) near 0, odd in x
         return where(small, small_form * x, where(x < 0, -large_form, large_form))
     return where(small, small_form, large_form)
