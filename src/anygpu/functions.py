@@ -14,6 +14,7 @@ import numpy as np
 from . import dtypes, placement
 from .dtypes import finfo, iinfo
 from .tensor.outputs import factory, with_out
+from .tensor.compat_common import method_function
 from .tensor.core import _as_shape
 from .tensor.creation import uninitialized
 from .tensor import (
@@ -61,14 +62,7 @@ _NO_OUT = {"flatten", "squeeze", "unsqueeze", "transpose", "permute", "t", "narr
 def _method(name: str):
     """torch.<name>(input, *args, **kwargs) as input.<name>(*args, **kwargs), with out= where
     torch has it (tensor/outputs.py)."""
-    def fn(input, *args, **kwargs):
-        if not isinstance(input, Tensor):
-            input = _to_tensor(input)
-        return getattr(input, name)(*args, **kwargs)
-    fn.__name__ = name
-    fn.__qualname__ = name
-    fn.__doc__ = f"torch.{name}(input, ...): the same as input.{name}(...)."
-    return fn if name in _NO_OUT else with_out(name, fn)
+    return method_function(name, out=name not in _NO_OUT)
 
 
 for _name in ("abs", "exp", "log", "log2", "log10", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh",
