@@ -130,9 +130,15 @@ def main() -> None:
         import sys
         sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
         from step_kernels import per_dispatch
-        for _ in range(3):
+        # Kernels tuned during the first steps (a cold cache) keep a step from being captured
+        # until the tuner has settled: step until there is a replay to time.
+        for _ in range(20):
             step(*batch()).item()
-        (entry,) = step._signatures.values()
+            (entry,) = step._signatures.values()
+            if entry.replay is not None:
+                break
+        else:
+            raise SystemExit(f"gpt_step --kernels: no captured step after 20 steps: {step.reason(*batch())}")
         dev = anygpu.ops.gpu()
         rows = per_dispatch(dev, entry.replay, 5)
         by_kernel = collections.defaultdict(lambda: [0, 0.0])
