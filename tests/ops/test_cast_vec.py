@@ -1,9 +1,9 @@
 """The standalone cast kernel (ops/nd.launch_cast) moves 4 elements a thread: a length that is
 a multiple of 4 runs the vec4 form in n // 4 threads, any other length one element a thread.
-Both give numpy's conversion (NaN: NaN of the same sign; GPUs quiet signalling NaNs and drop
-f32 -> f16 payloads, so numpy's payload bits are not asked for), and the vec4 form gives the
-scalar kernel's bits exactly, NaN payloads included. The launched thread count is checked,
-so a silent fallback to one element a thread (or a vec4 launch of a ragged length) fails."""
+Both give numpy's conversion bit for bit (NaN: a NaN, its sign and payload not asked for, see
+assert_converted), and the vec4 form gives the scalar kernel's bits exactly, NaN payloads
+included. The launched thread count is checked, so a silent fallback to one element a thread
+(or a vec4 launch of a ragged length) fails."""
 
 import numpy as np
 import pytest
@@ -70,14 +70,16 @@ def words(values):
 
 
 def assert_converted(got, want):
-    """Bit for bit; a NaN wanted is a NaN of the same sign (its payload is the GPU's)."""
+    """Bit for bit (sign included) where `want` is not NaN; a NaN wanted is a NaN, of any sign
+    and payload: WGSL leaves a converted NaN's sign and payload to the implementation, and
+    NVIDIA's f32 <-> f16 conversion returns a canonical positive NaN (as CUDA's cvt and torch
+    CUDA's .half() do), while lavapipe and numpy keep the sign."""
     assert got.dtype == want.dtype
     if want.dtype.kind != "f":
         np.testing.assert_array_equal(got, want)
         return
     nan = np.isnan(want)
     np.testing.assert_array_equal(np.isnan(got), nan)
-    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
     np.testing.assert_array_equal(words(got)[~nan], words(want)[~nan])
 
 
@@ -163,8 +165,8 @@ def test_vec4_cast_is_the_scalar_kernel_bit_for_bit(dev, rng, casts, src, dst):
 
 
 def test_every_f16_converts_to_f32_exactly(dev, casts):
-    """All 65536 f16 words -> f32 in vec4 threads: numpy's values (NaN with its sign), and the
-    scalar kernel's bits."""
+    """All 65536 f16 words -> f32 in vec4 threads: numpy's values bit for bit (a NaN: a NaN, of
+    any sign, see assert_converted), and the scalar kernel's bits, NaNs included."""
     needs(dev, "f16")
     x = np.arange(2**16, dtype=np.uint32).astype(np.uint16).view(np.float16)
     got = cast(dev, x, "f16", "f32")
@@ -175,7 +177,8 @@ def test_every_f16_converts_to_f32_exactly(dev, casts):
 
 def test_f32_to_f16_edges_by_their_bits(dev, casts):
     """The f32 -> f16 edges written out (independent of numpy): round to nearest even, overflow
-    to inf, NaN stays NaN with its sign, -0 and f16 subnormals kept, in vec4 threads."""
+    to inf, NaN stays NaN (of any sign, see assert_converted), -0 and f16 subnormals kept, in vec4
+    threads."""
     needs(dev, "f16")
     pairs = [(np.inf, 0x7C00), (-np.inf, 0xFC00), (65504.0, 0x7BFF), (65519.0, 0x7BFF), (65520.0, 0x7C00),
              (-65520.0, 0xFC00), (1e-8, 0x0000), (-1e-8, 0x8000), (-0.0, 0x8000), (2.0**-24, 0x0001),
@@ -186,8 +189,7 @@ def test_f32_to_f16_edges_by_their_bits(dev, casts):
     np.testing.assert_array_equal(got, np.array([bits for _, bits in pairs], np.uint16))
     nans = cast(dev, np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF812345], np.uint32).view(np.float32),
                 "f32", "f16").view(np.uint16)
-    assert ((nans & 0x7C00) == 0x7C00).all() and (nans & 0x03FF).all()  # NaN
-    np.testing.assert_array_equal(nans >> 15, [0, 1, 0, 1])  # its sign
+    assert ((nans & 0x7C00) == 0x7C00).all() and (nans & 0x03FF).all()  # NaN; its sign is the GPU's
     assert casts == expected_launches(x.size) + expected_launches(4)
 
 

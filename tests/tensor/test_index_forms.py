@@ -88,11 +88,13 @@ def test_set_and_inplace_update(name):
     np.add.at(counts, _numpy_index(INDEX[name]), 1)
     once = counts <= 1
     np.testing.assert_array_equal(results[0][once], results[1][once])
-    if name == "list-with-repeats":  # rows 0 and 4 are written twice: each holds one of its two writes
+    if name == "list-with-repeats":  # rows 0 and 4 are written twice: each element holds one of its two writes
+        # (element by element: a GPU's concurrent writes need not let one whole row win), plus 2.
         assert not once[[0, 4]].any()
-        for row, blocks in {0: [(42, 84), (84, 126)], 4: [(0, 42), (126, 168)]}.items():
-            got = results[0][row].reshape(-1) - 2.0
-            assert any(np.array_equal(got, np.arange(a, b, dtype=np.float32)) for a, b in blocks), row
+        for row, starts in {0: (42, 84), 4: (0, 126)}.items():
+            got = results[0][row].reshape(-1)
+            first, second = (np.arange(start, start + 42, dtype=np.float32) + 2.0 for start in starts)
+            assert ((got == first) | (got == second)).all(), row
 
 
 def _numpy_index(index):

@@ -8,7 +8,9 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ import torch
 from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import metadata as hparams_metadata
+from tensorboard.summary.writer import event_file_writer
 
 import anygpu as ag
 from anygpu.cli import main
@@ -220,9 +223,18 @@ def test_flush_close_purge_and_default_folder(tmp_path, monkeypatch):
     with SummaryWriter(tmp_path / "purge") as first:
         for step in range(10):
             first.add_scalar("x", float(step), step)
-    with SummaryWriter(tmp_path / "purge", purge_step=5, filename_suffix=".second") as second:
-        for step in range(5, 8):
-            second.add_scalar("x", step + 0.5, step)
+    # tensorboard's EventFileWriter names a file "events.out.tfevents.<seconds>.<host>.<pid>.<uid>"
+    # and a reader takes a folder's files in name order: two files made in one second are ordered
+    # by a process-wide counter compared as text ("10" before "9" once a process has made ten
+    # writers, as a test worker has). So the second file is named 5 seconds later, as a resumed run
+    # is. torch's SummaryWriter has the same naming (the same EventFileWriter); ours keeps it.
+    later = SimpleNamespace(**vars(time))
+    later.time = lambda: time.time() + 5.0
+    with monkeypatch.context() as patch:
+        patch.setattr(event_file_writer, "time", later)  # that module's `time`, not the global one
+        with SummaryWriter(tmp_path / "purge", purge_step=5, filename_suffix=".second") as second:
+            for step in range(5, 8):
+                second.add_scalar("x", step + 0.5, step)
     assert any(name.endswith(".second") for name in os.listdir(tmp_path / "purge"))
     events = read(tmp_path / "purge").Scalars("x")
     assert [(e.step, e.value) for e in events] == [(s, float(s)) for s in range(5)] + [(s, s + 0.5)
