@@ -12,7 +12,7 @@ from ..runtime import Params
 from ..runtime.dtypes import DTYPES
 from . import broadcast, fusion, reduce
 from ._common import check_buffer, grid_1d
-from .elementwise import UNARY_PARAMS, _nan, binary, check_same_dtype, expression, out_dtype_of, scalar_param, source
+from .elementwise import UNARY_PARAMS, binary, check_same_dtype, expression, out_dtype_of, scalar_param, source
 
 MAX_DIMS = 8
 
@@ -286,8 +286,9 @@ def reduce_axis(dev, x, outer: int, mid: int, inner: int, op: str = "sum"):
 # source's compute type first). bool is 1 for any nonzero value (NaN too, as in torch).
 _CAST_EXPR = {
     "bool": "select(0u, 1u, v != {C}(0))",
-    # NaN is nonzero, but `v != 0` may be folded to false for it (lavapipe does): a bit test
-    "float_bool": f"select(0u, 1u, v != 0.0 || {_nan('v')})",
+    # A bit test: NaN is nonzero, but `v != 0` may be folded to false for it (lavapipe does),
+    # and NVIDIA compares f32 subnormals as zero (flushed): torch and numpy take both as True.
+    "float_bool": "select(0u, 1u, (bitcast<u32>(v) & 0x7fffffffu) != 0u)",
     "from_bool": "{OUT_C}(v)",
     "bits": "bitcast<{OUT_C}>(v)",
     "convert": "{OUT_C}(v)",
