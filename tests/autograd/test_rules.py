@@ -9,7 +9,8 @@ from anygpu.autograd import rules
 from anygpu.ops import elementwise
 
 # Forward expressions that are gradients (or masks) themselves, not differentiable ops.
-NOT_OPS = {"inside", "fill", "softplus_grad", "signbit"}  # signbit: a mask (Tensor.signbit is bool)
+# signbit: a mask (Tensor.signbit is bool); frexp's parts: Tensor.frexp is not differentiable
+NOT_OPS = {"inside", "fill", "softplus_grad", "signbit", "frexp_mantissa", "frexp_exponent"}
 
 
 def test_every_float_unary_op_has_a_rule():

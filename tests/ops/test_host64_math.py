@@ -84,6 +84,8 @@ TORCH_UNARY = {
     "gelu_tanh": (lambda t, a, b: F.gelu(t, approximate="tanh"), 0.0, 0.0),
     "sign": (lambda t, a, b: torch.sign(t), 0.0, 0.0),
     "signbit": (lambda t, a, b: torch.signbit(t).double(), 0.0, 0.0),
+    "frexp_mantissa": (lambda t, a, b: torch.frexp(t).mantissa, 0.0, 0.0),
+    "frexp_exponent": (lambda t, a, b: torch.frexp(t).exponent.double(), 0.0, 0.0),
     "floor": (lambda t, a, b: torch.floor(t), 0.0, 0.0),
     "ceil": (lambda t, a, b: torch.ceil(t), 0.0, 0.0),
     "round": (lambda t, a, b: torch.round(t), 0.0, 0.0),

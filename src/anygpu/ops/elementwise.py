@@ -81,6 +81,25 @@ def _inf(x: str) -> str:
     return f"((bitcast<u32>({x}) & 0x7fffffffu) == 0x7f800000u)"
 
 
+def _frexp(v: str, exponent: bool) -> str:
+    """WGSL of frexp's mantissa (or, `exponent`, its exponent as an f32) of f32 `v`, read from
+    the bits: |mantissa| in [0.5, 1), 0, inf and NaN give themselves and exponent 0. A
+    subnormal is normalised by its leading zeros (countLeadingZeros), not by arithmetic: on
+    the H200 the arithmetic form (x * 2 ** 64, tests of |x| == 0) returned a subnormal x as
+    it returns 0, so the device flushes subnormal operands to 0 (WGSL allows it)."""
+    bits = f"bitcast<u32>({v})"
+    field = f"(({bits} >> 23u) & 0xffu)"  # the biased exponent
+    fraction = f"({bits} & 0x7fffffu)"
+    zeros = f"countLeadingZeros({fraction})"  # 9..31 for a subnormal: its leading 1 at bit 31 - zeros
+    itself = f"({field} == 0xffu || ({bits} & 0x7fffffffu) == 0u)"  # inf, NaN, +-0
+    if exponent:
+        return f"f32(select(select(i32({field}) - 126, -117 - i32({zeros}), {field} == 0u), 0, {itself}))"
+    top = f"(({bits} & 0x80000000u) | 0x3f000000u)"  # the sign, and 2 ** -1
+    normal = f"bitcast<f32>({top} | {fraction})"
+    subnormal = f"bitcast<f32>({top} | (({fraction} << ({zeros} - 8u)) & 0x7fffffu))"  # leading 1 to bit 23, dropped
+    return f"select(select({normal}, {subnormal}, {field} == 0u), {v}, {itself})"
+
+
 # Expressions of `v` (input), `alpha`, `beta` (parameters).
 UNARY = {
     "scale": "v * alpha",
@@ -104,6 +123,8 @@ UNARY = {
     "gelu_tanh": "0.5 * v * (1.0 + tanh(clamp(0.7978845608 * (v + 0.044715 * v * v * v), -15.0, 15.0)))",
     "sign": "sign(v)",
     "signbit": "select(0.0, 1.0, (bitcast<u32>(v) >> 31u) == 1u)",  # the sign bit itself: -0 and -NaN too
+    "frexp_mantissa": _frexp("v", exponent=False),  # Tensor.frexp (bits, subnormals included)
+    "frexp_exponent": _frexp("v", exponent=True),
     "floor": "floor(v)",
     "ceil": "ceil(v)",
     "round": "round(v)",
@@ -275,6 +296,8 @@ def unary(dev, name: str, x, alpha: float = 0.0, beta: float = 0.0, out=None):
     if not isinstance(x, Buffer):
         check_buffer(name, "x", x)
     dtype = x.dtype
+    if name == "signbit" and dtype == "f16":
+        return _signbit_f16(dev, x, out)
     if out is None and dtype in fusion.FUSABLE and dev.fuse:  # the hot path of small ops
         return fusion.defer_unary(dev, name, UNARY.get(name) or expression(name, name, dtype, 1), x,
                                   float(alpha), float(beta))
@@ -282,6 +305,28 @@ def unary(dev, name: str, x, alpha: float = 0.0, beta: float = 0.0, out=None):
     if out is None:
         out = dev.empty(x.len, dtype)
     launch_unary(dev, name, expr, x, out, alpha, beta)
+    return out
+
+
+# signbit of f16 elements, two halves a u32 word: bit 15 of each half, written as the f16
+# 1.0 (0x3c00) or 0 in the same place. Not the f32 expression on a widened half: the H200
+# widens an f16 NaN to a positive f32 NaN, losing the sign bit signbit reads.
+_SIGNBIT_F16_WORDS = "select(0u, 0x3c00u, (v & 0x8000u) != 0u) | select(0u, 0x3c000000u, (v & 0x80000000u) != 0u)"
+
+
+def _signbit_f16(dev, x, out=None):
+    """unary "signbit" of an f16 Buffer (f16 1.0 where the sign bit is set, else 0), read from
+    the halves' bits: the u32 kernel runs over the words of x and of out (Buffers hold whole
+    words, so an odd length's last word has room for its padding half)."""
+    if out is None:
+        out = dev.empty(x.len, "f16")
+    kernel = dev.op_kernels.get("signbit_f16")
+    if kernel is None:
+        kernel = dev.op_kernels["signbit_f16"] = dev.kernel(
+            "signbit_f16", source("unary.wgsl", _SIGNBIT_F16_WORDS, UNARY_PARAMS, "u32"), 1, 1,
+            UNARY_PARAMS.format("u32"))
+    words = -(-x.len // 2)
+    dev.launch(kernel, (x,), (out,), (words, 0, 0), grid(dev, words))
     return out
 
 

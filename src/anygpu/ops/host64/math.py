@@ -99,6 +99,8 @@ UNARY = {
     "gelu_tanh": lambda v, a, b: v * _sigmoid(2.0 * _gelu_tanh_inner(v)),
     "sign": lambda v, a, b: (v > 0).astype(np.float64) - (v < 0),  # torch: sign(NaN) = 0, sign(-0) = 0
     "signbit": lambda v, a, b: np.signbit(v).astype(np.float64),
+    "frexp_mantissa": lambda v, a, b: np.frexp(v)[0],  # 0, inf, NaN themselves (exponent 0), as torch
+    "frexp_exponent": lambda v, a, b: np.frexp(v)[1].astype(np.float64),
     "floor": lambda v, a, b: np.floor(v),
     "ceil": lambda v, a, b: np.ceil(v),
     "round": lambda v, a, b: np.rint(v),  # halves to even, as torch.round
