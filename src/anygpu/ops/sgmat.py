@@ -129,6 +129,8 @@ class Layout(NamedTuple):
     out: str          # "f32" or "f16"
     bias: bool
     direct: bool      # whole tiles, f32, alpha 1, no bias
+    vec_c: int = 1    # 4: rows of C (and the bias) are multiples of 4 elements, so the epi store
+    #                   writes 4 results at once (a vec4<f16> or vec4<f32>) instead of one by one
 
 
 def layout(config: SgConfig, problem: Problem, out: str, bias: bool) -> Layout:
@@ -140,7 +142,9 @@ def layout(config: SgConfig, problem: Problem, out: str, bias: bool) -> Layout:
     vec_b = 8 if b_ld % 8 == 0 else 1
     direct = (out == "f32" and not bias and problem.alpha == 1.0 and m % config.bm == 0
               and n % config.bn == 0)
-    return Layout(problem.trans_a, problem.trans_b, vec_a, vec_b, out, bias, direct)
+    # ANYGPU_SGMAT_VEC_C=0: results stored one by one (to measure the vec4 store against).
+    vec_c = 4 if n % 4 == 0 and os.environ.get("ANYGPU_SGMAT_VEC_C", "1") != "0" else 1
+    return Layout(problem.trans_a, problem.trans_b, vec_a, vec_b, out, bias, direct, vec_c)
 
 
 def _tile_copy(name: str, src: str, rows: int, cols: int, vec: int, threads: int, ld: str,
@@ -215,11 +219,15 @@ def generate(config: SgConfig, lay: Layout) -> str:
          _PARAMS,
          f"@group(0) @binding(1) var<storage, read> A: array<{a_ty}>;",
          f"@group(0) @binding(2) var<storage, read> B: array<{b_ty}>;"]
+    # The epi store writes a row's 4 results at once where C's rows are multiples of 4 long (every
+    # 4-aligned column then starts a whole vec4 inside its row, and each batch's C too).
+    vec_c = combined and lay.vec_c == 4
+    c_ty = f"vec4<{lay.out}>" if vec_c else lay.out
     cb = 3
     if lay.bias:
-        L.append("@group(0) @binding(3) var<storage, read> Bias: array<f16>;")
+        L.append(f"@group(0) @binding(3) var<storage, read> Bias: array<{'vec4<f16>' if vec_c else 'f16'}>;")
         cb = 4
-    L += [f"@group(0) @binding({cb}) var<storage, read_write> C: array<{lay.out}>;",
+    L += [f"@group(0) @binding({cb}) var<storage, read_write> C: array<{c_ty}>;",
           f"alias LM = subgroup_matrix_left<f16, {c.k0}, {c.m0}>;",
           f"alias RM = subgroup_matrix_right<f16, {c.n0}, {c.k0}>;",
           f"alias AM = subgroup_matrix_result<f32, {c.n0}, {c.m0}>;"]
@@ -349,6 +357,10 @@ def generate(config: SgConfig, lay: Layout) -> str:
                           f"    if ({guard}r < P.m) {{",
                           f"      let v = bitcast<vec4<f32>>(sM[scratch + {q * m_size}u + rr * {m_pitch}u + cq]);",
                           "      let o = c_base + r * P.n + cc;"]
+                    if vec_c:   # cc < n and n % 4 == 0: all four columns are inside the row
+                        val = "alpha * v" + (" + vec4<f32>(Bias[cc / 4u])" if lay.bias else "")
+                        L += [f"      C[o / 4u] = vec4<{lay.out}>({val});", "    }", "  }"]
+                        continue
                     for w, comp in enumerate("xyzw"):
                         val = f"alpha * v.{comp}" + (f" + f32(Bias[cc + {w}u])" if lay.bias else "")
                         L.append(f"      if (cc + {w}u < P.n) {{ C[o + {w}u] = {lay.out}({val}); }}")
