@@ -221,7 +221,8 @@ def generate(config: SgConfig, lay: Layout) -> str:
          f"@group(0) @binding(2) var<storage, read> B: array<{b_ty}>;"]
     # The epi store writes a row's 4 results at once where C's rows are multiples of 4 long (every
     # 4-aligned column then starts a whole vec4 inside its row, and each batch's C too).
-    vec_c = combined and lay.vec_c == 4
+    # (Not for the direct store: subgroupMatrixStore counts C's offset and stride in its elements.)
+    vec_c = combined and lay.vec_c == 4 and not lay.direct
     c_ty = f"vec4<{lay.out}>" if vec_c else lay.out
     cb = 3
     if lay.bias:
@@ -357,9 +358,9 @@ def generate(config: SgConfig, lay: Layout) -> str:
                           f"    if ({guard}r < P.m) {{",
                           f"      let v = bitcast<vec4<f32>>(sM[scratch + {q * m_size}u + rr * {m_pitch}u + cq]);",
                           "      let o = c_base + r * P.n + cc;"]
-                    if vec_c:   # cc < n and n % 4 == 0: all four columns are inside the row
+                    if vec_c:   # n % 4 == 0: a column cc < n (a multiple of 4) starts four inside the row
                         val = "alpha * v" + (" + vec4<f32>(Bias[cc / 4u])" if lay.bias else "")
-                        L += [f"      C[o / 4u] = vec4<{lay.out}>({val});", "    }", "  }"]
+                        L += [f"      if (cc < P.n) {{ C[o / 4u] = vec4<{lay.out}>({val}); }}", "    }", "  }"]
                         continue
                     for w, comp in enumerate("xyzw"):
                         val = f"alpha * v.{comp}" + (f" + f32(Bias[cc + {w}u])" if lay.bias else "")
