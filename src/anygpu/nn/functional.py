@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import weakref
 from typing import Sequence
 
@@ -1970,10 +1971,14 @@ def _half_or_autocast(fn):
         if half and name == "scaled_dot_product_attention" and all(t.dtype is float16 for t in floats[:3]) and (
                 flash_attention.variant(gpu(), "f16", floats[0].shape[-1], floats[2].shape[-1]) is not None):
             return fn(*args, **kwargs)   # flash kernels asked for (ANYGPU_FLASH): f16 products, softmax in f32
+        if half and name == "scaled_dot_product_attention" and all(t.dtype is float16 for t in floats[:3]) and (
+                os.environ.get("ANYGPU_ATTENTION_PRODUCTS", "f32") == "f16"):
+            return fn(*args, **kwargs)   # composed, products on f16 operands (matrix units where there are)
         # Otherwise float16 attention runs the f32 composed kernels on converted operands and rounds
         # its result once: on the H200 (2026-12-03, 64x6x256x64 causal, forward + backward) that took
         # 1.05 ms, the f16 composed path on matrix units 0.98 and matrix flash 5.1, and nanoGPT's
-        # captured autocast step 31.4 ms against 32.0 with the f16 path (docs/BENCHMARKS.md, session 13).
+        # captured autocast step 31.4 ms against 32.0 with the f16 path (docs/BENCHMARKS.md, session 13;
+        # ANYGPU_ATTENTION_PRODUCTS=f16 takes that path, to measure it again).
         args = tuple(_converted(a, float32) for a in args)
         kwargs = {k: _converted(v, float32) for k, v in kwargs.items()}
         out = fn(*args, **kwargs)
