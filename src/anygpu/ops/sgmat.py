@@ -194,9 +194,17 @@ def _tile_copy(name: str, src: str, rows: int, cols: int, vec: int, threads: int
 
 
 @functools.lru_cache(maxsize=None)
-def generate(config: SgConfig, lay: Layout) -> str:
+def generate(config: SgConfig, lay: Layout, emulate: bool = False) -> str:
     """The WGSL of `config` for layout `lay` (bindings: 0 the matmul uniform block, 1 A,
-    2 B, [3 bias,] then C)."""
+    2 B, [3 bias,] then C).
+
+    emulate: the same kernel with each subgroup-matrix load, multiply-accumulate and store
+    written as scalar code over workgroup memory (as conv_sgmat.generate's), so that adapters
+    without matrix units (lavapipe in CI) run every index of the real kernel: a loaded matrix
+    is its offset, stride and major, read as the builtin reads them (offset and stride in the
+    array's elements: 16-byte units in vec4<u32> tiles); lane l of subgroup s (thread
+    s * sg + l) holds elements l, l + sg, ... (row-major) of each result matrix, and stores
+    them with the same units. For tests, slow."""
     c = config
     bm, bn, tk, nt = c.bm, c.bn, c.tk, c.threads
     # Operand tiles as stored: A is [m, k] (rows of k) or, transposed, [k, m] (rows of m).
@@ -214,9 +222,12 @@ def generate(config: SgConfig, lay: Layout) -> str:
     arr_a, arr_b = ("sM", "sM") if combined else ("sA", "sB")
     nst = 1 if c.single else 2                                   # stages of workgroup memory
     base_a, base_b = (0, nst * a_size) if combined else (0, 0)   # in halves
-    L = ["diagnostic(off, chromium.subgroup_matrix_uniformity);", "enable f16;", "enable subgroups;",
-         "enable chromium_experimental_subgroup_matrix;",
-         _PARAMS,
+    if emulate:
+        L = ["enable f16;"]
+    else:
+        L = ["diagnostic(off, chromium.subgroup_matrix_uniformity);", "enable f16;", "enable subgroups;",
+             "enable chromium_experimental_subgroup_matrix;"]
+    L += [_PARAMS,
          f"@group(0) @binding(1) var<storage, read> A: array<{a_ty}>;",
          f"@group(0) @binding(2) var<storage, read> B: array<{b_ty}>;"]
     # The epi store writes a row's 4 results at once where C's rows are multiples of 4 long (every
@@ -228,10 +239,14 @@ def generate(config: SgConfig, lay: Layout) -> str:
     if lay.bias:
         L.append(f"@group(0) @binding(3) var<storage, read> Bias: array<{'vec4<f16>' if vec_c else 'f16'}>;")
         cb = 4
-    L += [f"@group(0) @binding({cb}) var<storage, read_write> C: array<{c_ty}>;",
-          f"alias LM = subgroup_matrix_left<f16, {c.k0}, {c.m0}>;",
-          f"alias RM = subgroup_matrix_right<f16, {c.n0}, {c.k0}>;",
-          f"alias AM = subgroup_matrix_result<f32, {c.n0}, {c.m0}>;"]
+    L.append(f"@group(0) @binding({cb}) var<storage, read_write> C: array<{c_ty}>;")
+    if emulate:   # a left or right matrix: its offset, stride and major in its array; a result: the lane's part
+        L += ["alias LM = vec3<u32>;", "alias RM = vec3<u32>;", f"alias AM = array<f32, {c.m0 * c.n0 // c.sg}>;",
+              "const row_major = 0u;", "const col_major = 1u;"]
+    else:
+        L += [f"alias LM = subgroup_matrix_left<f16, {c.k0}, {c.m0}>;",
+              f"alias RM = subgroup_matrix_right<f16, {c.n0}, {c.k0}>;",
+              f"alias AM = subgroup_matrix_result<f32, {c.n0}, {c.m0}>;"]
     nsub = c.wm * c.wn
     m_pitch = c.n0 // 4 + 1                     # scratch rows in 16-byte units (+1 against conflicts)
     m_size = c.m0 * m_pitch
@@ -244,10 +259,52 @@ def generate(config: SgConfig, lay: Layout) -> str:
         L.append(f"var<workgroup> sB: array<{'vec4<u32>' if b_wide else 'f16'}, {nst * b_size // (8 if b_wide else 1)}>;")
         if not lay.direct:
             L.append(f"var<workgroup> sC: array<f32, {nsub * c.m0 * c.n0}>;")
-    L += [f"@compute @workgroup_size({nt})",
-          "fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32,",
-          "        @builtin(subgroup_id) sgid: u32, @builtin(subgroup_invocation_id) lane: u32) {",
-          f"  let wrow = wg.y * {bm}u;",
+    if emulate:
+        # Half i of a tile array (the halves of a vec4<u32> in memory order).
+        for arr, wide in dict([(arr_a, a_wide), (arr_b, b_wide)]).items():
+            body = f"bitcast<vec2<f16>>({arr}[i / 8u][(i % 8u) / 2u])[i % 2u]" if wide else f"{arr}[i]"
+            L.append(f"fn {arr}_half(i: u32) -> f16 {{ return {body}; }}")
+        # The half (index) of element (r, c) of matrix m in an array of `units` halves an element.
+        L += ["fn emulated_element(m: vec3<u32>, units: u32, r: u32, c: u32) -> u32 {",
+              "  return select((m.x + r * m.y) * units + c, (m.x + c * m.y) * units + r, m.z == col_major);",
+              "}"]
+        a_at = f"emulated_element(a, {8 if a_wide else 1}u, row, kk)"    # A's (m, k), B's (k, n)
+        b_at = f"emulated_element(b, {8 if b_wide else 1}u, kk, col)"
+        # A loop from the lane rather than over a constant count, and one call in a loop over the
+        # products below rather than one a product: lavapipe unrolls constant counts and
+        # compiles each inlined copy slowly (a small member took 37 s to compile rather than 2.5).
+        lane_elements = [f"  for (var e = lane; e < {c.m0 * c.n0}u; e += {c.sg}u) {{",
+                         f"    let row = e / {c.n0}u;", f"    let col = e % {c.n0}u;"]
+        L += ["fn emulated_multiply_accumulate(a: LM, b: RM, acc: AM, lane: u32) -> AM {",
+              "  var r = acc;"] + lane_elements + [
+              f"    for (var kk = 0u; kk < {c.k0}u; kk++) {{",
+              f"      r[e / {c.sg}u] += f32({arr_a}_half({a_at})) * f32({arr_b}_half({b_at}));",
+              "    }",
+              "  }",
+              "  return r;",
+              "}"]
+        # The one store target (row_major): C (direct), sM (epi) or sC; f32 elements, four to a
+        # 16-byte unit in an array of vec4.
+        arr, ty = ("C", c_ty) if lay.direct else ("sM", "vec4<u32>") if combined else ("sC", "f32")
+        value = f"acc[e / {c.sg}u]"
+        if ty == "f32":
+            put = f"{arr}[offset + row * stride + col] = {value};"
+        elif ty in ("vec4<f32>", "vec4<u32>"):
+            put = (f"{arr}[offset + row * stride + col / 4u][col % 4u] = "
+                   + (f"bitcast<u32>({value});" if ty == "vec4<u32>" else f"{value};"))
+        else:
+            raise ValueError(f"sgmat: result matrices store f32 elements, not into an array of {ty}")
+        L += [f"fn emulated_store_{arr}(offset: u32, acc: AM, stride: u32, lane: u32) {{"] + lane_elements + [
+              f"    {put}", "  }", "}"]
+    L.append(f"@compute @workgroup_size({nt})")
+    if emulate:
+        L += ["fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {",
+              f"  let sgid = li / {c.sg}u;",
+              f"  let lane = li % {c.sg}u;"]
+    else:
+        L += ["fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32,",
+              "        @builtin(subgroup_id) sgid: u32, @builtin(subgroup_invocation_id) lane: u32) {"]
+    L += [f"  let wrow = wg.y * {bm}u;",
           f"  let wcol = wg.x * {bn}u;",
           "  let z = wg.z;",
           "  let a_base = z * P.a_bs;",
@@ -270,9 +327,13 @@ def generate(config: SgConfig, lay: Layout) -> str:
         L.append(f"  var ra{u}: {a_ty};")
     for u in range(-(-b_rows * b_cols // lay.vec_b // nt)):
         L.append(f"  var rb{u}: {b_ty};")
-    for i in range(c.tm):
-        for j in range(c.tn):
-            L.append(f"  var acc{i}_{j} = AM();")
+    if emulate:   # acc{i}_{j} is acc[i * tn + j]
+        L.append(f"  var acc: array<AM, {c.tm * c.tn}>;")
+    else:
+        L += [f"  var acc{i}_{j} = AM();" for i in range(c.tm) for j in range(c.tn)]
+
+    def acc(i, j):
+        return f"acc[{i * c.tn + j}]" if emulate else f"acc{i}_{j}"
 
     def block(lines, depth):
         return ["  " * depth + x for x in lines]
@@ -300,29 +361,43 @@ def generate(config: SgConfig, lay: Layout) -> str:
               f"    let b_off = {base_b}u + cur * {b_size}u;"]
     a_pitch, b_pitch = a_cols + _PAD, b_cols + _PAD
 
-    def load_args(arr, off, pitch, wide):
+    def load(name, ty, major, arr, off, pitch, wide):
         # every offset and pitch is a multiple of 8 halves, so exact in 16-byte units
-        return f"&{arr}, ({off}) / 8u, {pitch // 8}u" if wide else f"&{arr}, {off}, {pitch}u"
+        at, stride = (f"({off}) / 8u", f"{pitch // 8}u") if wide else (off, f"{pitch}u")
+        if emulate:
+            return f"      let {name} = {ty}({at}, {stride}, {major});"
+        return f"      let {name} = subgroupMatrixLoad<{ty}, {major}>(&{arr}, {at}, {stride});"
+
+    def store(arr, offset, acc, stride):
+        if emulate:
+            return f"emulated_store_{arr}({offset}, {acc}, {stride}, lane);"
+        return f"subgroupMatrixStore<row_major>(&{arr}, {offset}, {acc}, {stride});"
 
     for kk in range(0, tk, c.k0):
         L.append("    {")
         for i in range(c.tm):
             if lay.trans_a:   # sA[k][m]: element (r, c) of the left matrix at (kk + c) * pitch + m
                 off = f"a_off + {kk * a_pitch}u + sgm * {c.tm * c.m0}u + {i * c.m0}u"
-                L.append(f"      let a{i} = subgroupMatrixLoad<LM, col_major>({load_args(arr_a, off, a_pitch, a_wide)});")
+                L.append(load(f"a{i}", "LM", "col_major", arr_a, off, a_pitch, a_wide))
             else:             # sA[m][k]
                 off = f"a_off + (sgm * {c.tm * c.m0}u + {i * c.m0}u) * {a_pitch}u + {kk}u"
-                L.append(f"      let a{i} = subgroupMatrixLoad<LM, row_major>({load_args(arr_a, off, a_pitch, a_wide)});")
+                L.append(load(f"a{i}", "LM", "row_major", arr_a, off, a_pitch, a_wide))
         for j in range(c.tn):
             if lay.trans_b:   # sB[n][k]
                 off = f"b_off + (sgn * {c.tn * c.n0}u + {j * c.n0}u) * {b_pitch}u + {kk}u"
-                L.append(f"      let b{j} = subgroupMatrixLoad<RM, col_major>({load_args(arr_b, off, b_pitch, b_wide)});")
+                L.append(load(f"b{j}", "RM", "col_major", arr_b, off, b_pitch, b_wide))
             else:             # sB[k][n]
                 off = f"b_off + {kk * b_pitch}u + sgn * {c.tn * c.n0}u + {j * c.n0}u"
-                L.append(f"      let b{j} = subgroupMatrixLoad<RM, row_major>({load_args(arr_b, off, b_pitch, b_wide)});")
-        for i in range(c.tm):
-            for j in range(c.tn):
-                L.append(f"      acc{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, acc{i}_{j});")
+                L.append(load(f"b{j}", "RM", "row_major", arr_b, off, b_pitch, b_wide))
+        if emulate:   # one loop over the products (see emulated_multiply_accumulate)
+            L += [f"      let lefts = array<LM, {c.tm}>({', '.join(f'a{i}' for i in range(c.tm))});",
+                  f"      let rights = array<RM, {c.tn}>({', '.join(f'b{j}' for j in range(c.tn))});",
+                  f"      for (var ij = 0u; ij < {c.tm * c.tn}u; ij++) {{",
+                  f"        acc[ij] = emulated_multiply_accumulate(lefts[ij / {c.tn}u], rights[ij % {c.tn}u], acc[ij], lane);",
+                  "      }"]
+        else:
+            L += [f"      acc{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, acc{i}_{j});"
+                  for i in range(c.tm) for j in range(c.tn)]
         L.append("    }")
     if not c.single:
         L += ["    if (more) {"] + block(stash(f"(1u - cur) * {a_size}u", f"(1u - cur) * {b_size}u"), 3) + ["    }"]
@@ -332,8 +407,7 @@ def generate(config: SgConfig, lay: Layout) -> str:
     if lay.direct:
         for i in range(c.tm):
             for j in range(c.tn):
-                L.append(f"  subgroupMatrixStore<row_major>(&C, c_base + (row0 + {i * c.m0}u) * P.n + col0 + "
-                         f"{j * c.n0}u, acc{i}_{j}, P.n);")
+                L.append("  " + store("C", f"c_base + (row0 + {i * c.m0}u) * P.n + col0 + {j * c.n0}u", acc(i, j), "P.n"))
     elif combined:
         L += ["  let alpha = bitcast<f32>(P.alpha_bits);",
               f"  let scratch = sgid * {rounds_of * m_size}u;"]
@@ -345,7 +419,7 @@ def generate(config: SgConfig, lay: Layout) -> str:
             if r0:
                 L.append("  workgroupBarrier();")
             for q, (i, j) in enumerate(chunk):
-                L.append(f"  subgroupMatrixStore<row_major>(&sM, scratch + {q * m_size}u, acc{i}_{j}, {m_pitch}u);")
+                L.append("  " + store("sM", f"scratch + {q * m_size}u", acc(i, j), f"{m_pitch}u"))
             L.append("  workgroupBarrier();")
             for q, (i, j) in enumerate(chunk):
                 for t in range(per):
@@ -373,7 +447,7 @@ def generate(config: SgConfig, lay: Layout) -> str:
               f"  let scratch = sgid * {tile}u;"]
         for i in range(c.tm):
             for j in range(c.tn):
-                L += [f"  subgroupMatrixStore<row_major>(&sC, scratch, acc{i}_{j}, {c.n0}u);",
+                L += ["  " + store("sC", "scratch", acc(i, j), f"{c.n0}u"),
                       "  workgroupBarrier();",
                       f"  for (var q = 0u; q < {per}u; q++) {{",
                       f"    let e = lane * {per}u + q;",
@@ -391,13 +465,15 @@ def generate(config: SgConfig, lay: Layout) -> str:
     return "\n".join(L) + "\n"
 
 
-def launch(dev, config: SgConfig, problem: Problem, a, b, out, bias=None) -> None:
+def launch(dev, config: SgConfig, problem: Problem, a, b, out, bias=None, emulate: bool = False) -> None:
     """Record C = alpha * op(A) @ op(B) (+ bias) of f16 Buffers a, b into `out` (f16 or f32)
-    with `config`. Raises anygpu.GpuError when the kernel does not compile here."""
+    with `config` (emulate: its emulated form, see generate; for tests). Raises
+    anygpu.GpuError when the kernel does not compile here."""
     lay = layout(config, problem, out.dtype, bias is not None)
-    code = generate(config, lay)
+    code = generate(config, lay, emulate)
     inputs = (a, b) if bias is None else (a, b, bias)
-    kernel = dev.kernel("sgmat_" + config.name, code, len(inputs), 1, PARAM_FORMAT)
+    kernel = dev.kernel("sgmat_" + config.name + ("_emulated" if emulate else ""), code, len(inputs), 1,
+                        PARAM_FORMAT)
     grid = (-(-problem.n // config.bn), -(-problem.m // config.bm), problem.batch)
     dev.launch(kernel, inputs, (out,), problem.params(), grid)
 
