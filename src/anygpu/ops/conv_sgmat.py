@@ -48,7 +48,7 @@ from typing import NamedTuple
 
 from ..runtime import Params, load_shader
 from .conv_gen import output_phases
-from .sgmat import SgConfig, f16_configs, sum_splits
+from .sgmat import SgConfig, entry_point, f16_configs, sum_splits
 
 __all__: list[str] = []   # the Device ops are ops/conv.py's; this module is their f16 form
 
@@ -238,13 +238,7 @@ def generate(config: SgConfig, lay: Layout, emulate: bool = False) -> str:
                     else f"return {name}[i];")
             L.append(f"fn {name}_half(i: u32) -> f16 {{ {body} }}")
     L += [load_shader(_KIND_FILE[lay.kind]), f"@compute @workgroup_size({nt})"]
-    if emulate:
-        L += ["fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {",
-              f"  let sgid = li / {c.sg}u;",
-              f"  let lane = li % {c.sg}u;"]
-    else:
-        L += ["fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32,",
-              "        @builtin(subgroup_id) sgid: u32, @builtin(subgroup_invocation_id) lane: u32) {"]
+    L += entry_point(c.sg, emulate)
     L += [
           f"  let wrow = wg.y * {bm}u;",
           f"  let wcol = wg.x * {bn}u;",

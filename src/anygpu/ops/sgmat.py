@@ -193,6 +193,17 @@ def _tile_copy(name: str, src: str, rows: int, cols: int, vec: int, threads: int
     return fetch, stash
 
 
+def entry_point(sg: int, emulate: bool) -> list[str]:
+    """The first lines of `main` in the matrix families (this one's, conv_sgmat's): the
+    subgroup id and lane as builtins, or, emulated, computed from the invocation index."""
+    if emulate:
+        return ["fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {",
+                f"  let sgid = li / {sg}u;",
+                f"  let lane = li % {sg}u;"]
+    return ["fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32,",
+            "        @builtin(subgroup_id) sgid: u32, @builtin(subgroup_invocation_id) lane: u32) {"]
+
+
 @functools.lru_cache(maxsize=None)
 def generate(config: SgConfig, lay: Layout, emulate: bool = False) -> str:
     """The WGSL of `config` for layout `lay` (bindings: 0 the matmul uniform block, 1 A,
@@ -297,13 +308,7 @@ def generate(config: SgConfig, lay: Layout, emulate: bool = False) -> str:
         L += [f"fn emulated_store_{arr}(offset: u32, acc: AM, stride: u32, lane: u32) {{"] + lane_elements + [
               f"    {put}", "  }", "}"]
     L.append(f"@compute @workgroup_size({nt})")
-    if emulate:
-        L += ["fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {",
-              f"  let sgid = li / {c.sg}u;",
-              f"  let lane = li % {c.sg}u;"]
-    else:
-        L += ["fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32,",
-              "        @builtin(subgroup_id) sgid: u32, @builtin(subgroup_invocation_id) lane: u32) {"]
+    L += entry_point(c.sg, emulate)
     L += [f"  let wrow = wg.y * {bm}u;",
           f"  let wcol = wg.x * {bn}u;",
           "  let z = wg.z;",
