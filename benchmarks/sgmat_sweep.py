@@ -255,7 +255,11 @@ def main():
                    ("gpt dW 1536x384x16384", Problem(1, 1536, 384, 16384, True, False), "f16"),
                    ("gpt dX 16384x384x1536", Problem(1, 16384, 384, 1536), "f16"),
                    # the fc weight gradient in 8 k slices (ops/sgmat.split_k), f32 partial sums
-                   ("gpt dW split8 8x1536x384x2048", Problem(8, 1536, 384, 2048, True, False), "f32")]
+                   ("gpt dW split8 8x1536x384x2048", Problem(8, 1536, 384, 2048, True, False), "f32"),
+                   # attention's products at nanoGPT's shape (64 x 6 heads, 256 x 64), composed f16 route
+                   ("attn S=QK^T 384x256x256x64", Problem(384, 256, 256, 64, False, True, alpha=0.125), "f32"),
+                   ("attn O=PV 384x256x64x256", Problem(384, 256, 64, 256), "f16"),
+                   ("attn dV=P^T dO 384x256x64x256", Problem(384, 256, 64, 256, True, False), "f16")]
     timings = results["timings"] = {}
     for label, p, out in shapes:
         a, b, bb = inputs(p, rng, "bias" in label)
