@@ -15,9 +15,12 @@ The conversions are recorded ops, so float32 parameters (master weights) receive
 gradients through them. Within a region (outermost `with` to its end) the float16 copy of a
 float32 leaf that requires grad is made once and shared by its uses while the leaf's version
 stays (torch's autocast cache; `cache_enabled=False` turns it off): one conversion forward,
-one converted gradient backward. anygpu's optimizers do not bump a parameter's version, so
-keep `optimizer.step()` outside the region, as torch's docs do (torch's cache is stale there too). Where the adapter lacks 'shader-f16', or autocast asks for
-bfloat16 (anygpu has no bfloat16 storage), the region runs in float32 and says so once.
+one converted gradient backward. `cast_ahead(model.parameters())` makes those copies as a
+region starts, all in one multi-tensor dispatch (the training loop's 16-mixed forward).
+anygpu's optimizers do not bump a parameter's version, so keep `optimizer.step()` outside the
+region, as torch's docs do (torch's cache is stale there too). Where the adapter lacks
+'shader-f16', or autocast asks for bfloat16 (anygpu has no bfloat16 storage), the region runs
+in float32 and says so once.
 
 `GradScaler` has torch's semantics and defaults: `scale(loss)` multiplies by the scale,
 `unscale_(opt)` divides the gradients by it and looks for inf/NaN, `step(opt)` skips
@@ -38,7 +41,7 @@ import numpy as np
 from . import dtypes, placement
 from .tensor.elementwise import register_autocast
 
-__all__ = ["autocast", "GradScaler", "is_autocast_available"]
+__all__ = ["autocast", "GradScaler", "is_autocast_available", "cast_ahead"]
 
 LOWER = frozenset({"matmul", "mm", "bmm", "linear", "conv1d", "conv2d", "conv_transpose2d", "prelu",
                    "scaled_dot_product_attention"})
@@ -140,6 +143,40 @@ class autocast(contextlib.ContextDecorator):
         return False
 
 
+def cast_ahead(tensors) -> None:
+    """Inside a caching float16 autocast region: make now, in one multi-tensor dispatch
+    (ops/foreach.py cast), the float16 copies that the region would make at their first uses
+    of the float32 leaves among `tensors` that require grad (a model's master weights), and
+    cache them as those uses would: the same values, each with its own recorded conversion,
+    so gradients are as without it (a copy that no op reads costs its conversion and gets no
+    gradient). Elsewhere it does nothing. anygpu's own (torch converts each weight at its
+    first use); the training loop calls it with the model's parameters."""
+    cache = getattr(_state, "cache", None)
+    if cache is None:
+        return
+    from .autograd.rules import backward as rule
+    from .ops import foreach, gpu
+    from .tensor import Tensor, is_grad_enabled
+    from .tensor.recording import _attach
+    grad_mode = is_grad_enabled()
+    todo: dict[int, Tensor] = {}
+    for t in tensors:
+        if not (isinstance(t, Tensor) and t.dtype is dtypes.float32 and t.requires_grad and t._entry is None
+                and _whole_buffer(t)):
+            continue
+        # the entries as tensor.elementwise._autocast_cast writes and checks them
+        hit = cache.get((id(t), grad_mode))
+        if hit is None or hit[1] != t._version or hit[2]._version != hit[3]:
+            todo[id(t)] = t
+    if not todo:
+        return
+    dev = gpu()
+    leaves = list(todo.values())
+    for t, buf in zip(leaves, foreach.cast(dev, [t._buf for t in leaves], "f16")):
+        out = _attach("to", Tensor(buf, t.shape, dtypes.float16), (t,), rule("to", dev, "f32"))
+        cache[(id(t), grad_mode)] = (t, t._version, out, out._version)
+
+
 def _whole_buffer(t) -> bool:
     """Whether Tensor t is all of its Buffer, in order (then a kernel may write the Buffer)."""
     return getattr(t, "_base", None) is None and getattr(t, "_view", None) is None and t._buf.len == t.numel()
@@ -232,7 +269,9 @@ class GradScaler:
                         whole.append(grad)
                     else:
                         copied.append((grad, grad.clone()))
-            flag = dev.unscale_check([g._buf for g in whole] + [c._buf for _, c in copied], scale=self._scale._buf)
+            # a Buffer two gradients share (add's backward hands both operands one) is unscaled once
+            shared = list({id(g._buf): g._buf for g in whole}.values())
+            flag = dev.unscale_check(shared + [c._buf for _, c in copied], scale=self._scale._buf)
             for g in whole:
                 g._version += 1   # written in place, as mul_ would
                 g._host = None

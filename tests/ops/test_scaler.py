@@ -14,9 +14,9 @@ from anygpu.ops import gpu
 def test_unscale_check_against_numpy(bad):
     dev = gpu()
     rng = np.random.default_rng(4)
-    sizes = [1, 7, 300, 1025, 3, 64, 999, 2]   # more than one dispatch's worth (GROUP = 6)
+    sizes = [1, 7, 300, 1025, 3, 64, 999, 2, 0, 5, 70000, 4, 8, 9, 11]   # more than one dispatch's worth (12)
     arrays = [rng.standard_normal(n).astype(np.float32) * 1e3 for n in sizes]
-    if bad == "last":
+    if bad == "last":   # in the second dispatch
         arrays[-1][1] = np.inf
     elif bad is not None:
         arrays[2][17] = float(bad)
@@ -131,3 +131,73 @@ def test_grad_scaler_odd_factors_and_a_first_skipped_step_as_torch(optimizer):
         results.append((w.detach().numpy(), scales, scaler.state_dict()))
     np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-5)
     assert results[1][1] == results[0][1] and results[1][2] == results[0][2]
+
+
+def test_grad_scaler_over_many_parameters_matches_torch():
+    """14 parameters (more than one unscale dispatch binds): inf and NaN gradients in either
+    dispatch skip the step and back the scale off, clean steps grow it, and the unscaled
+    gradients and the weights are torch's (gradients exactly: each is the scale times a
+    power of two, so both libraries' backward gives the same bits)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(12)
+    sizes = [3, 1, 40, 7, 300, 2, 5, 64, 9, 11, 1000, 4, 6, 13]
+    starts = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    coefficients = [[2.0 ** int(rng.integers(-6, 6)) for _ in sizes] for _ in range(8)]
+    coefficients[2][1] = np.inf           # first dispatch: skipped, backed off
+    coefficients[5][13] = np.nan          # the second dispatch's last parameter: skipped too
+    results = []
+    for lib in (torch, ag):
+        params = [lib.tensor(s.copy(), requires_grad=True) for s in starts]
+        opt = lib.optim.SGD(params, lr=0.01, momentum=0.5)
+        scaler = lib.amp.GradScaler("cpu" if lib is torch else "cuda", init_scale=2.0 ** 12, growth_interval=2)
+        history = []
+        for step in coefficients:
+            opt.zero_grad()
+            loss = sum((p * c).sum() for p, c in zip(params, step))
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+            grads = [p.grad.detach().numpy().copy() for p in params]
+            scaler.step(opt)
+            scaler.update()
+            history.append((grads, scaler.get_scale(), scaler._get_growth_tracker()))
+        results.append((history, [p.detach().numpy() for p in params]))
+    for (theirs, their_scale, their_tracker), (ours, our_scale, our_tracker) in zip(results[0][0], results[1][0]):
+        assert (our_scale, our_tracker) == (their_scale, their_tracker)
+        for g, want in zip(ours, theirs):
+            np.testing.assert_array_equal(g, want)
+    for ours, theirs in zip(results[1][1], results[0][1]):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-7)
+    assert [h[1] for h in results[1][0]] == [4096.0, 8192.0, 4096.0, 4096.0, 8192.0, 4096.0, 4096.0, 8192.0]
+
+
+def test_unscale_of_a_small_model_is_one_dispatch():
+    dev = gpu()
+    bufs = [dev.upload(np.full(n, 2.0, np.float32)) for n in (144, 16, 4608, 32, 32768, 64, 640, 10)]
+    scale = dev.upload(np.array([4.0], np.float32))
+    before = dev.stats["dispatches"]
+    flag = dev.unscale_check(bufs, scale=scale)
+    assert dev.stats["dispatches"] - before == 1
+    assert all((dev.read(b) == 0.5).all() for b in bufs) and not dev.read(flag)[0]
+    with pytest.raises(ValueError, match="listed twice"):
+        dev.unscale_check([bufs[0], bufs[0]], 0.5)
+
+
+def test_a_gradient_buffer_two_parameters_share_is_unscaled_once():
+    """add's backward hands both operands one Buffer: unscaled once, as torch's two gradients."""
+    torch = pytest.importorskip("torch")
+    results = []
+    for lib in (torch, ag):
+        a = lib.tensor(np.full(3, 2.0, np.float32), requires_grad=True)
+        b = lib.tensor(np.ones(3, np.float32), requires_grad=True)
+        opt = lib.optim.SGD([a, b], lr=0.25)
+        scaler = lib.amp.GradScaler("cpu" if lib is torch else "cuda", init_scale=8.0)
+        scaler.scale(((a + b) * 3.0).sum()).backward()
+        scaler.unscale_(opt)
+        results.append((a.grad.numpy().copy(), b.grad.numpy().copy()))
+        scaler.step(opt)
+        scaler.update()
+        results.append((a.detach().numpy(), b.detach().numpy()))
+    for ours, theirs in zip(results[2:], results[:2]):
+        np.testing.assert_array_equal(ours[0], theirs[0])
+        np.testing.assert_array_equal(ours[1], theirs[1])
+    np.testing.assert_array_equal(results[2][0], np.full(3, 3.0, np.float32))

@@ -1,6 +1,8 @@
 """Multi-tensor ops (Layer 0): one dispatch works on several tensors, each its own Buffer, as
-torch's _foreach_* kernels do: clip_grad_norm_'s sums of squares and its in-place scaling.
-The multi-tensor Adam (ops/optim.py's adam_multi_step) uses the same helpers.
+torch's _foreach_* kernels do: clip_grad_norm_'s sums of squares and its in-place scaling,
+and f32 <-> f16 conversions (autocast's float16 copies of a model's weights). The
+multi-tensor Adam (ops/optim.py's adam_multi_step) and GradScaler's unscale (ops/scaler.py)
+use the same helpers.
 
 A kernel of this family binds up to `per_dispatch` tensors (bounded by the adapter's
 max-storage-buffers-per-shader-stage and by the uniform slot, which holds one vec4 per
@@ -16,7 +18,7 @@ import functools
 from ..runtime import Params, load_shader
 from ._common import WORKGROUP_1D, check_buffer
 
-__all__ = ["sum_squares", "scale_by"]
+__all__ = ["sum_squares", "scale_by", "cast"]
 
 MAX_TENSORS = 12   # per dispatch: a vec4 of the 64-word uniform slot per tensor, beside a header
 _CHUNK = 4096      # reduce.py's _CHUNK: elements one workgroup sums
@@ -32,21 +34,27 @@ def per_dispatch(dev, bindings_per_tensor: int, other_bindings: int = 0) -> int:
 
 @functools.lru_cache(maxsize=None)
 def arrays(names: tuple[str, ...], count: int, first_binding: int, writable: tuple[str, ...] = (),
-           stubs: tuple[str, ...] = ()) -> str:
-    """WGSL for `count` f32 bindings of each name in `names` (name0.., bindings numbered from
+           stubs: tuple[str, ...] = (), types: tuple[str, ...] = ()) -> str:
+    """WGSL for `count` bindings of each name in `names` (name0.., bindings numbered from
     first_binding, name by name) with `name_load(k, i)`, and `name_store(k, i, value)` for the
-    `writable` ones (read_write); `stubs` get functions that bind nothing (loads give 0)."""
+    `writable` ones (read_write); `stubs` get functions that bind nothing (loads give 0).
+    `types`: each name's element type, f32 (the default) or f16; values are f32 either way
+    (an f16 load widens exactly, a store rounds as the cast kernel's f16())."""
     lines = []
     binding = first_binding
-    for name in names:
+    for j, name in enumerate(names):
         access = "read_write" if name in writable else "read"
+        element = types[j] if j < len(types) else "f32"
         for k in range(count):
-            lines.append(f"@group(0) @binding({binding}) var<storage, {access}> {name}{k}: array<f32>;")
+            lines.append(f"@group(0) @binding({binding}) var<storage, {access}> {name}{k}: array<{element}>;")
             binding += 1
-        cases = " ".join(f"case {k}u: {{ return {name}{k}[i]; }}" for k in range(count))
+        half = element == "f16"
+        cases = " ".join(f"case {k}u: {{ return {f'f32({name}{k}[i])' if half else f'{name}{k}[i]'}; }}"
+                         for k in range(count))
         lines.append(f"fn {name}_load(k: u32, i: u32) -> f32 {{ switch k {{ {cases} default: {{ return 0.0; }} }} }}")
         if name in writable:
-            cases = " ".join(f"case {k}u: {{ {name}{k}[i] = value; }}" for k in range(count))
+            store = "f16(value)" if half else "value"
+            cases = " ".join(f"case {k}u: {{ {name}{k}[i] = {store}; }}" for k in range(count))
             lines.append(f"fn {name}_store(k: u32, i: u32, value: f32) {{ switch k {{ {cases} default: {{}} }} }}")
     for name in stubs:
         lines.append(f"fn {name}_load(k: u32, i: u32) -> f32 {{ return 0.0; }}")
@@ -124,13 +132,14 @@ def sum_squares(dev, bufs):
 
 
 @functools.lru_cache(maxsize=None)
-def _scale_params(count: int) -> Params:
+def tensor_params(count: int) -> Params:
+    """The uniform block of a kernel whose tensor k has tensors[k] = (n, first workgroup, ., .)."""
     return Params("count: u32", "total_workgroups: u32", "pad0: u32", "pad1: u32", f"tensors: u32[{4 * count}]")
 
 
 @functools.lru_cache(maxsize=None)
 def _scale_source(count: int) -> str:
-    return load_shader("foreach_scale.wgsl", **_scale_params(count).subs(), ARRAYS=arrays(("t",), count, 2, ("t",)))
+    return load_shader("foreach_scale.wgsl", **tensor_params(count).subs(), ARRAYS=arrays(("t",), count, 2, ("t",)))
 
 
 def scale_by(dev, bufs, factor) -> None:
@@ -152,5 +161,40 @@ def scale_by(dev, bufs, factor) -> None:
         count = len(part)
         firsts, total = first_workgroups([b.len for b in part])
         table = [v for b, first in zip(part, firsts) for v in (b.len, first, 0, 0)]
-        kernel = dev.kernel(f"foreach_scale[{count}]", _scale_source(count), 1, count, _scale_params(count).format())
+        kernel = dev.kernel(f"foreach_scale[{count}]", _scale_source(count), 1, count, tensor_params(count).format())
         dev.launch(kernel, [factor], part, (count, total, 0, 0, *table), dev.grid(total))
+
+
+@functools.lru_cache(maxsize=None)
+def _cast_source(count: int, src: str, dst: str) -> str:
+    return load_shader("foreach_cast.wgsl", **tensor_params(count).subs(),
+                       ARRAYS=arrays(("src", "out"), count, 1, ("out",), types=(src, dst)))
+
+
+def cast(dev, bufs, dtype: str, outs=None) -> list:
+    """Each Buffer of `bufs` (all f32 or all f16) converted to `dtype`, the other of the two,
+    several per dispatch, into new Buffers or `outs` (one of `dtype` per Buffer, as long);
+    returns them. Each has the bits the cast kernel (nd.launch_cast) gives."""
+    for i, b in enumerate(bufs):
+        check_buffer("cast", f"bufs[{i}]", b)
+    kinds = {b.dtype for b in bufs}
+    if kinds and (kinds | {dtype} != {"f32", "f16"} or len(kinds) > 1):
+        raise ValueError(f"cast: converts f32 Buffers to f16 or f16 to f32, got {sorted(kinds)} to {dtype}")
+    if outs is None:
+        outs = [dev.empty(b.len, dtype) for b in bufs]
+    elif len(outs) != len(bufs):
+        raise ValueError(f"cast: {len(outs)} outs for {len(bufs)} Buffers")
+    for i, (b, out) in enumerate(zip(bufs, outs)):
+        check_buffer("cast", f"outs[{i}]", out, b.len, f"len(bufs[{i}])")
+        if out.dtype != dtype:
+            raise ValueError(f"cast: outs[{i}] must be {dtype}, got {out.dtype}")
+    live = [(b, out) for b, out in zip(bufs, outs) if b.len]
+    for part in groups(live, per_dispatch(dev, 2)):
+        count = len(part)
+        firsts, total = first_workgroups([b.len for b, _ in part])
+        table = [v for (b, _), first in zip(part, firsts) for v in (b.len, first, 0, 0)]
+        kernel = dev.kernel(f"foreach_cast[{count}]_{part[0][0].dtype}_{dtype}",
+                            _cast_source(count, part[0][0].dtype, dtype), count, count, tensor_params(count).format())
+        dev.launch(kernel, [b for b, _ in part], [out for _, out in part], (count, total, 0, 0, *table),
+                   dev.grid(total))
+    return outs

@@ -2,10 +2,10 @@
 with one flag noting an inf or NaN among them (torch's _amp_foreach_non_finite_check_and_unscale_),
 and the scale's update from those flags (torch's _amp_update_scale_).
 
-A kernel binds up to GROUP gradients (f32, written in place) and the flag; a thread takes
-one element index and handles it in each gradient long enough to have it. The flag is one
-u32 set with atomicOr where a result's exponent bits are all ones (inf or NaN: a bit test,
-not a comparison, so no driver's NaN rules are involved).
+The unscale is a multi-tensor kernel (ops/foreach.py's layout, kernels/amp_unscale.wgsl):
+each gradient's workgroups follow the previous one's, one element a thread, up to
+foreach.MAX_TENSORS gradients a dispatch (so one for a small model), and one u32 flag set
+with atomicOr where a result's exponent bits are all ones.
 
 The scale can stay on the GPU (`scale=`: a one-element f32 Buffer): the kernel then takes
 its reciprocal itself, correctly rounded as torch's `scale.double().reciprocal().float()`
@@ -18,37 +18,22 @@ import functools
 import numpy as np
 
 from ..runtime import Params, load_shader
-from ._common import WORKGROUP_1D, grid_1d
-
-GROUP = 6   # gradients per dispatch: with the flag and the scale, 8 storage bindings (WebGPU's default limit)
+from . import foreach
 
 
 @functools.lru_cache(maxsize=None)
-def _params(n: int, host_inverse: bool) -> Params:
-    return Params(*(f"n{i}: u32" for i in range(n)), *(["inverse: f32"] if host_inverse else []))
+def _unscale_params(count: int, host_inverse: bool) -> Params:
+    return Params("count: u32", "total_workgroups: u32", "inverse: f32" if host_inverse else "pad0: u32",
+                  "pad1: u32", f"tensors: u32[{4 * count}]")
 
 
 @functools.lru_cache(maxsize=None)
-def _source(n: int, host_inverse: bool) -> str:
-    lines = [_params(n, host_inverse).wgsl(), "@group(0) @binding(0) var<uniform> P: Params;"]
-    lines += [f"@group(0) @binding({i + 1}) var<storage, read_write> g{i}: array<f32>;" for i in range(n)]
-    lines += [f"@group(0) @binding({n + 1}) var<storage, read_write> flag: array<atomic<u32>>;"]
-    if not host_inverse:
-        lines += [f"@group(0) @binding({n + 2}) var<storage, read_write> scale: array<f32>;",
-                  load_shader("lib/exact_f32.wgsl")]
-    lines += [f"@compute @workgroup_size({WORKGROUP_1D})",
-              "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {",
-              f"    let i = gid.x + gid.y * nwg.x * {WORKGROUP_1D}u;",
-              "    let inverse = " + ("P.inverse;" if host_inverse else "reciprocal(scale[0]);"),
-              "    var bad = false;"]
-    for k in range(n):
-        lines += [f"    if (i < P.n{k}) {{",
-                  f"        let v = g{k}[i] * inverse;",
-                  f"        g{k}[i] = v;",
-                  "        bad = bad || (bitcast<u32>(v) & 0x7f800000u) == 0x7f800000u;",
-                  "    }"]
-    lines += ["    if (bad) { atomicOr(&flag[0], 1u); }", "}"]
-    return "\n".join(lines) + "\n"
+def _unscale_source(count: int, host_inverse: bool) -> str:
+    scale = "" if host_inverse else \
+        f"@group(0) @binding({count + 2}) var<storage, read_write> scale: array<f32>;"
+    return load_shader("amp_unscale.wgsl", **_unscale_params(count, host_inverse).subs(),
+                       ARRAYS=foreach.arrays(("g",), count, 1, ("g",)), FLAG_BINDING=count + 1, SCALE=scale,
+                       INVERSE="P.inverse" if host_inverse else "reciprocal(scale[0])")
 
 
 def _check_one(op: str, name: str, buf, dtype: str) -> None:
@@ -67,22 +52,24 @@ def unscale_check(dev, grads, inverse: float | None = None, flag=None, scale=Non
     for i, g in enumerate(grads):
         if g.dtype != "f32":
             raise ValueError(f"unscale_check: gradient {i} must be f32, got {g.dtype}")
+    if len({id(g._gpu) for g in grads}) != len(grads):
+        raise ValueError("unscale_check: a Buffer is listed twice (it would be unscaled twice)")
     if flag is None:
         flag = dev.upload(np.zeros(1, np.uint32))
     else:
         _check_one("unscale_check", "flag", flag, "u32")
     host_inverse = scale is None
-    for start in range(0, len(grads), GROUP):
-        part = [g for g in grads[start:start + GROUP] if g.len > 0]
-        if not part:
-            continue
-        n = len(part)
-        params = _params(n, host_inverse)
-        kernel = dev.kernel(f"unscale_check[{n}]", _source(n, host_inverse), 0, n + 1 + (not host_inverse),
-                            params.format("f32"))
-        values = (*(g.len for g in part), *([float(inverse)] if host_inverse else []))
-        dev.launch(kernel, (), (*part, flag, *([] if host_inverse else [scale])), values,
-                   grid_1d(dev, max(g.len for g in part)))
+    live = [g for g in grads if g.len]
+    for part in foreach.groups(live, foreach.per_dispatch(dev, 1, 1 + (not host_inverse))):
+        count = len(part)
+        firsts, total = foreach.first_workgroups([g.len for g in part])
+        table = [v for g, first in zip(part, firsts) for v in (g.len, first, 0, 0)]
+        params = _unscale_params(count, host_inverse)
+        kernel = dev.kernel(f"unscale_check[{count}]", _unscale_source(count, host_inverse), 0,
+                            count + 1 + (not host_inverse), params.format())
+        header = (count, total, float(inverse) if host_inverse else 0, 0)
+        dev.launch(kernel, (), (*part, flag, *([] if host_inverse else [scale])), (*header, *table),
+                   dev.grid(total))
     return flag
 
 

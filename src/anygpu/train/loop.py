@@ -449,9 +449,18 @@ def _format_record(record: Mapping[str, Any], epochs: int) -> str:
     return ", ".join(parts)
 
 
-def _precision_region(mixed: bool):
-    """The forward's region: float16 autocast under 16-mixed, nothing under 32."""
-    return ag.autocast("cuda", dtype=ag.float16) if mixed else contextlib.nullcontext()
+@contextlib.contextmanager
+def _precision_region(mixed: bool, model=None):
+    """The forward's region: float16 autocast under 16-mixed, nothing under 32. With `model`,
+    the float16 copies of its weights are made as the region starts, in one dispatch
+    (amp.cast_ahead), rather than one conversion at each weight's first use."""
+    if not mixed:
+        yield
+        return
+    with ag.autocast("cuda", dtype=ag.float16):
+        if model is not None:
+            ag.amp.cast_ahead(model.parameters())
+        yield
 
 
 def _backward_and_step(task: Task, scaler, loss, sync: Callable[[], None] | None = None) -> None:
@@ -482,7 +491,7 @@ def _compiled_step(task: Task, scaler=None, mixed: bool = False):
         scaler = ag.amp.GradScaler("cuda", enabled=False)
 
     def train_step(*inputs):
-        with _precision_region(mixed):
+        with _precision_region(mixed, task.model):
             loss = task.loss_of(*inputs)
         _backward_and_step(task, scaler, loss)
         return loss
@@ -597,7 +606,7 @@ def fit(task_factory: Callable[[Settings], Task], settings: Settings,
                 if compiled is not None:
                     loss = compiled(*task.inputs(x, y, rng))
                 else:
-                    with _precision_region(mixed):
+                    with _precision_region(mixed, task.model):
                         loss = task.loss(x, y, rng)
                     _backward_and_step(task, scaler, loss,
                                        None if parallel is None else functools.partial(parallel.sync, len(x)))

@@ -1,0 +1,31 @@
+// GradScaler.unscale_ (anygpu/ops/scaler.py unscale_check; torch's
+// _amp_foreach_non_finite_check_and_unscale_): several f32 gradients multiplied in place by the
+// inverse scale in one dispatch, and one flag set where a result is inf or NaN (a bit test of
+// the exponent, not a comparison: no driver's NaN rules are involved). Gradient k has
+// P.tensors[k] = (n, first workgroup, 0, 0); its workgroups follow those of gradient k - 1, one
+// element per thread. The ARRAYS placeholder declares g0.. with g_load / g_store. INVERSE is
+// P.inverse (from the host) or reciprocal(scale[0]) (the scale on the GPU, its reciprocal
+// correctly rounded as torch's scale.double().reciprocal().float()).
+//! include lib/exact_f32.wgsl
+{{PARAMS}}
+@group(0) @binding(0) var<uniform> P: Params;
+{{ARRAYS}}
+@group(0) @binding({{FLAG_BINDING}}) var<storage, read_write> flag: array<atomic<u32>>;
+{{SCALE}}
+
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_index) tid: u32,
+        @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>) {
+    let w = wid.x + wid.y * nwg.x;
+    if (w >= P.total_workgroups) { return; }
+    var k = 0u;
+    for (var j = 1u; j < P.count; j = j + 1u) {
+        if (P.tensors[j].y <= w) { k = j; }
+    }
+    let i = (w - P.tensors[k].y) * 256u + tid;
+    if (i >= P.tensors[k].x) { return; }
+    let v = g_load(k, i) * {{INVERSE}};
+    g_store(k, i, v);
+    if ((bitcast<u32>(v) & 0x7f800000u) == 0x7f800000u) { atomicOr(&flag[0], 1u); }
+}
