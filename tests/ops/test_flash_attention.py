@@ -33,7 +33,9 @@ def portable(monkeypatch):
 
 
 def _matrix_here() -> bool:
-    return flash_attention.variant(gpu(), "f16", 64, 64) == "matrix"
+    """Whether this device runs the matrix kernels (whatever ANYGPU_FLASH routes by default)."""
+    limits = flash_sgmat.config(gpu())
+    return limits is not None and all(flash_sgmat.subgroups_for(k, 64, 64, *limits) for k in flash_sgmat.KINDS)
 
 
 def _reference(q, k, v, g, mask=None, causal=False, scale=None):
@@ -166,7 +168,8 @@ def test_matrix_variant_is_chosen_for_f16_on_matrix_units(monkeypatch):
     dev = gpu()
     monkeypatch.delenv("ANYGPU_FLASH", raising=False)
     monkeypatch.setattr(flash_sgmat, "config", lambda dev: (49152, 1024))
-    # not by default: slower than the f32 composed path on the H200 (flash_attention.variant)
+    assert flash_attention.variant(dev, "f16", 64, 64) == "matrix"     # by default: faster on the H200
+    monkeypatch.setenv("ANYGPU_FLASH", "0")
     assert flash_attention.variant(dev, "f16", 64, 64) is None
     monkeypatch.setenv("ANYGPU_FLASH", "matrix")
     assert flash_attention.variant(dev, "f16", 64, 64) == "matrix"
@@ -265,3 +268,38 @@ def test_matrix_variant_dropout_matches_the_portable_one(monkeypatch):
         runs.append([t.float().numpy() for t in (out, aq.grad, ak.grad, av.grad)])
     for a, b in zip(*runs):
         np.testing.assert_allclose(a, b, atol=1e-2 * max(1.0, float(np.abs(b).max())), rtol=2e-2)
+
+
+@pytest.mark.skipif(not _matrix_here(), reason="needs f16 subgroup matrices (Dawn on a GPU)")
+@pytest.mark.parametrize("expand", [False, True])
+def test_matrix_variant_reads_strided_heads_in_place(monkeypatch, expand):
+    """nanoGPT's heads: q, k, v split from one [B, T, 3C] product and viewed [B, H, T, D]
+    (flash_attention.Rows, read in place); expand: one key/value head broadcast over the heads
+    (a stride-0 batch dim). Values and the gradient of the product against torch."""
+    monkeypatch.setenv("ANYGPU_FLASH", "matrix")
+    b, t, h, d = 2, 37, 3, 32
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((b, t, 3 * h * d)).astype(np.float16).astype(np.float32)
+    g = rng.standard_normal((b, h, t, d)).astype(np.float16).astype(np.float32)
+
+    def heads(lib, xt):
+        q, k, v = xt.split(h * d, dim=2)
+        q = q.view(b, t, h, d).transpose(1, 2)
+        if expand:
+            k, v = (y[:, :, :d].unsqueeze(1).expand(b, h, t, d) for y in (k, v))
+        else:
+            k, v = (y.view(b, t, h, d).transpose(1, 2) for y in (k, v))
+        return lib.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    ax = ag.tensor(x).half().requires_grad_()
+    seen = []
+    real = F._flash_rows
+    monkeypatch.setattr(F, "_flash_rows", lambda t: seen.append(real(t)) or seen[-1])
+    out = heads(ag, ax)
+    out.backward(ag.tensor(g).half())
+    assert [r.row_stride for _, r in seen] == [3 * h * d] * 3        # read in place, not gathered
+    tx = torch.tensor(x, requires_grad=True)
+    want = heads(torch, tx)
+    want.backward(torch.tensor(g))
+    np.testing.assert_allclose(out.float().numpy(), want.detach().numpy(), atol=5e-3, rtol=2e-2)
+    np.testing.assert_allclose(ax.grad.float().numpy(), tx.grad.numpy(), atol=1e-2, rtol=2e-2)

@@ -789,6 +789,34 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     return _record_with(op, out, (q, k, v, mask), backward)
 
 
+def _flash_rows(t: Tensor):
+    """(buffer, flash_attention.Rows) that the matrix flash kernels read t's [*, n, cols] rows
+    through: a strided view's base in place where its rows are contiguous, its batch dims fold
+    into at most two strides and everything is in whole 16-byte units; else t gathered."""
+    n, cols = t.shape[-2:]
+    plain = (t._buf, flash_attention.Rows.contiguous(n, cols))
+    if t._view is None or t._base.dtype is not t.dtype:
+        return plain
+    strides, offset = t._view
+    if strides[-1] != 1 and cols > 1:
+        return plain
+    dims: list = []
+    for size, stride in zip(t.shape[:-2], strides[:-2]):
+        if size == 1:
+            continue
+        if dims and dims[-1][1] == stride * size:     # folds into the dim before it
+            dims[-1] = (dims[-1][0] * size, stride)
+        else:
+            dims.append((size, stride))
+    if len(dims) > 2:
+        return plain
+    outer, inner = ([(1, 0)] * (2 - len(dims)) + dims)[-2:]
+    rows = flash_attention.Rows(inner[0], outer[1], inner[1], strides[-2] if n > 1 else cols, offset)
+    if any(x % 8 for x in rows[1:]) or cols % 8:
+        return plain
+    return t._base._buf, rows
+
+
 def _flash_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask, mask, is_causal: bool, scores_shape, batch: int,
                      scale: float, dropout_p: float) -> Tensor | None:
     """SDPA on the flash kernels (ops/flash_attention.py) where they serve this call (their
@@ -811,10 +839,16 @@ def _flash_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask, mask, is_causal
             strides = flash_attention.mask_strides(scores_shape, scores_shape)
         mask_buf = mask._buf
     seed = int(default_generator().integers(0, 2**63)) if dropout_p > 0.0 else None
-    q_buf, k_buf, v_buf = q._buf, k._buf, v._buf
+    rows = None
+    if kind == "matrix":   # strided views (heads split from one product) are read in place
+        found = [_flash_rows(t) for t in (q, k, v)]
+        rows = tuple(r for _, r in found)
+        q_buf, k_buf, v_buf = (buf for buf, _ in found)
+    else:
+        q_buf, k_buf, v_buf = q._buf, k._buf, v._buf
     args = (batch, length, source, embed, embed_v, scale, is_causal, mask_buf, strides, dropout_p, seed, kind)
     try:
-        out_buf, lse = dev.flash_attention(q_buf, k_buf, v_buf, *args)
+        out_buf, lse = dev.flash_attention(q_buf, k_buf, v_buf, *args, rows=rows)
     except GpuError as exc:
         if kind != "matrix":
             raise
@@ -823,7 +857,7 @@ def _flash_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask, mask, is_causal
     needs = _needs(q, k, v)
 
     def backward(grad_out):
-        grads = dev.flash_attention_backward(grad_out, q_buf, k_buf, v_buf, out_buf, lse, *args)
+        grads = dev.flash_attention_backward(grad_out, q_buf, k_buf, v_buf, out_buf, lse, *args, rows=rows)
         return tuple(g if need else None for g, need in zip(grads, needs)) + (None,)
     out = Tensor(out_buf, scores_shape[:-1] + (embed_v,))
     return _record_with("scaled_dot_product_attention", out, (q, k, v, mask if attn_mask is not None else None),
@@ -1970,15 +2004,15 @@ def _half_or_autocast(fn):
             return fn(*args, **kwargs)   # f16 implicit GEMMs on matrix units (ops/conv_sgmat.py)
         if half and name == "scaled_dot_product_attention" and all(t.dtype is float16 for t in floats[:3]) and (
                 flash_attention.variant(gpu(), "f16", floats[0].shape[-1], floats[2].shape[-1]) is not None):
-            return fn(*args, **kwargs)   # flash kernels asked for (ANYGPU_FLASH): f16 products, softmax in f32
+            return fn(*args, **kwargs)   # flash kernels (matrix units; ANYGPU_FLASH): f16 products, softmax in f32
         if half and name == "scaled_dot_product_attention" and all(t.dtype is float16 for t in floats[:3]) and (
                 os.environ.get("ANYGPU_ATTENTION_PRODUCTS", "f32") == "f16"):
             return fn(*args, **kwargs)   # composed, products on f16 operands (matrix units where there are)
-        # Otherwise float16 attention runs the f32 composed kernels on converted operands and rounds
-        # its result once: on the H200 (2026-12-03, 64x6x256x64 causal, forward + backward) that took
-        # 1.05 ms, the f16 composed path on matrix units 0.98 and matrix flash 5.1, and nanoGPT's
-        # captured autocast step 31.4 ms against 32.0 with the f16 path (docs/BENCHMARKS.md, session 13;
-        # ANYGPU_ATTENTION_PRODUCTS=f16 takes that path, to measure it again).
+        # Otherwise (no matrix flash here, or ANYGPU_FLASH=0) float16 attention runs the f32 composed
+        # kernels on converted operands and rounds its result once: on the H200 (2026-12-03,
+        # 64x6x256x64 causal, forward + backward) that took 0.79 ms, the f16 composed path on matrix
+        # units 1.10 (its batched products with k = 64 run at 20-40 TFLOP/s) and matrix flash 0.67
+        # (docs/BENCHMARKS.md, session 16; ANYGPU_ATTENTION_PRODUCTS=f16 takes the f16 composed path).
         args = tuple(_converted(a, float32) for a in args)
         kwargs = {k: _converted(v, float32) for k, v in kwargs.items()}
         out = fn(*args, **kwargs)

@@ -25,9 +25,10 @@ Two kernel families share the algorithm:
   softmax on the subgroup's lanes in f32.
 
 Routing (`variant`): ANYGPU_FLASH=0 never, =1 wherever a variant applies (the matrix one for
-f16 on matrix units, else the portable one), unset: the matrix variant for f16 on matrix
-units, else today's path (ops/attention.py and nn.functional's composed SDPA): the portable
-kernels are not measured faster than it yet (benchmarks/attention_flash.py)."""
+f16 on matrix units, else the portable one), =matrix / =portable only that family, unset:
+the matrix variant for f16 on matrix units, else today's path (ops/attention.py and
+nn.functional's composed SDPA): the portable kernels are not measured faster than it
+(benchmarks/attention_flash.py)."""
 
 from __future__ import annotations
 
@@ -53,6 +54,23 @@ class MaskStrides(NamedTuple):
     inner_stride: int = 0
     row_stride: int = 0
     col_stride: int = 1
+
+
+class Rows(NamedTuple):
+    """Where row g of batch entry z of q, k or v starts, in elements: offset + (z // inner) *
+    outer_stride + (z % inner) * inner_stride + g * row_stride (its elements then contiguous).
+    The matrix kernels read strided views in place through these (each a multiple of 8: whole
+    16-byte units); the portable ones take contiguous operands only."""
+
+    inner: int
+    outer_stride: int
+    inner_stride: int
+    row_stride: int
+    offset: int = 0
+
+    @classmethod
+    def contiguous(cls, rows: int, cols: int) -> "Rows":
+        return cls(1, rows * cols, 0, cols, 0)
 
 
 def mask_strides(mask_shape, scores_shape) -> MaskStrides | None:
@@ -108,11 +126,11 @@ def variant(dev, dtype: str, embed: int, embed_v: int, batch: int = 1) -> str | 
         return None
     if wanted == "portable":
         return "portable"
-    if wanted not in ("1", "matrix"):
-        # Not by default (measured on the H200, 2026-12-03, nanoGPT's 64x6x256x64 causal, forward +
-        # backward: matrix flash 4.8 ms, portable 11.8, today's f32 composed path on converted
-        # operands 1.21; docs/BENCHMARKS.md session 12): ANYGPU_FLASH=1 or =matrix asks for it.
-        return None
+    # Unset: the matrix kernels for f16 where the device has them (measured on the H200,
+    # 2026-12-03, nanoGPT's 64x6x256x64 causal, forward + backward: matrix flash 0.67 ms, the f32
+    # composed path on converted operands 0.79, torch fp32 0.63; the nanoGPT autocast step 21.3
+    # ms against 23.3; docs/BENCHMARKS.md session 16); the portable ones only when asked for
+    # (ANYGPU_FLASH=1 or =portable: 11.8 ms there).
     if dtype == "f16" and flash_sgmat.serves(embed, embed_v):
         limits = flash_sgmat.config(dev)
         if limits is not None and all(flash_sgmat.subgroups_for(k, embed, embed_v, *limits) for k in flash_sgmat.KINDS):
@@ -323,14 +341,28 @@ class _Call(NamedTuple):
     masked: bool
     dropout: bool
     params: tuple
+    plain: bool        # q, k, v contiguous (else read through Rows: the matrix kernels only)
 
 
 def _check(op: str, q, k, v, batch, length, source, embed, embed_v, scale, causal, mask, strides,
-           dropout_p, seed) -> _Call:
+           dropout_p, seed, rows=None) -> _Call:
     check_positive(op, batch=batch, length=length, source=source, embed=embed, embed_v=embed_v)
-    check_buffer(op, "q", q, batch * length * embed, "batch*length*embed")
-    check_buffer(op, "k", k, batch * source * embed, "batch*source*embed")
-    check_buffer(op, "v", v, batch * source * embed_v, "batch*source*embed_v")
+    plain = (Rows.contiguous(length, embed), Rows.contiguous(source, embed), Rows.contiguous(source, embed_v))
+    rows = plain if rows is None else tuple(Rows(*r) for r in rows)
+    for name, buf, r, n, cols in (("q", q, rows[0], length, embed), ("k", k, rows[1], source, embed),
+                                  ("v", v, rows[2], source, embed_v)):
+        if rows == plain:
+            check_buffer(op, name, buf, batch * n * cols, f"batch*{'length' if name == 'q' else 'source'}*"
+                         f"{'embed_v' if name == 'v' else 'embed'}")
+            continue
+        check_buffer(op, name, buf)
+        if r.inner < 1 or min(r) < 0 or any(x % 8 for x in r[1:]) or cols % 8:
+            raise ValueError(f"{op}: {name}'s rows must be whole 16-byte units (strides and offset multiples of 8, "
+                             f"inner >= 1), got {tuple(r)}")
+        last = r.offset + ((batch - 1) // r.inner) * r.outer_stride + ((batch - 1) % r.inner) * r.inner_stride \
+            + (n - 1) * r.row_stride + cols
+        if last > buf.len:
+            raise ValueError(f"{op}: {name} of {buf.len} elements is too small for rows {tuple(r)}")
     dtype = q.dtype
     if dtype not in ("f32", "f16") or k.dtype != dtype or v.dtype != dtype:
         raise ValueError(f"{op}: q, k, v must share f32 or f16 storage, got {q.dtype}, {k.dtype}, {v.dtype}")
@@ -363,9 +395,10 @@ def _check(op: str, q, k, v, batch, length, source, embed, embed_v, scale, causa
         threshold = min(int(dropout_p * 2 ** 32), 2 ** 32 - 1)
         drop_scale = 1.0 / (1.0 - dropout_p)
     params = (length, source, scale, st.inner, st.outer_stride, st.inner_stride, st.row_stride, st.col_stride,
-              seed_lo, seed_hi, threshold, drop_scale)
+              seed_lo, seed_hi, threshold, drop_scale) + tuple(
+        x if i == 0 else x // 8 for r in rows for i, x in enumerate(r))   # (16-byte units)
     return _Call(batch, length, source, embed, embed_v, dtype, bool(causal), mask is not None,
-                 dropout_p > 0.0, params)
+                 dropout_p > 0.0, params, rows == plain)
 
 
 def _pick(dev, c: _Call, kind: str | None) -> str:
@@ -375,22 +408,25 @@ def _pick(dev, c: _Call, kind: str | None) -> str:
         raise ValueError(f"flash_attention: variant must be 'portable' or 'matrix', got {kind!r}")
     if kind == "matrix" and c.dtype != "f16":
         raise ValueError("flash_attention: the matrix variant takes f16 q, k, v")
+    if kind == "portable" and not c.plain:
+        raise ValueError("flash_attention: the portable variant takes contiguous q, k, v (rows=None)")
     return kind
 
 
 def flash_attention(dev, q, k, v, batch: int, length: int, source: int, embed: int, embed_v: int,
                     scale: float | None = None, causal: bool = False, mask=None, mask_strides=None,
-                    dropout_p: float = 0.0, seed: int | None = None, kind: str | None = None):
+                    dropout_p: float = 0.0, seed: int | None = None, kind: str | None = None, rows=None):
     """softmax(scale q k^T + mask) v without the scores in memory: q [batch, length, embed],
     k [batch, source, embed], v [batch, source, embed_v] (f32 or f16) -> (out [batch, length,
     embed_v] of q's dtype, lse [batch, length] f32). scale defaults to embed**-0.5; mask: an
     additive f32 Buffer read through mask_strides (MaskStrides; default: [batch, length,
     source] contiguous); dropout_p with seed drops probabilities as ops/random.dropout would
     on the [batch, length, source] probabilities; kind: "portable", "matrix" or None (the
-    routed choice, see `variant`)."""
+    routed choice, see `variant`); rows: q's, k's and v's Rows where they are strided views
+    (the matrix variant; default contiguous)."""
     op = "flash_attention"
     c = _check(op, q, k, v, batch, length, source, embed, embed_v, scale, causal, mask, mask_strides,
-               dropout_p, seed)
+               dropout_p, seed, rows)
     kind = _pick(dev, c, kind)
     out = dev.empty(batch * length * embed_v, c.dtype)
     lse = dev.empty(batch * length, "f32")
@@ -407,13 +443,13 @@ def flash_attention(dev, q, k, v, batch: int, length: int, source: int, embed: i
 def flash_attention_backward(dev, grad_out, q, k, v, out, lse, batch: int, length: int, source: int, embed: int,
                              embed_v: int, scale: float | None = None, causal: bool = False, mask=None,
                              mask_strides=None, dropout_p: float = 0.0, seed: int | None = None,
-                             kind: str | None = None):
+                             kind: str | None = None, rows=None):
     """Gradients (dq, dk, dv) of flash_attention from its inputs, its out and lse, and the
     gradient of out (grad_out, [batch, length, embed_v], converted to q's dtype). The same
     arguments as the forward; the probabilities are recomputed from lse."""
     op = "flash_attention_backward"
     c = _check(op, q, k, v, batch, length, source, embed, embed_v, scale, causal, mask, mask_strides,
-               dropout_p, seed)
+               dropout_p, seed, rows)
     check_buffer(op, "grad_out", grad_out, batch * length * embed_v, "batch*length*embed_v")
     check_buffer(op, "out", out, batch * length * embed_v, "batch*length*embed_v")
     check_buffer(op, "lse", lse, batch * length, "batch*length")
@@ -422,17 +458,17 @@ def flash_attention_backward(dev, grad_out, q, k, v, out, lse, batch: int, lengt
         grad_out = dev.cast(grad_out, c.dtype)
     if out.dtype != c.dtype:
         raise ValueError(f"{op}: out must have q's dtype {c.dtype}, got {out.dtype}")
+    dq = dev.empty(batch * length * embed, c.dtype)
+    dk = dev.empty(batch * source * embed, c.dtype)
+    dv = dev.empty(batch * source * embed_v, c.dtype)
+    if kind == "matrix":
+        flash_sgmat.backward(dev, c, [q, k, v] + ([mask] if mask is not None else []), grad_out, out, lse, dq, dk, dv)
+        return dq, dk, dv
     rows = batch * length
     ld = dev.empty(2 * rows, "f32")
     prep = dev.kernel(f"flash_prep[{c.dtype},{embed_v}]", _portable_prepare(c.dtype, embed_v), 3, 1, PARAM_FORMAT)
     dev.launch(prep, [out, grad_out, lse], [ld], (rows,) + c.params[1:], dev.grid(-(-rows // 64)))
-    dq = dev.empty(batch * length * embed, c.dtype)
-    dk = dev.empty(batch * source * embed, c.dtype)
-    dv = dev.empty(batch * source * embed_v, c.dtype)
     inputs = [q, k, v] + ([mask] if mask is not None else []) + [grad_out, ld]
-    if kind == "matrix":
-        flash_sgmat.backward(dev, c, inputs, dq, dk, dv)
-        return dq, dk, dv
     args = (c.dtype, embed, embed_v, c.causal, c.masked, c.dropout)
     kq = dev.kernel(f"flash_dq[{c.dtype},{embed},{embed_v}]", _portable_dq(*args), len(inputs), 1, PARAM_FORMAT)
     dev.launch(kq, inputs, [dq], c.params, (-(-length // 64), batch, 1))

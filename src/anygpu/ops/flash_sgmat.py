@@ -22,11 +22,18 @@ import os
 import warnings
 from typing import NamedTuple
 
-PARAM_FORMAT = "IIfIIIIIIIIf"
+PARAM_FORMAT = "IIfIIIIIIIIf" + "IIIII" * 3
+# The last three rows of fields: where row g of batch entry z of q, k and v starts, in 16-byte
+# units (the matrix kernels; ops/flash_attention.Rows): off + (z / inner) * so + (z % inner) * si
+# + g * rs -- so that strided views (nanoGPT's heads, split from one [B, T, 3C] product) are read
+# in place. The portable kernels read q, k, v contiguous and ignore them.
 PARAMS_WGSL = """struct Params {
     length: u32, source: u32, scale: f32, m_inner: u32,
     m_so: u32, m_si: u32, m_rs: u32, m_cs: u32,
     seed_lo: u32, seed_hi: u32, threshold: u32, drop_scale: f32,
+    q_in: u32, q_so: u32, q_si: u32, q_rs: u32, q_off: u32,
+    k_in: u32, k_so: u32, k_si: u32, k_rs: u32, k_off: u32,
+    v_in: u32, v_so: u32, v_si: u32, v_rs: u32, v_off: u32,
 }
 @group(0) @binding(0) var<uniform> P: Params;"""
 HASH_WGSL = """fn pcg_hash(v: u32) -> u32 {
@@ -59,12 +66,19 @@ class Shape(NamedTuple):
         return 16 * self.ns
 
 
+def _scratch_width(kind: str, bc: int, d: int, dv: int) -> int:
+    """f32 per scratch row: the widest tile stored through it, plus 4 (16 bytes), so that
+    rows start 4 banks apart (vec4 reads of 8 rows conflict-free; see _quads)."""
+    return {"forward": max(bc, dv), "dq": max(bc, d), "dkv": max(bc, d, dv)}[kind] + 4
+
+
 def workgroup_bytes(kind: str, d: int, dv: int, ns: int) -> int:
     bc = 16 * ns
-    tiles = 2 * bc * (d + PAD) + 2 * bc * (dv + PAD)
-    width = {"forward": max(bc, dv), "dq": max(2 * bc, d), "dkv": max(2 * bc, d, dv)}[kind]
-    probs = (2 if kind == "dkv" else 1) * 2 * ns * 16 * (bc + PAD)
-    return tiles + 4 * ns * 16 * width + probs
+    tiles = 2 * bc * (d + PAD) + 2 * bc * (dv + PAD)           # tA, tB (f16)
+    scratch = 4 * ns * 16 * _scratch_width(kind, bc, d, dv)    # sS (f32)
+    probs = 2 * ns * 16 * (bc + PAD)                           # sP (f16)
+    rows = 4 * 2 * bc if kind == "dkv" else 0                  # sL: lse and D of the tile's queries
+    return tiles + scratch + probs + rows
 
 
 def subgroups_for(kind: str, d: int, dv: int, max_bytes: int = 49152, max_threads: int = 1024) -> int:
@@ -78,35 +92,40 @@ def serves(d: int, dv: int) -> bool:
 
 
 def _head(s: Shape, kind: str, inputs: list[str], outputs: list[str]) -> list[str]:
+    """Bindings, workgroup arrays and main's first lines. Operands (Q, K, V, DO) are read as
+    vec4<u32> (8 halves: rows of d and dv halves are whole units) into tiles of vec4<u32>
+    (rows padded by 8 halves), which the matrix loads read in 16-byte units."""
     bc = s.rows
     L = ["diagnostic(off, chromium.subgroup_matrix_uniformity);", "diagnostic(off, subgroup_uniformity);",
          "enable f16;", "enable subgroups;", "enable chromium_experimental_subgroup_matrix;", PARAMS_WGSL]
     for b, name in enumerate(inputs, start=1):
-        ty = "f32" if name in ("M", "LD") else "f16"
+        ty = "f32" if name in ("M", "LD", "LSE") else "vec4<u32>"
         L.append(f"@group(0) @binding({b}) var<storage, read> {name}: array<{ty}>;")
     for b, name in enumerate(outputs, start=len(inputs) + 1):
-        ty = "f32" if name == "LSE" else "f16"
+        ty = "f32" if name in ("LSE", "LD") else "f16"
         L.append(f"@group(0) @binding({b}) var<storage, read_write> {name}: array<{ty}>;")
-    width = {"forward": max(bc, s.dv), "dq": max(2 * bc, s.d), "dkv": max(2 * bc, s.d, s.dv)}[kind]
+    sw = _scratch_width(kind, bc, s.d, s.dv)
     L += ["alias LM = subgroup_matrix_left<f16, 16, 16>;",
           "alias RM = subgroup_matrix_right<f16, 16, 16>;",
           "alias AM = subgroup_matrix_result<f32, 16, 16>;",
-          f"const SW: u32 = {width}u;",
-          f"const PP: u32 = {bc + PAD}u;",
-          f"const PA: u32 = {s.d + PAD}u;",
-          f"const PB: u32 = {s.dv + PAD}u;",
-          f"var<workgroup> tA: array<f16, {bc * (s.d + PAD)}>;",     # K or Q rows (d wide)
-          f"var<workgroup> tB: array<f16, {bc * (s.dv + PAD)}>;",    # V or dO rows (dv wide)
-          f"var<workgroup> sS: array<f32, {s.ns * 16 * width}>;",
+          f"const SW: u32 = {sw // 4}u;",             # scratch row pitch in vec4 units
+          f"const PP: u32 = {bc + PAD}u;",            # sP row pitch in halves
+          f"const PA: u32 = {(s.d + PAD) // 8}u;",    # tA row pitch in 16-byte units
+          f"const PB: u32 = {(s.dv + PAD) // 8}u;",
+          f"var<workgroup> tA: array<vec4<u32>, {bc * (s.d + PAD) // 8}>;",     # K or Q rows (d wide)
+          f"var<workgroup> tB: array<vec4<u32>, {bc * (s.dv + PAD) // 8}>;",    # V or dO rows (dv wide)
+          f"var<workgroup> sS: array<vec4<f32>, {s.ns * 16 * sw // 4}>;",
           f"var<workgroup> sP: array<f16, {s.ns * 16 * (bc + PAD)}>;"]
     if kind == "dkv":
-        L.append(f"var<workgroup> sD: array<f16, {s.ns * 16 * (bc + PAD)}>;")
+        L.append(f"var<workgroup> sL: array<f32, {2 * bc}>;")
     L += [HASH_WGSL,
           f"@compute @workgroup_size({32 * s.ns})",
           "fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32,",
           "        @builtin(subgroup_id) sgid: u32, @builtin(subgroup_invocation_id) lane: u32) {",
           "  let z = wg.y;",
-          f"  let base0 = wg.x * {bc}u;",
+          # causal forward and dQ: the last query blocks (the most key tiles) are dispatched first
+          f"  let base0 = {f'((P.length + {bc - 1}u) / {bc}u - 1u - wg.x)' if s.causal and kind != 'dkv' else 'wg.x'}"
+          f" * {bc}u;",
           "  let r = lane % 16u;",
           "  let h = lane / 16u;",
           "  let sbase = sgid * 16u * SW;",
@@ -114,48 +133,101 @@ def _head(s: Shape, kind: str, inputs: list[str], outputs: list[str]) -> list[st
     return L
 
 
-def _stage(s: Shape, dst: str, src: str, base: str, row0: str, limit: str, cols: int, pitch: str) -> list[str]:
-    """Rows row0.. of the [*, cols] matrix at `base` into workgroup array dst (0 from `limit`)."""
-    n = s.rows * cols
-    return [f"  for (var e = li; e < {n}u; e += {32 * s.ns}u) {{",
-            f"    let g = {row0} + e / {cols}u;",
-            "    var x = 0.0h;",
-            f"    if (g < {limit}) {{ x = {src}[{base} + g * {cols}u + e % {cols}u]; }}",
-            f"    {dst}[(e / {cols}u) * {pitch} + e % {cols}u] = x;",
-            "  }"]
+def _stage(s: Shape, dst: str, src: str, row0: str, limit: str, cols: int, pitch: str, at: str) -> list[str]:
+    """Rows row0.. of this batch entry's [*, cols] f16 rows of `src` (row g's first 16-byte
+    unit at `at`, with g) into tile dst, one 16-byte unit a thread a round; rows from
+    `limit` on read as zero."""
+    units, per_row, threads = s.rows * cols // 8, cols // 8, 32 * s.ns
+    L = []
+    for u in range(units // threads):       # exact: 16 ns rows of cols / 8 units over 32 ns threads
+        L += ["  {",
+              f"    let e = li + {u * threads}u;",
+              f"    let g = {row0} + e / {per_row}u;",
+              "    var x = vec4<u32>(0u);",
+              f"    if (g < {limit}) {{ x = {src}[{at} + e % {per_row}u]; }}",
+              f"    {dst}[(e / {per_row}u) * {pitch} + e % {per_row}u] = x;",
+              "  }"]
+    return L
 
 
-def _lefts(name: str, arr: str, count: int, row_off: str, pitch: str) -> list[str]:
-    return [f"  let {name}{kk} = subgroupMatrixLoad<LM, row_major>(&{arr}, {row_off} + {16 * kk}u, {pitch});"
+# Each operand's first unit in this batch entry, and row g's (see PARAMS_WGSL).
+_ROWS = "\n".join(f"  let {x}z = P.{x}_off + (z / P.{x}_in) * P.{x}_so + (z % P.{x}_in) * P.{x}_si;" for x in "qkv")
+_AT = {x.upper(): f"{x}z + g * P.{x}_rs" for x in "qkv"}
+
+
+def _do_at(s: Shape) -> str:
+    """Row g of this batch entry's dO (contiguous [batch, length, dv])."""
+    return f"(z * P.length + g) * {s.dv // 8}u"
+
+
+def _lefts(name: str, arr: str, count: int, row_off: str, pitch: str, unit: int) -> list[str]:
+    """count left matrices side by side from row_off (their columns 16 halves = 16 / unit
+    elements of arr apart)."""
+    return [f"  let {name}{kk} = subgroupMatrixLoad<LM, row_major>(&{arr}, {row_off} + {16 // unit * kk}u, {pitch});"
             for kk in range(count)]
+
+
+def _quads(s: Shape) -> list[tuple[int, str, str]]:
+    """This lane's share of a 16 x bc tile in the scratch, row r and half h of its columns, as
+    (t, the vec4 unit's index, its first column): unit t of the half. Rows are 17 units apart,
+    so the 8 lanes of each quarter-warp (rows r..r+7 of one half) read 8 different banks."""
+    q = s.rows // 8
+    return [(t, f"sbase + r * SW + h * {q}u + {t}u", f"h * {4 * q}u + {4 * t}u") for t in range(q)]
+
+
+def _scaled(s: Shape, at: str, first: str, along: str) -> str:
+    """The vec4 of scores at scratch unit `at`, scaled, plus the mask's 4 values where masked
+    (their keys (along="source") or queries (along="length") from `first`)."""
+    if not s.masked:
+        return f"sS[{at}] * P.scale"
+    stride = "P.m_cs" if along == "source" else "P.m_rs"
+    parts = ", ".join(f"M[mb + min({first} + {e}u, P.{along} - 1u) * {stride}]" for e in range(4))
+    return f"sS[{at}] * P.scale + vec4<f32>({parts})"
+
+
+def _products(name: str, lefts: str, count: int, arr: str, major: str, off, pitch: str, dst: int) -> list[str]:
+    """Result matrices name0..: name{b} = sum_kk lefts{kk} x (right matrix off(b, kk) of arr),
+    each stored to the scratch at column 16 b."""
+    L = []
+    for b in range(dst):
+        L.append(f"    var {name}{b} = AM();")
+        for kk in range(count):
+            L.append(f"    {name}{b} = subgroupMatrixMultiplyAccumulate({lefts}{kk}, subgroupMatrixLoad<RM, {major}>("
+                     f"&{arr}, {off(b, kk)}, {pitch}), {name}{b});")
+        L.append(f"    subgroupMatrixStore<row_major>(&sS, sbase + {4 * b}u, {name}{b}, SW);")
+    return L
+
+
+def _accumulate(accs: str, lefts: str, count: int, arr: str, pitch: str, pitch_units: int, dst: int) -> list[str]:
+    """accs{b} += sum_kk lefts{kk} x rows 16 kk.. , columns 16 b.. of tile arr (row_major)."""
+    return [f"    {accs}{b} = subgroupMatrixMultiplyAccumulate({lefts}{kk}, subgroupMatrixLoad<RM, row_major>(&{arr}, "
+            f"{16 * kk * pitch_units + 2 * b}u, {pitch}), {accs}{b});"
+            for b in range(dst) for kk in range(count)]
 
 
 def _store_rows(s: Shape, mats: str, count: int, out: str, row: str, limit: str, cols: int, factor: str) -> list[str]:
     """The subgroup's result matrices mats0.. (16 x 16 * count) through the scratch into rows
     of `out` ([*, cols], this lane's row `row`, its half of the columns)."""
-    L = [f"  subgroupMatrixStore<row_major>(&sS, sbase + {16 * m}u, {mats}{m}, SW);" for m in range(count)]
+    L = ["  workgroupBarrier();"]
+    L += [f"  subgroupMatrixStore<row_major>(&sS, sbase + {4 * m}u, {mats}{m}, SW);" for m in range(count)]
     L += ["  workgroupBarrier();",
-          f"  if ({row} < {limit}) {{",
-          f"    for (var c = 0u; c < {cols // 2}u; c++) {{",
-          f"      let cc = h * {cols // 2}u + c;",
-          f"      {out}[{row} * {cols}u + cc] = f16({factor}sS[sbase + r * SW + cc]);",
-          "    }",
-          "  }",
-          "  workgroupBarrier();"]
+          f"  if ({row} < {limit}) {{"]
+    for t in range(cols // 8):
+        L.append(f"    let v{t} = {factor}sS[sbase + r * SW + h * {cols // 8}u + {t}u];")
+        L += [f"    {out}[{row} * {cols}u + h * {cols // 2}u + {4 * t + e}u] = f16(v{t}.{'xyzw'[e]});" for e in range(4)]
+    L.append("  }")
     return L
 
 
 def _generate_forward(s: Shape) -> str:
-    bc, d4, half = s.rows, s.d // 16, s.rows // 2
+    bc, d4 = s.rows, s.d // 16
     inputs = ["Q", "K", "V"] + (["M"] if s.masked else [])
     L = _head(s, "forward", inputs, ["O", "LSE"])
     L += ["  let i = base0 + sgid * 16u + r;",
           "  let ic = min(i, P.length - 1u);",
-          f"  let qb = z * P.length * {s.d}u;",
-          f"  let kb = z * P.source * {s.d}u;",
-          f"  let vb = z * P.source * {s.dv}u;"]
-    L += _stage(s, "tA", "Q", "qb", "base0", "P.length", s.d, "PA")
-    L += ["  workgroupBarrier();"] + _lefts("q", "tA", d4, "sgid * 16u * PA", "PA")
+          _ROWS]
+    L += _stage(s, "tA", "Q", "base0", "P.length", s.d, "PA", _AT["Q"])
+    L += ["  workgroupBarrier();"] + _lefts("q", "tA", d4, "sgid * 16u * PA", "PA", 8)
     L += [f"  var o{t} = vec4<f32>(0.0);" for t in range(s.dv // 8)]
     L += ["  var m = NEG;", "  var lh = 0.0;",
           "  let jend = " + ("min(P.source, i + 1u);" if s.causal else "P.source;"),
@@ -166,54 +238,37 @@ def _generate_forward(s: Shape) -> str:
     L += ["  for (var t = 0u; t < tiles; t++) {",
           f"    let j0 = t * {bc}u;",
           "    workgroupBarrier();"]
-    L += ["  " + x for x in _stage(s, "tA", "K", "kb", "j0", "P.source", s.d, "PA")]
-    L += ["  " + x for x in _stage(s, "tB", "V", "vb", "j0", "P.source", s.dv, "PB")]
+    L += ["  " + x for x in _stage(s, "tA", "K", "j0", "P.source", s.d, "PA", _AT["K"])]
+    L += ["  " + x for x in _stage(s, "tB", "V", "j0", "P.source", s.dv, "PB", _AT["V"])]
     L.append("    workgroupBarrier();")
-    for jb in range(bc // 16):
-        L.append(f"    var s{jb} = AM();")
-        for kk in range(d4):
-            L.append(f"    s{jb} = subgroupMatrixMultiplyAccumulate(q{kk}, subgroupMatrixLoad<RM, col_major>(&tA, "
-                     f"{jb * 16}u * PA + {16 * kk}u, PA), s{jb});")
-        L.append(f"    subgroupMatrixStore<row_major>(&sS, sbase + {16 * jb}u, s{jb}, SW);")
-    L += ["    workgroupBarrier();",
-          "    var mt = NEG;",
-          f"    for (var c = 0u; c < {half}u; c++) {{",
-          f"      let cc = h * {half}u + c;",
-          "      let j = j0 + cc;",
-          "      let at = sbase + r * SW + cc;",
-          "      let sc = sS[at] * P.scale" + (" + M[mb + min(j, P.source - 1u) * P.m_cs];" if s.masked else ";"),
-          "      sS[at] = sc;",
-          "      if (j < jend) { mt = max(mt, sc); }",
-          "    }",
-          "    mt = max(mt, subgroupShuffleXor(mt, 16u));",
+    L += _products("s", "q", d4, "tA", "col_major", lambda b, kk: f"{16 * b}u * PA + {2 * kk}u", "PA", bc // 16)
+    L += ["    workgroupBarrier();", "    var mt = NEG;"]
+    for t, at, col in _quads(s):     # the max of this lane's scaled (and masked) scores
+        L += [f"    let x{t} = {_scaled(s, at, f'j0 + {col}', 'source')};"]
+        L += [f"    mt = max(mt, select(NEG, x{t}.{'xyzw'[e]}, j0 + {col} + {e}u < jend));" for e in range(4)]
+    L += ["    mt = max(mt, subgroupShuffleXor(mt, 16u));",
           "    let mn = max(m, mt);",
           "    let live = mn > NEG;",
           "    let mu = select(0.0, mn, live);",
           "    let alpha = select(1.0, exp(m - mn), live);",
-          "    var ps = 0.0;",
-          f"    for (var c = 0u; c < {half}u; c++) {{",
-          f"      let cc = h * {half}u + c;",
-          "      let j = j0 + cc;",
-          "      let p = select(0.0, exp(sS[sbase + r * SW + cc] - mu), j < jend && live);",
-          "      ps += p;",
-          "      let w = " + ("select(0.0, p * P.drop_scale, kept(z, i, j));" if s.dropout else "p;"),
-          "      sP[pbase + r * PP + cc] = f16(w);",
-          "    }",
-          "    lh = lh * alpha + ps;",
+          "    var ps = 0.0;"]
+    for t, at, col in _quads(s):     # read again rather than kept: registers are what limit residency
+        L.append(f"    let y{t} = {_scaled(s, at, f'j0 + {col}', 'source')};")
+        for e in range(4):
+            j = f"j0 + {col} + {e}u"
+            L += [f"    let p{t}{e} = select(0.0, exp(y{t}.{'xyzw'[e]} - mu), {j} < jend && live);",
+                  f"    ps += p{t}{e};"]
+            w = f"select(0.0, p{t}{e} * P.drop_scale, kept(z, i, {j}))" if s.dropout else f"p{t}{e}"
+            L.append(f"    sP[pbase + r * PP + {col} + {e}u] = f16({w});")
+    L += ["    lh = lh * alpha + ps;",
           "    m = mn;"]
     L += [f"    o{t} *= alpha;" for t in range(s.dv // 8)]
     L.append("    workgroupBarrier();")
-    L += ["  " + x for x in _lefts("p", "sP", bc // 16, "pbase", "PP")]
-    for db in range(s.dv // 16):
-        L.append(f"    var a{db} = AM();")
-        for kk in range(bc // 16):
-            L.append(f"    a{db} = subgroupMatrixMultiplyAccumulate(p{kk}, subgroupMatrixLoad<RM, row_major>(&tB, "
-                     f"{16 * kk}u * PB + {16 * db}u, PB), a{db});")
-        L.append(f"    subgroupMatrixStore<row_major>(&sS, sbase + {16 * db}u, a{db}, SW);")
+    L += ["  " + x for x in _lefts("pm", "sP", bc // 16, "pbase", "PP", 1)]
+    L += _products("a", "pm", bc // 16, "tB", "row_major", lambda b, kk: f"{16 * kk}u * PB + {2 * b}u", "PB",
+                   s.dv // 16)
     L.append("    workgroupBarrier();")
-    for t in range(s.dv // 8):
-        at = f"sbase + r * SW + h * {s.dv // 2}u + {4 * t}u"
-        L.append(f"    o{t} += vec4<f32>(sS[{at}], sS[{at} + 1u], sS[{at} + 2u], sS[{at} + 3u]);")
+    L += [f"    o{t} += sS[sbase + r * SW + h * {s.dv // 8}u + {t}u];" for t in range(s.dv // 8)]
     L += ["  }",
           "  let l = lh + subgroupShuffleXor(lh, 16u);",
           "  if (i < P.length) {",
@@ -228,23 +283,29 @@ def _generate_forward(s: Shape) -> str:
 
 
 def _generate_dq(s: Shape) -> str:
-    bc, d4, v4, half = s.rows, s.d // 16, s.dv // 16, s.rows // 2
-    inputs = ["Q", "K", "V"] + (["M"] if s.masked else []) + ["DO", "LD"]
-    L = _head(s, "dq", inputs, ["DQ"])
+    bc, d4, v4 = s.rows, s.d // 16, s.dv // 16
+    inputs = ["Q", "K", "V"] + (["M"] if s.masked else []) + ["DO", "LSE", "O"]
+    L = _head(s, "dq", inputs, ["DQ", "LD"])
     L += ["  let i = base0 + sgid * 16u + r;",
           "  let ic = min(i, P.length - 1u);",
           "  let row = z * P.length + ic;",
-          "  let lse = LD[2u * row];",
-          "  let dvec = LD[2u * row + 1u];",
-          f"  let qb = z * P.length * {s.d}u;",
-          f"  let gb = z * P.length * {s.dv}u;",
-          f"  let kb = z * P.source * {s.d}u;",
-          f"  let vb = z * P.source * {s.dv}u;"]
-    L += _stage(s, "tA", "Q", "qb", "base0", "P.length", s.d, "PA")
-    L += _stage(s, "tB", "DO", "gb", "base0", "P.length", s.dv, "PB")
-    L += ["  workgroupBarrier();"] + _lefts("q", "tA", d4, "sgid * 16u * PA", "PA")
-    L += _lefts("g", "tB", v4, "sgid * 16u * PB", "PB")
-    L += [f"  var dq{db} = AM();" for db in range(d4)]
+          "  let lse = LSE[row];",
+          _ROWS]
+    L += _stage(s, "tA", "Q", "base0", "P.length", s.d, "PA", _AT["Q"])
+    L += _stage(s, "tB", "DO", "base0", "P.length", s.dv, "PB", _do_at(s))
+    L.append("  workgroupBarrier();")
+    # Dvec = rowsum(dO * O) of this lane's row (its half, then the other half's), stored with lse
+    # for the dK/dV kernel, which runs after this one.
+    L.append("  var dd = 0.0;")
+    for t in range(s.dv // 16):
+        L += [f"  let gu{t} = tB[(sgid * 16u + r) * PB + h * {s.dv // 16}u + {t}u];",
+              f"  let ou{t} = O[row * {s.dv // 8}u + h * {s.dv // 16}u + {t}u];"]
+        L += [f"  dd += dot(unpack2x16float(gu{t}.{w}), unpack2x16float(ou{t}.{w}));" for w in "xyzw"]
+    L += ["  let dvec = dd + subgroupShuffleXor(dd, 16u);",
+          "  if (i < P.length && h == 0u) { LD[2u * row] = lse; LD[2u * row + 1u] = dvec; }"]
+    L += _lefts("q", "tA", d4, "sgid * 16u * PA", "PA", 8)
+    L += _lefts("g", "tB", v4, "sgid * 16u * PB", "PB", 8)
+    L += [f"  var dq{b} = AM();" for b in range(d4)]
     L += ["  let jend = " + ("min(P.source, i + 1u);" if s.causal else "P.source;"),
           "  let jend_wg = " + (f"min(P.source, base0 + {bc}u);" if s.causal else "P.source;"),
           f"  let tiles = (jend_wg + {bc - 1}u) / {bc}u;"]
@@ -253,38 +314,28 @@ def _generate_dq(s: Shape) -> str:
     L += ["  for (var t = 0u; t < tiles; t++) {",
           f"    let j0 = t * {bc}u;",
           "    workgroupBarrier();"]
-    L += ["  " + x for x in _stage(s, "tA", "K", "kb", "j0", "P.source", s.d, "PA")]
-    L += ["  " + x for x in _stage(s, "tB", "V", "vb", "j0", "P.source", s.dv, "PB")]
+    L += ["  " + x for x in _stage(s, "tA", "K", "j0", "P.source", s.d, "PA", _AT["K"])]
+    L += ["  " + x for x in _stage(s, "tB", "V", "j0", "P.source", s.dv, "PB", _AT["V"])]
     L.append("    workgroupBarrier();")
-    for jb in range(bc // 16):
-        L.append(f"    var s{jb} = AM();")
-        for kk in range(d4):
-            L.append(f"    s{jb} = subgroupMatrixMultiplyAccumulate(q{kk}, subgroupMatrixLoad<RM, col_major>(&tA, "
-                     f"{jb * 16}u * PA + {16 * kk}u, PA), s{jb});")
-        L.append(f"    subgroupMatrixStore<row_major>(&sS, sbase + {16 * jb}u, s{jb}, SW);")
-        L.append(f"    var e{jb} = AM();")
-        for kk in range(v4):
-            L.append(f"    e{jb} = subgroupMatrixMultiplyAccumulate(g{kk}, subgroupMatrixLoad<RM, col_major>(&tB, "
-                     f"{jb * 16}u * PB + {16 * kk}u, PB), e{jb});")
-        L.append(f"    subgroupMatrixStore<row_major>(&sS, sbase + {bc + 16 * jb}u, e{jb}, SW);")
-    L += ["    workgroupBarrier();",
-          f"    for (var c = 0u; c < {half}u; c++) {{",
-          f"      let cc = h * {half}u + c;",
-          "      let j = j0 + cc;",
-          "      let at = sbase + r * SW + cc;",
-          "      let sc = sS[at] * P.scale" + (" + M[mb + min(j, P.source - 1u) * P.m_cs];" if s.masked else ";"),
-          "      let p = select(0.0, exp(sc - lse), j < jend);",
-          f"      var dp = sS[at + {bc}u];"]
-    if s.dropout:
-        L.append("      dp = select(0.0, dp * P.drop_scale, kept(z, i, j));")
-    L += ["      sP[pbase + r * PP + cc] = f16(p * (dp - dvec));",
-          "    }",
-          "    workgroupBarrier();"]
-    L += ["  " + x for x in _lefts("ds", "sP", bc // 16, "pbase", "PP")]
-    for db in range(d4):
-        for kk in range(bc // 16):
-            L.append(f"    dq{db} = subgroupMatrixMultiplyAccumulate(ds{kk}, subgroupMatrixLoad<RM, row_major>(&tA, "
-                     f"{16 * kk}u * PA + {16 * db}u, PA), dq{db});")
+    L += _products("s", "q", d4, "tA", "col_major", lambda b, kk: f"{16 * b}u * PA + {2 * kk}u", "PA", bc // 16)
+    L.append("    workgroupBarrier();")
+    for t, at, col in _quads(s):     # the probabilities of this lane's columns
+        ok = ", ".join(f"j0 + {col} + {e}u < jend" for e in range(4))
+        L.append(f"    let p{t} = select(vec4<f32>(0.0), exp({_scaled(s, at, f'j0 + {col}', 'source')} - lse), "
+                 f"vec4<bool>({ok}));")
+    L.append("    workgroupBarrier();")     # every lane has read S: dP = dO V^T over it
+    L += _products("e", "g", v4, "tB", "col_major", lambda b, kk: f"{16 * b}u * PB + {2 * kk}u", "PB", bc // 16)
+    L.append("    workgroupBarrier();")
+    for t, at, col in _quads(s):
+        L.append(f"    var dp{t} = sS[{at}];")
+        if s.dropout:
+            keep = ", ".join(f"kept(z, i, j0 + {col} + {e}u)" for e in range(4))
+            L.append(f"    dp{t} = select(vec4<f32>(0.0), dp{t} * P.drop_scale, vec4<bool>({keep}));")
+        L.append(f"    let dsv{t} = p{t} * (dp{t} - dvec);")
+        L += [f"    sP[pbase + r * PP + {col} + {e}u] = f16(dsv{t}.{'xyzw'[e]});" for e in range(4)]
+    L.append("    workgroupBarrier();")
+    L += ["  " + x for x in _lefts("ds", "sP", bc // 16, "pbase", "PP", 1)]
+    L += _accumulate("dq", "ds", bc // 16, "tA", "PA", (s.d + PAD) // 8, d4)
     L.append("  }")
     L += _store_rows(s, "dq", d4, "DQ", "(z * P.length + i)", "P.length * (z + 1u)", s.d, "P.scale * ")
     L.append("}")
@@ -292,21 +343,18 @@ def _generate_dq(s: Shape) -> str:
 
 
 def _generate_dkv(s: Shape) -> str:
-    bc, d4, v4, half = s.rows, s.d // 16, s.dv // 16, s.rows // 2
+    bc, d4, v4 = s.rows, s.d // 16, s.dv // 16
     inputs = ["Q", "K", "V"] + (["M"] if s.masked else []) + ["DO", "LD"]
     L = _head(s, "dkv", inputs, ["DK", "DV"])
     L += ["  let j = base0 + sgid * 16u + r;",
           "  let jc = min(j, P.source - 1u);",
-          f"  let qb = z * P.length * {s.d}u;",
-          f"  let gb = z * P.length * {s.dv}u;",
-          f"  let kb = z * P.source * {s.d}u;",
-          f"  let vb = z * P.source * {s.dv}u;"]
-    L += _stage(s, "tA", "K", "kb", "base0", "P.source", s.d, "PA")
-    L += _stage(s, "tB", "V", "vb", "base0", "P.source", s.dv, "PB")
-    L += ["  workgroupBarrier();"] + _lefts("k", "tA", d4, "sgid * 16u * PA", "PA")
-    L += _lefts("v", "tB", v4, "sgid * 16u * PB", "PB")
-    L += [f"  var dk{db} = AM();" for db in range(d4)]
-    L += [f"  var dv{db} = AM();" for db in range(v4)]
+          _ROWS]
+    L += _stage(s, "tA", "K", "base0", "P.source", s.d, "PA", _AT["K"])
+    L += _stage(s, "tB", "V", "base0", "P.source", s.dv, "PB", _AT["V"])
+    L += ["  workgroupBarrier();"] + _lefts("k", "tA", d4, "sgid * 16u * PA", "PA", 8)
+    L += _lefts("v", "tB", v4, "sgid * 16u * PB", "PB", 8)
+    L += [f"  var dk{b} = AM();" for b in range(d4)]
+    L += [f"  var dv{b} = AM();" for b in range(v4)]
     L += ["  let first = " + ("wg.x;" if s.causal else "0u;"),
           f"  let tiles = (P.length + {bc - 1}u) / {bc}u;"]
     if s.masked:
@@ -314,49 +362,44 @@ def _generate_dkv(s: Shape) -> str:
     L += ["  for (var t = first; t < tiles; t++) {",
           f"    let i0 = t * {bc}u;",
           "    workgroupBarrier();"]
-    L += ["  " + x for x in _stage(s, "tA", "Q", "qb", "i0", "P.length", s.d, "PA")]
-    L += ["  " + x for x in _stage(s, "tB", "DO", "gb", "i0", "P.length", s.dv, "PB")]
-    L.append("    workgroupBarrier();")
-    for ib in range(bc // 16):
-        L.append(f"    var s{ib} = AM();")
-        for kk in range(d4):
-            L.append(f"    s{ib} = subgroupMatrixMultiplyAccumulate(k{kk}, subgroupMatrixLoad<RM, col_major>(&tA, "
-                     f"{ib * 16}u * PA + {16 * kk}u, PA), s{ib});")
-        L.append(f"    subgroupMatrixStore<row_major>(&sS, sbase + {16 * ib}u, s{ib}, SW);")
-        L.append(f"    var e{ib} = AM();")
-        for kk in range(v4):
-            L.append(f"    e{ib} = subgroupMatrixMultiplyAccumulate(v{kk}, subgroupMatrixLoad<RM, col_major>(&tB, "
-                     f"{ib * 16}u * PB + {16 * kk}u, PB), e{ib});")
-        L.append(f"    subgroupMatrixStore<row_major>(&sS, sbase + {bc + 16 * ib}u, e{ib}, SW);")
-    ok = "i < P.length && i >= j" if s.causal else "i < P.length"
-    L += ["    workgroupBarrier();",
-          f"    for (var c = 0u; c < {half}u; c++) {{",
-          f"      let cc = h * {half}u + c;",
-          "      let i = i0 + cc;",
-          "      let row = z * P.length + min(i, P.length - 1u);",
-          "      let at = sbase + r * SW + cc;",
-          "      let sc = sS[at] * P.scale" + (" + M[mb + min(i, P.length - 1u) * P.m_rs];" if s.masked else ";"),
-          f"      let p = select(0.0, exp(sc - LD[2u * row]), {ok});",
-          f"      var dp = sS[at + {bc}u];",
-          "      var w = p;"]
-    if s.dropout:
-        L += ["      let keep = kept(z, i, j);",
-              "      w = select(0.0, p * P.drop_scale, keep);",
-              "      dp = select(0.0, dp * P.drop_scale, keep);"]
-    L += ["      sP[pbase + r * PP + cc] = f16(w);",
-          "      sD[pbase + r * PP + cc] = f16(p * (dp - LD[2u * row + 1u]));",
+    L += ["  " + x for x in _stage(s, "tA", "Q", "i0", "P.length", s.d, "PA", _AT["Q"])]
+    L += ["  " + x for x in _stage(s, "tB", "DO", "i0", "P.length", s.dv, "PB", _do_at(s))]
+    L += [f"    for (var e = li; e < {2 * bc}u; e += {32 * s.ns}u) {{",   # lse and D of the tile's rows
+          "      let row = z * P.length + min(i0 + e / 2u, P.length - 1u);",
+          "      sL[e] = LD[2u * row + e % 2u];",
           "    }",
           "    workgroupBarrier();"]
-    L += ["  " + x for x in _lefts("pt", "sP", bc // 16, "pbase", "PP")]
-    L += ["  " + x for x in _lefts("dt", "sD", bc // 16, "pbase", "PP")]
-    for db in range(v4):
-        for kk in range(bc // 16):
-            L.append(f"    dv{db} = subgroupMatrixMultiplyAccumulate(pt{kk}, subgroupMatrixLoad<RM, row_major>(&tB, "
-                     f"{16 * kk}u * PB + {16 * db}u, PB), dv{db});")
-    for db in range(d4):
-        for kk in range(bc // 16):
-            L.append(f"    dk{db} = subgroupMatrixMultiplyAccumulate(dt{kk}, subgroupMatrixLoad<RM, row_major>(&tA, "
-                     f"{16 * kk}u * PA + {16 * db}u, PA), dk{db});")
+    L += _products("s", "k", d4, "tA", "col_major", lambda b, kk: f"{16 * b}u * PA + {2 * kk}u", "PA", bc // 16)
+    ok = "i0 + cc{c} < P.length" + (" && i0 + cc{c} >= j" if s.causal else "")
+    L.append("    workgroupBarrier();")
+    for t, at, col in _quads(s):     # column c of S^T is query i0 + c
+        ok = ", ".join(f"i0 + {col} + {e}u < P.length" + (f" && i0 + {col} + {e}u >= j" if s.causal else "")
+                       for e in range(4))
+        lse = ", ".join(f"sL[2u * ({col} + {e}u)]" for e in range(4))
+        L.append(f"    let p{t} = select(vec4<f32>(0.0), exp({_scaled(s, at, f'i0 + {col}', 'length')} - "
+                 f"vec4<f32>({lse})), vec4<bool>({ok}));")
+        w = f"p{t}"
+        if s.dropout:
+            keep = ", ".join(f"kept(z, i0 + {col} + {e}u, j)" for e in range(4))
+            L.append(f"    let keep{t} = vec4<bool>({keep});")
+            w = f"select(vec4<f32>(0.0), p{t} * P.drop_scale, keep{t})"
+        L.append(f"    let w{t} = {w};")
+        L += [f"    sP[pbase + r * PP + {col} + {e}u] = f16(w{t}.{'xyzw'[e]});" for e in range(4)]
+    L.append("    workgroupBarrier();")
+    L += ["  " + x for x in _lefts("pt", "sP", bc // 16, "pbase", "PP", 1)]
+    L += _accumulate("dv", "pt", bc // 16, "tB", "PB", (s.dv + PAD) // 8, v4)
+    L += _products("e", "v", v4, "tB", "col_major", lambda b, kk: f"{16 * b}u * PB + {2 * kk}u", "PB", bc // 16)
+    L.append("    workgroupBarrier();")     # dP^T stored; every P^T load done: sP takes dS^T
+    for t, at, col in _quads(s):
+        L.append(f"    var dp{t} = sS[{at}];")
+        if s.dropout:
+            L.append(f"    dp{t} = select(vec4<f32>(0.0), dp{t} * P.drop_scale, keep{t});")
+        dvec = ", ".join(f"sL[2u * ({col} + {e}u) + 1u]" for e in range(4))
+        L.append(f"    let dsv{t} = p{t} * (dp{t} - vec4<f32>({dvec}));")
+        L += [f"    sP[pbase + r * PP + {col} + {e}u] = f16(dsv{t}.{'xyzw'[e]});" for e in range(4)]
+    L.append("    workgroupBarrier();")
+    L += ["  " + x for x in _lefts("dt", "sP", bc // 16, "pbase", "PP", 1)]
+    L += _accumulate("dk", "dt", bc // 16, "tA", "PA", (s.d + PAD) // 8, d4)
     L.append("  }")
     L += _store_rows(s, "dk", d4, "DK", "(z * P.source + j)", "P.source * (z + 1u)", s.d, "P.scale * ")
     L += _store_rows(s, "dv", v4, "DV", "(z * P.source + j)", "P.source * (z + 1u)", s.dv, "")
@@ -412,7 +455,10 @@ def forward(dev, c, inputs, out, lse) -> None:
     _launch(dev, "forward", c, inputs, [out, lse], c.length)
 
 
-def backward(dev, c, inputs, dq, dk, dv) -> None:
-    """Record dQ and dK/dV from inputs (q, k, v, [mask,] grad_out, ld)."""
-    _launch(dev, "dq", c, inputs, [dq], c.length)
-    _launch(dev, "dkv", c, inputs, [dk, dv], c.source)
+def backward(dev, c, operands, grad_out, out, lse, dq, dk, dv) -> None:
+    """Record dQ and dK/dV from operands (q, k, v[, mask]), grad_out, the forward's out and
+    lse: the dQ kernel also stores each row's lse and Dvec = rowsum(dO * O), which the dK/dV
+    kernel reads."""
+    ld = dev.empty(2 * c.batch * c.length, "f32")
+    _launch(dev, "dq", c, [*operands, grad_out, lse, out], [dq, ld], c.length)
+    _launch(dev, "dkv", c, [*operands, grad_out, ld], [dk, dv], c.source)
