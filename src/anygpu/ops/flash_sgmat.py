@@ -60,6 +60,7 @@ class Shape(NamedTuple):
     causal: bool
     masked: bool
     dropout: bool
+    prefetch: bool = True   # the next tile's global loads issued before this tile's products (_tiles)
 
     @property
     def rows(self) -> int:
@@ -133,20 +134,71 @@ def _head(s: Shape, kind: str, inputs: list[str], outputs: list[str]) -> list[st
     return L
 
 
-def _stage(s: Shape, dst: str, src: str, row0: str, limit: str, cols: int, pitch: str, at: str) -> list[str]:
-    """Rows row0.. of this batch entry's [*, cols] f16 rows of `src` (row g's first 16-byte
-    unit at `at`, with g) into tile dst, one 16-byte unit a thread a round; rows from
-    `limit` on read as zero."""
+def _copy(s: Shape, reg: str, dst: str, src: str, row0: str, limit: str, cols: int, pitch: str,
+          at: str) -> tuple[list[str], list[str]]:
+    """Lines that fetch rows row0.. of this batch entry's [*, cols] f16 rows of `src` (row g's
+    first 16-byte unit at `at`, with g) into registers reg0.., one unit a thread a round (rows
+    from `limit` on read as zero), and lines that store them into tile dst."""
     units, per_row, threads = s.rows * cols // 8, cols // 8, 32 * s.ns
-    L = []
+    fetch, stash = [], []
     for u in range(units // threads):       # exact: 16 ns rows of cols / 8 units over 32 ns threads
-        L += ["  {",
-              f"    let e = li + {u * threads}u;",
-              f"    let g = {row0} + e / {per_row}u;",
-              "    var x = vec4<u32>(0u);",
-              f"    if (g < {limit}) {{ x = {src}[{at} + e % {per_row}u]; }}",
-              f"    {dst}[(e / {per_row}u) * {pitch} + e % {per_row}u] = x;",
-              "  }"]
+        fetch += ["  {",
+                  f"    let e = li + {u * threads}u;",
+                  f"    let g = {row0} + e / {per_row}u;",
+                  f"    {reg}{u} = vec4<u32>(0u);",
+                  f"    if (g < {limit}) {{ {reg}{u} = {src}[{at} + e % {per_row}u]; }}",
+                  "  }"]
+        stash += [f"  {dst}[((li + {u * threads}u) / {per_row}u) * {pitch} + (li + {u * threads}u) % {per_row}u] = "
+                  f"{reg}{u};"]
+    return fetch, stash
+
+
+def _registers(s: Shape, reg: str, cols: int) -> list[str]:
+    return [f"  var {reg}{u}: vec4<u32>;" for u in range(cols // 16)]
+
+
+def _stage(s: Shape, dst: str, src: str, row0: str, limit: str, cols: int, pitch: str, at: str) -> list[str]:
+    """Rows row0.. of `src` into tile dst now (see _copy; registers x0..)."""
+    fetch, stash = _copy(s, "x", dst, src, row0, limit, cols, pitch, at)
+    return ["  {"] + ["  " + x for x in _registers(s, "x", cols) + fetch + stash] + ["  }"]
+
+
+def _tiles(s: Shape, var: str, first: str, copies: list[tuple], body: list[str], extra=None) -> list[str]:
+    """The loop over the other side's tiles t = first.. < tiles, `var` = t * rows: each tile's
+    rows (copies: (reg, dst, src, limit, cols, pitch, at) with row0 = var) staged in workgroup
+    memory, then `body`. The next tile's fetches are issued before the body and stored after
+    it, so that their latency hides behind this tile's products (registers: 2 d / 16 units).
+    extra: (fetch, stash) lines of one more per-tile copy, with `nxt` the next tile's row0."""
+    fetches, stashes = [], []
+    for reg, dst, src, limit, cols, pitch, at in copies:
+        f, st = _copy(s, reg, dst, src, "nxt", limit, cols, pitch, at)
+        fetches += f
+        stashes += st
+    if extra:
+        fetches += extra[0]
+        stashes += extra[1]
+    L = []
+    for reg, _, _, _, cols, _, _ in copies:
+        L += _registers(s, reg, cols)
+    if not s.prefetch:     # fetch and store at the top of each tile (to measure the prefetch against)
+        return L + ["  var nxt = 0u;",
+                    f"  for (var t = {first}; t < tiles; t++) {{",
+                    f"    let {var} = t * {s.rows}u;",
+                    "    nxt = " + var + ";",
+                    "    workgroupBarrier();"] + ["  " + x for x in fetches + stashes] + [
+                    "    workgroupBarrier();"] + body + ["  }"]
+    L += ["  workgroupBarrier();",
+          f"  var nxt = {first} * {s.rows}u;"] + fetches + stashes
+    L += [f"  for (var t = {first}; t < tiles; t++) {{",
+          f"    let {var} = t * {s.rows}u;",
+          "    workgroupBarrier();",
+          f"    nxt = {var} + {s.rows}u;",
+          "    let more = t + 1u < tiles;",
+          "    if (more) {"] + ["    " + x for x in fetches] + ["    }"]
+    L += body
+    L += ["    workgroupBarrier();",
+          "    if (more) {"] + ["    " + x for x in stashes] + ["    }",
+          "  }"]
     return L
 
 
@@ -235,42 +287,37 @@ def _generate_forward(s: Shape) -> str:
           f"  let tiles = (jend_wg + {bc - 1}u) / {bc}u;"]
     if s.masked:
         L.append("  let mb = (z / P.m_inner) * P.m_so + (z % P.m_inner) * P.m_si + ic * P.m_rs;")
-    L += ["  for (var t = 0u; t < tiles; t++) {",
-          f"    let j0 = t * {bc}u;",
-          "    workgroupBarrier();"]
-    L += ["  " + x for x in _stage(s, "tA", "K", "j0", "P.source", s.d, "PA", _AT["K"])]
-    L += ["  " + x for x in _stage(s, "tB", "V", "j0", "P.source", s.dv, "PB", _AT["V"])]
-    L.append("    workgroupBarrier();")
-    L += _products("s", "q", d4, "tA", "col_major", lambda b, kk: f"{16 * b}u * PA + {2 * kk}u", "PA", bc // 16)
-    L += ["    workgroupBarrier();", "    var mt = NEG;"]
+    B = _products("s", "q", d4, "tA", "col_major", lambda b, kk: f"{16 * b}u * PA + {2 * kk}u", "PA", bc // 16)
+    B += ["    workgroupBarrier();", "    var mt = NEG;"]
     for t, at, col in _quads(s):     # the max of this lane's scaled (and masked) scores
-        L += [f"    let x{t} = {_scaled(s, at, f'j0 + {col}', 'source')};"]
-        L += [f"    mt = max(mt, select(NEG, x{t}.{'xyzw'[e]}, j0 + {col} + {e}u < jend));" for e in range(4)]
-    L += ["    mt = max(mt, subgroupShuffleXor(mt, 16u));",
+        B += [f"    let x{t} = {_scaled(s, at, f'j0 + {col}', 'source')};"]
+        B += [f"    mt = max(mt, select(NEG, x{t}.{'xyzw'[e]}, j0 + {col} + {e}u < jend));" for e in range(4)]
+    B += ["    mt = max(mt, subgroupShuffleXor(mt, 16u));",
           "    let mn = max(m, mt);",
           "    let live = mn > NEG;",
           "    let mu = select(0.0, mn, live);",
           "    let alpha = select(1.0, exp(m - mn), live);",
           "    var ps = 0.0;"]
     for t, at, col in _quads(s):     # read again rather than kept: registers are what limit residency
-        L.append(f"    let y{t} = {_scaled(s, at, f'j0 + {col}', 'source')};")
+        B.append(f"    let y{t} = {_scaled(s, at, f'j0 + {col}', 'source')};")
         for e in range(4):
             j = f"j0 + {col} + {e}u"
-            L += [f"    let p{t}{e} = select(0.0, exp(y{t}.{'xyzw'[e]} - mu), {j} < jend && live);",
+            B += [f"    let p{t}{e} = select(0.0, exp(y{t}.{'xyzw'[e]} - mu), {j} < jend && live);",
                   f"    ps += p{t}{e};"]
             w = f"select(0.0, p{t}{e} * P.drop_scale, kept(z, i, {j}))" if s.dropout else f"p{t}{e}"
-            L.append(f"    sP[pbase + r * PP + {col} + {e}u] = f16({w});")
-    L += ["    lh = lh * alpha + ps;",
+            B.append(f"    sP[pbase + r * PP + {col} + {e}u] = f16({w});")
+    B += ["    lh = lh * alpha + ps;",
           "    m = mn;"]
-    L += [f"    o{t} *= alpha;" for t in range(s.dv // 8)]
-    L.append("    workgroupBarrier();")
-    L += ["  " + x for x in _lefts("pm", "sP", bc // 16, "pbase", "PP", 1)]
-    L += _products("a", "pm", bc // 16, "tB", "row_major", lambda b, kk: f"{16 * kk}u * PB + {2 * b}u", "PB",
+    B += [f"    o{t} *= alpha;" for t in range(s.dv // 8)]
+    B.append("    workgroupBarrier();")
+    B += ["  " + x for x in _lefts("pm", "sP", bc // 16, "pbase", "PP", 1)]
+    B += _products("a", "pm", bc // 16, "tB", "row_major", lambda b, kk: f"{16 * kk}u * PB + {2 * b}u", "PB",
                    s.dv // 16)
-    L.append("    workgroupBarrier();")
-    L += [f"    o{t} += sS[sbase + r * SW + h * {s.dv // 8}u + {t}u];" for t in range(s.dv // 8)]
-    L += ["  }",
-          "  let l = lh + subgroupShuffleXor(lh, 16u);",
+    B.append("    workgroupBarrier();")
+    B += [f"    o{t} += sS[sbase + r * SW + h * {s.dv // 8}u + {t}u];" for t in range(s.dv // 8)]
+    L += _tiles(s, "j0", "0u", [("fk", "tA", "K", "P.source", s.d, "PA", _AT["K"]),
+                                 ("fv", "tB", "V", "P.source", s.dv, "PB", _AT["V"])], B)
+    L += ["  let l = lh + subgroupShuffleXor(lh, 16u);",
           "  if (i < P.length) {",
           "    let inv = select(0.0, 1.0 / l, l > 0.0);",
           f"    let ob = (z * P.length + i) * {s.dv}u + h * {s.dv // 2}u;"]
@@ -311,32 +358,28 @@ def _generate_dq(s: Shape) -> str:
           f"  let tiles = (jend_wg + {bc - 1}u) / {bc}u;"]
     if s.masked:
         L.append("  let mb = (z / P.m_inner) * P.m_so + (z % P.m_inner) * P.m_si + ic * P.m_rs;")
-    L += ["  for (var t = 0u; t < tiles; t++) {",
-          f"    let j0 = t * {bc}u;",
-          "    workgroupBarrier();"]
-    L += ["  " + x for x in _stage(s, "tA", "K", "j0", "P.source", s.d, "PA", _AT["K"])]
-    L += ["  " + x for x in _stage(s, "tB", "V", "j0", "P.source", s.dv, "PB", _AT["V"])]
-    L.append("    workgroupBarrier();")
-    L += _products("s", "q", d4, "tA", "col_major", lambda b, kk: f"{16 * b}u * PA + {2 * kk}u", "PA", bc // 16)
-    L.append("    workgroupBarrier();")
+    B: list[str] = []
+    B += _products("s", "q", d4, "tA", "col_major", lambda b, kk: f"{16 * b}u * PA + {2 * kk}u", "PA", bc // 16)
+    B.append("    workgroupBarrier();")
     for t, at, col in _quads(s):     # the probabilities of this lane's columns
         ok = ", ".join(f"j0 + {col} + {e}u < jend" for e in range(4))
-        L.append(f"    let p{t} = select(vec4<f32>(0.0), exp({_scaled(s, at, f'j0 + {col}', 'source')} - lse), "
+        B.append(f"    let p{t} = select(vec4<f32>(0.0), exp({_scaled(s, at, f'j0 + {col}', 'source')} - lse), "
                  f"vec4<bool>({ok}));")
-    L.append("    workgroupBarrier();")     # every lane has read S: dP = dO V^T over it
-    L += _products("e", "g", v4, "tB", "col_major", lambda b, kk: f"{16 * b}u * PB + {2 * kk}u", "PB", bc // 16)
-    L.append("    workgroupBarrier();")
+    B.append("    workgroupBarrier();")     # every lane has read S: dP = dO V^T over it
+    B += _products("e", "g", v4, "tB", "col_major", lambda b, kk: f"{16 * b}u * PB + {2 * kk}u", "PB", bc // 16)
+    B.append("    workgroupBarrier();")
     for t, at, col in _quads(s):
-        L.append(f"    var dp{t} = sS[{at}];")
+        B.append(f"    var dp{t} = sS[{at}];")
         if s.dropout:
             keep = ", ".join(f"kept(z, i, j0 + {col} + {e}u)" for e in range(4))
-            L.append(f"    dp{t} = select(vec4<f32>(0.0), dp{t} * P.drop_scale, vec4<bool>({keep}));")
-        L.append(f"    let dsv{t} = p{t} * (dp{t} - dvec);")
-        L += [f"    sP[pbase + r * PP + {col} + {e}u] = f16(dsv{t}.{'xyzw'[e]});" for e in range(4)]
-    L.append("    workgroupBarrier();")
-    L += ["  " + x for x in _lefts("ds", "sP", bc // 16, "pbase", "PP", 1)]
-    L += _accumulate("dq", "ds", bc // 16, "tA", "PA", (s.d + PAD) // 8, d4)
-    L.append("  }")
+            B.append(f"    dp{t} = select(vec4<f32>(0.0), dp{t} * P.drop_scale, vec4<bool>({keep}));")
+        B.append(f"    let dsv{t} = p{t} * (dp{t} - dvec);")
+        B += [f"    sP[pbase + r * PP + {col} + {e}u] = f16(dsv{t}.{'xyzw'[e]});" for e in range(4)]
+    B.append("    workgroupBarrier();")
+    B += ["  " + x for x in _lefts("ds", "sP", bc // 16, "pbase", "PP", 1)]
+    B += _accumulate("dq", "ds", bc // 16, "tA", "PA", (s.d + PAD) // 8, d4)
+    L += _tiles(s, "j0", "0u", [("fk", "tA", "K", "P.source", s.d, "PA", _AT["K"]),
+                                 ("fv", "tB", "V", "P.source", s.dv, "PB", _AT["V"])], B)
     L += _store_rows(s, "dq", d4, "DQ", "(z * P.length + i)", "P.length * (z + 1u)", s.d, "P.scale * ")
     L.append("}")
     return "\n".join(L) + "\n"
@@ -359,48 +402,41 @@ def _generate_dkv(s: Shape) -> str:
           f"  let tiles = (P.length + {bc - 1}u) / {bc}u;"]
     if s.masked:
         L.append("  let mb = (z / P.m_inner) * P.m_so + (z % P.m_inner) * P.m_si + jc * P.m_cs;")
-    L += ["  for (var t = first; t < tiles; t++) {",
-          f"    let i0 = t * {bc}u;",
-          "    workgroupBarrier();"]
-    L += ["  " + x for x in _stage(s, "tA", "Q", "i0", "P.length", s.d, "PA", _AT["Q"])]
-    L += ["  " + x for x in _stage(s, "tB", "DO", "i0", "P.length", s.dv, "PB", _do_at(s))]
-    L += [f"    for (var e = li; e < {2 * bc}u; e += {32 * s.ns}u) {{",   # lse and D of the tile's rows
-          "      let row = z * P.length + min(i0 + e / 2u, P.length - 1u);",
-          "      sL[e] = LD[2u * row + e % 2u];",
-          "    }",
-          "    workgroupBarrier();"]
-    L += _products("s", "k", d4, "tA", "col_major", lambda b, kk: f"{16 * b}u * PA + {2 * kk}u", "PA", bc // 16)
-    ok = "i0 + cc{c} < P.length" + (" && i0 + cc{c} >= j" if s.causal else "")
-    L.append("    workgroupBarrier();")
+    # lse and Dvec of the tile's 2 bc rows: one value a thread (2 * 16 ns = 32 ns)
+    L.append("  var fl: f32;")
+    rows_copy = (["  fl = LD[2u * (z * P.length + min(nxt + li / 2u, P.length - 1u)) + li % 2u];"], ["  sL[li] = fl;"])
+    B = _products("s", "k", d4, "tA", "col_major", lambda b, kk: f"{16 * b}u * PA + {2 * kk}u", "PA", bc // 16)
+    B.append("    workgroupBarrier();")
     for t, at, col in _quads(s):     # column c of S^T is query i0 + c
         ok = ", ".join(f"i0 + {col} + {e}u < P.length" + (f" && i0 + {col} + {e}u >= j" if s.causal else "")
                        for e in range(4))
         lse = ", ".join(f"sL[2u * ({col} + {e}u)]" for e in range(4))
-        L.append(f"    let p{t} = select(vec4<f32>(0.0), exp({_scaled(s, at, f'i0 + {col}', 'length')} - "
+        B.append(f"    let p{t} = select(vec4<f32>(0.0), exp({_scaled(s, at, f'i0 + {col}', 'length')} - "
                  f"vec4<f32>({lse})), vec4<bool>({ok}));")
         w = f"p{t}"
         if s.dropout:
             keep = ", ".join(f"kept(z, i0 + {col} + {e}u, j)" for e in range(4))
-            L.append(f"    let keep{t} = vec4<bool>({keep});")
+            B.append(f"    let keep{t} = vec4<bool>({keep});")
             w = f"select(vec4<f32>(0.0), p{t} * P.drop_scale, keep{t})"
-        L.append(f"    let w{t} = {w};")
-        L += [f"    sP[pbase + r * PP + {col} + {e}u] = f16(w{t}.{'xyzw'[e]});" for e in range(4)]
-    L.append("    workgroupBarrier();")
-    L += ["  " + x for x in _lefts("pt", "sP", bc // 16, "pbase", "PP", 1)]
-    L += _accumulate("dv", "pt", bc // 16, "tB", "PB", (s.dv + PAD) // 8, v4)
-    L += _products("e", "v", v4, "tB", "col_major", lambda b, kk: f"{16 * b}u * PB + {2 * kk}u", "PB", bc // 16)
-    L.append("    workgroupBarrier();")     # dP^T stored; every P^T load done: sP takes dS^T
+        B.append(f"    let w{t} = {w};")
+        B += [f"    sP[pbase + r * PP + {col} + {e}u] = f16(w{t}.{'xyzw'[e]});" for e in range(4)]
+    B.append("    workgroupBarrier();")
+    B += ["  " + x for x in _lefts("pt", "sP", bc // 16, "pbase", "PP", 1)]
+    B += _accumulate("dv", "pt", bc // 16, "tB", "PB", (s.dv + PAD) // 8, v4)
+    B += _products("e", "v", v4, "tB", "col_major", lambda b, kk: f"{16 * b}u * PB + {2 * kk}u", "PB", bc // 16)
+    B.append("    workgroupBarrier();")     # dP^T stored; every P^T load done: sP takes dS^T
     for t, at, col in _quads(s):
-        L.append(f"    var dp{t} = sS[{at}];")
+        B.append(f"    var dp{t} = sS[{at}];")
         if s.dropout:
-            L.append(f"    dp{t} = select(vec4<f32>(0.0), dp{t} * P.drop_scale, keep{t});")
+            B.append(f"    dp{t} = select(vec4<f32>(0.0), dp{t} * P.drop_scale, keep{t});")
         dvec = ", ".join(f"sL[2u * ({col} + {e}u) + 1u]" for e in range(4))
-        L.append(f"    let dsv{t} = p{t} * (dp{t} - vec4<f32>({dvec}));")
-        L += [f"    sP[pbase + r * PP + {col} + {e}u] = f16(dsv{t}.{'xyzw'[e]});" for e in range(4)]
-    L.append("    workgroupBarrier();")
-    L += ["  " + x for x in _lefts("dt", "sP", bc // 16, "pbase", "PP", 1)]
-    L += _accumulate("dk", "dt", bc // 16, "tA", "PA", (s.d + PAD) // 8, d4)
-    L.append("  }")
+        B.append(f"    let dsv{t} = p{t} * (dp{t} - vec4<f32>({dvec}));")
+        B += [f"    sP[pbase + r * PP + {col} + {e}u] = f16(dsv{t}.{'xyzw'[e]});" for e in range(4)]
+    B.append("    workgroupBarrier();")
+    B += ["  " + x for x in _lefts("dt", "sP", bc // 16, "pbase", "PP", 1)]
+    B += _accumulate("dk", "dt", bc // 16, "tA", "PA", (s.d + PAD) // 8, d4)
+    L += _tiles(s, "i0", "first", [("fq", "tA", "Q", "P.length", s.d, "PA", _AT["Q"]),
+                                    ("fg", "tB", "DO", "P.length", s.dv, "PB", _do_at(s))], B, rows_copy)
     L += _store_rows(s, "dk", d4, "DK", "(z * P.source + j)", "P.source * (z + 1u)", s.d, "P.scale * ")
     L += _store_rows(s, "dv", v4, "DV", "(z * P.source + j)", "P.source * (z + 1u)", s.dv, "")
     L.append("}")
@@ -444,7 +480,8 @@ def _launch(dev, kind: str, c, inputs, outputs, rows: int) -> None:
     ns = subgroups_for(kind, c.embed, c.embed_v, *limits)
     if not ns:
         raise ValueError(f"flash_attention: head dims {c.embed}/{c.embed_v} do not fit this device's workgroup memory")
-    s = Shape(c.embed, c.embed_v, ns, c.causal, c.masked, c.dropout)
+    # ANYGPU_FLASH_PREFETCH=0: no register prefetch of the next tile (to measure it against)
+    s = Shape(c.embed, c.embed_v, ns, c.causal, c.masked, c.dropout, os.environ.get("ANYGPU_FLASH_PREFETCH") != "0")
     kernel = dev.kernel(f"flash_sgmat_{kind}[{c.embed},{c.embed_v},{ns}]", generate(kind, s), len(inputs),
                         len(outputs), PARAM_FORMAT)
     dev.launch(kernel, inputs, outputs, c.params, (-(-rows // s.rows), c.batch, 1))
