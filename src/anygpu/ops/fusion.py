@@ -41,8 +41,10 @@ is a Node whose expression is its argument and whose dtype is the target: its co
 the rounding of its value (`rounded`), so a chain such as f16 product -> cast -> add of an
 f32 residual -> cast back is one kernel, with the op-by-op kernels' bits (f32 -> f16 rounds
 to nearest even and overflows to inf as the cast kernel's f16(); a NaN stays a NaN with its
-sign). A cast alone runs the cast kernel (nd.launch_cast). A product's epilogue keeps the
-product's dtype: a cast ends it (matmul_gen.Epilogue has one element type).
+sign). A cast alone runs the cast kernel (nd.launch_cast); casts left alone at the end of a
+realization (of several lengths: autocast's copies of weights) run as one multi-tensor cast
+per target dtype (foreach.cast, `_flush`). A product's epilogue keeps the product's dtype:
+a cast ends it (matmul_gen.Epilogue has one element type).
 
 Products (matmul.matmul_strided, float dtypes) are deferred too (`defer_product`, which
 first realizes what is pending, so a product is always the first Node realize gets). When
@@ -69,7 +71,7 @@ import weakref
 
 from ..runtime import Buffer, Params, load_shader
 from ..runtime.dtypes import DTYPES
-from . import elementwise
+from . import elementwise, foreach
 
 # Limits of one fused kernel; a longer chain becomes several kernels.
 MAX_NODES = 64      # ops
@@ -275,8 +277,7 @@ def realize(dev, nodes: list) -> None:
                     continue
             run = _place(dev, runs, run, node, uses, limit)
             local = run.local
-        for run in runs.values():
-            _emit(dev, run)
+        _flush(dev, runs.values())
     finally:
         # After a failed launch (its error surfaces here) the rest stays unrealized: its
         # contents are undefined, as a failed batch's are, and it waits on nothing.
@@ -488,6 +489,38 @@ def _emit(dev, run: _Run) -> None:
     stats = dev.stats
     stats["fused_ops"] += len(nodes)
     stats["fused_kernels"] += 1
+
+
+def _flush(dev, runs) -> None:
+    """Record the runs still open when every Node is placed (one per length). None reads
+    another's Nodes: a Node's arguments have its length, so they are in its own run or in
+    one recorded before. So the runs that are one cast (of a Buffer realized before, or
+    written by a recorded run) go together, those of one target dtype in one multi-tensor
+    cast (foreach.cast, the cast kernel's bits) where two or more are left: autocast's
+    copies of a model's weights, one length each. Runs recorded while placing may be read
+    by later ones and keep their own kernels."""
+    casts: dict = {}  # target dtype -> its lone casts' runs
+    for run in runs:
+        lone = next(iter(run.local)) if len(run.local) == 1 else None
+        if lone is not None and lone.expr is CAST:
+            casts.setdefault(lone.dtype, []).append(run)
+        else:
+            _emit(dev, run)
+    for dtype, group in casts.items():
+        if len(group) == 1:
+            _emit(dev, group[0])
+            continue
+        outs = []
+        for run in group:
+            # What _emit writes for a run of one Node: its held Buffer, or a temporary that
+            # nobody holds (the op still runs).
+            (node,) = run.local
+            if node.out is None:
+                node.out = dev.empty(node.n, dtype)
+            else:
+                dev._attach(node.out)
+            outs.append(node.out)
+        foreach.cast(dev, [run.inputs[0] for run in group], dtype, outs=outs)
 
 
 # structure -> (kernel text, parameter format, parameter words): one string object per
