@@ -172,7 +172,7 @@ def cast_ahead(tensors) -> None:
         return
     dev = gpu()
     leaves = list(todo.values())
-    for t, buf in zip(leaves, foreach.cast(dev, [t._buf for t in leaves], "f16")):
+    for t, buf in zip(leaves, foreach.cast_many(dev, [t._buf for t in leaves], "f16")):
         out = _attach("to", Tensor(buf, t.shape, dtypes.float16), (t,), rule("to", dev, "f32"))
         cache[(id(t), grad_mode)] = (t, t._version, out, out._version)
 

@@ -47,7 +47,7 @@ def test_f32_to_f16_and_back_match_numpy_and_the_cast_kernel():
     arrays = _arrays(np.random.default_rng(0))
     bufs = [dev.upload(a) for a in arrays]
     before = dev.stats["dispatches"]
-    halves = foreach.cast(dev, bufs, "f16")
+    halves = foreach.cast_many(dev, bufs, "f16")
     live = sum(1 for n in SIZES if n)
     assert dev.stats["dispatches"] - before == -(-live // foreach.per_dispatch(dev, 2))
     with np.errstate(over="ignore"):
@@ -56,7 +56,7 @@ def test_f32_to_f16_and_back_match_numpy_and_the_cast_kernel():
             _same(dev.read(h), a.astype(np.float16), f"{len(a)} elements")
             if len(a):
                 _same(dev.read(h), dev.read(dev.cast(b, "f16")), f"{len(a)} elements, against the cast kernel")
-    singles = foreach.cast(dev, halves, "f32")
+    singles = foreach.cast_many(dev, halves, "f32")
     for h, s in zip(halves, singles):
         _same(dev.read(s), dev.read(h).astype(np.float32), f"{h.len} halves")
 
@@ -66,16 +66,16 @@ def test_into_given_buffers_and_errors():
     _needs_f16(dev)
     a = dev.upload(np.array([1.5, -2.0, 65520.0], np.float32))
     out = dev.empty(3, "f16")
-    assert foreach.cast(dev, [a], "f16", outs=[out])[0] is out
+    assert foreach.cast_many(dev, [a], "f16", outs=[out])[0] is out
     np.testing.assert_array_equal(dev.read(out), np.array([1.5, -2.0, np.inf], np.float16))
-    assert foreach.cast(dev, [], "f16") == []
+    assert foreach.cast_many(dev, [], "f16") == []
     with pytest.raises(ValueError, match="converts f32 Buffers to f16 or f16 to f32"):
-        foreach.cast(dev, [a], "f32")
+        foreach.cast_many(dev, [a], "f32")
     with pytest.raises(ValueError, match="converts f32 Buffers to f16 or f16 to f32"):
-        foreach.cast(dev, [a, dev.empty(2, "f16")], "f16")
+        foreach.cast_many(dev, [a, dev.empty(2, "f16")], "f16")
     with pytest.raises(ValueError, match="converts f32 Buffers"):
-        foreach.cast(dev, [dev.upload(np.ones(2, np.int32))], "f16")
+        foreach.cast_many(dev, [dev.upload(np.ones(2, np.int32))], "f16")
     with pytest.raises(ValueError, match=r"outs\[0\] has 2 elements, expected len\(bufs\[0\]\) = 3"):
-        foreach.cast(dev, [a], "f16", outs=[dev.empty(2, "f16")])
+        foreach.cast_many(dev, [a], "f16", outs=[dev.empty(2, "f16")])
     with pytest.raises(ValueError, match=r"outs\[0\] must be f16"):
-        foreach.cast(dev, [a], "f16", outs=[dev.empty(3, "f32")])
+        foreach.cast_many(dev, [a], "f16", outs=[dev.empty(3, "f32")])

@@ -1,5 +1,5 @@
 """Casts left alone at the end of a realization (ops/fusion.py `_flush`): casts of several
-lengths pending together run as one multi-tensor cast per target dtype (foreach.cast), with
+lengths pending together run as one multi-tensor cast per target dtype (foreach.cast_many), with
 numpy's conversion and the bits of the casts run one by one (ANYGPU_FUSE=0: the cast
 kernel, nd.launch_cast); a cast of a value computed in the same realization, in its own
 run or in one recorded before, gets that value; a captured step replays them."""

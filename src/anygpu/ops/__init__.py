@@ -60,6 +60,7 @@ class Device(host64.HostMemory, runtime.Device):
     # foreach.py
     sum_squares = foreach.sum_squares
     scale_by = foreach.scale_by
+    cast_many = foreach.cast_many
     # nd.py
     broadcast_binary = nd.broadcast_binary
     strided_gather = nd.strided_gather

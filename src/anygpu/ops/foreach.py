@@ -18,7 +18,7 @@ import functools
 from ..runtime import Params, load_shader
 from ._common import WORKGROUP_1D, check_buffer
 
-__all__ = ["sum_squares", "scale_by", "cast"]
+__all__ = ["sum_squares", "scale_by", "cast_many"]
 
 MAX_TENSORS = 12   # per dispatch: a vec4 of the 64-word uniform slot per tensor, beside a header
 _CHUNK = 4096      # reduce.py's _CHUNK: elements one workgroup sums
@@ -171,23 +171,23 @@ def _cast_source(count: int, src: str, dst: str) -> str:
                        ARRAYS=arrays(("src", "out"), count, 1, ("out",), types=(src, dst)))
 
 
-def cast(dev, bufs, dtype: str, outs=None) -> list:
+def cast_many(dev, bufs, dtype: str, outs=None) -> list:
     """Each Buffer of `bufs` (all f32 or all f16) converted to `dtype`, the other of the two,
     several per dispatch, into new Buffers or `outs` (one of `dtype` per Buffer, as long);
     returns them. Each has the bits the cast kernel (nd.launch_cast) gives."""
     for i, b in enumerate(bufs):
-        check_buffer("cast", f"bufs[{i}]", b)
+        check_buffer("cast_many", f"bufs[{i}]", b)
     kinds = {b.dtype for b in bufs}
     if kinds and (kinds | {dtype} != {"f32", "f16"} or len(kinds) > 1):
-        raise ValueError(f"cast: converts f32 Buffers to f16 or f16 to f32, got {sorted(kinds)} to {dtype}")
+        raise ValueError(f"cast_many: converts f32 Buffers to f16 or f16 to f32, got {sorted(kinds)} to {dtype}")
     if outs is None:
         outs = [dev.empty(b.len, dtype) for b in bufs]
     elif len(outs) != len(bufs):
-        raise ValueError(f"cast: {len(outs)} outs for {len(bufs)} Buffers")
+        raise ValueError(f"cast_many: {len(outs)} outs for {len(bufs)} Buffers")
     for i, (b, out) in enumerate(zip(bufs, outs)):
-        check_buffer("cast", f"outs[{i}]", out, b.len, f"len(bufs[{i}])")
+        check_buffer("cast_many", f"outs[{i}]", out, b.len, f"len(bufs[{i}])")
         if out.dtype != dtype:
-            raise ValueError(f"cast: outs[{i}] must be {dtype}, got {out.dtype}")
+            raise ValueError(f"cast_many: outs[{i}] must be {dtype}, got {out.dtype}")
     live = [(b, out) for b, out in zip(bufs, outs) if b.len]
     for part in groups(live, per_dispatch(dev, 2)):
         count = len(part)

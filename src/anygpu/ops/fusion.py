@@ -43,7 +43,7 @@ f32 residual -> cast back is one kernel, with the op-by-op kernels' bits (f32 ->
 to nearest even and overflows to inf as the cast kernel's f16(); a NaN stays a NaN with its
 sign). A cast alone runs the cast kernel (nd.launch_cast); casts left alone at the end of a
 realization (of several lengths: autocast's copies of weights) run as one multi-tensor cast
-per target dtype (foreach.cast, `_flush`). A product's epilogue keeps the product's dtype:
+per target dtype (foreach.cast_many, `_flush`). A product's epilogue keeps the product's dtype:
 a cast ends it (matmul_gen.Epilogue has one element type).
 
 Products (matmul.matmul_strided, float dtypes) are deferred too (`defer_product`, which
@@ -496,7 +496,7 @@ def _flush(dev, runs) -> None:
     another's Nodes: a Node's arguments have its length, so they are in its own run or in
     one recorded before. So the runs that are one cast (of a Buffer realized before, or
     written by a recorded run) go together, those of one target dtype in one multi-tensor
-    cast (foreach.cast, the cast kernel's bits) where two or more are left: autocast's
+    cast (foreach.cast_many, the cast kernel's bits) where two or more are left: autocast's
     copies of a model's weights, one length each. Runs recorded while placing may be read
     by later ones and keep their own kernels."""
     casts: dict = {}  # target dtype -> its lone casts' runs
@@ -520,7 +520,7 @@ def _flush(dev, runs) -> None:
             else:
                 dev._attach(node.out)
             outs.append(node.out)
-        foreach.cast(dev, [run.inputs[0] for run in group], dtype, outs=outs)
+        foreach.cast_many(dev, [run.inputs[0] for run in group], dtype, outs=outs)
 
 
 # structure -> (kernel text, parameter format, parameter words): one string object per
