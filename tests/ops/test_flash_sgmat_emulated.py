@@ -14,22 +14,14 @@ a device.
 
 from __future__ import annotations
 
-import functools
-import importlib.util
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+import dawn_child  # (tests/ops/dawn_child.py)
 from anygpu.ops import flash_attention, flash_sgmat, gpu
 from anygpu.ops.sgmat_emulate import emulate
 
-ROOT = Path(__file__).resolve().parents[2]
-HAS_DAWN = importlib.util.find_spec("wgpudawn") is not None
-NO_ADAPTER = "Dawn's adapter is unavailable"
 EMPTY = np.float32(3.0e38)     # the lse of a row with every key masked (flash_sgmat.HASH_WGSL)
 
 # (d, dv, length, source, causal, masked, dropout_p). Odd lengths: partial tiles of queries and
@@ -41,21 +33,6 @@ CASES = [
     (64, 64, 37, 50, True, True, 0.0),
     (32, 32, 37, 50, False, False, 0.25),
 ]
-
-
-@functools.lru_cache(maxsize=None)
-def _dawn_reason() -> str | None:
-    """Why this process does not run the emulated kernels (None: it does, on Dawn)."""
-    if not HAS_DAWN:
-        return "needs the extra anygpu[dawn]"
-    from anygpu.runtime import GpuError, webgpu
-    try:
-        if webgpu.current().name != "dawn":
-            return "emulated kernels run on Dawn (test_emulated_kernels_on_dawn runs them)"
-        gpu()
-    except (GpuError, RuntimeError) as exc:     # RuntimeError: Dawn found no adapter
-        return f"{NO_ADAPTER}: {' '.join(str(exc).split())[:200]}"
-    return None
 
 
 def _pcg(v: np.ndarray) -> np.ndarray:
@@ -107,7 +84,7 @@ def _worst(got: np.ndarray, want: np.ndarray) -> tuple[float, tuple]:
     return float(err[at] / np.abs(want).max()), tuple(int(x) for x in at)
 
 
-@pytest.mark.skipif(_dawn_reason() is not None, reason=_dawn_reason() or "")
+@pytest.mark.skipif(dawn_child.reason() is not None, reason=dawn_child.reason() or "")
 @pytest.mark.parametrize("case", CASES, ids=[f"d{c[0]}-dv{c[1]}-l{c[2]}-s{c[3]}" + "-causal" * c[4] + "-mask" * c[5]
                                              + "-dropout" * (c[6] > 0) for c in CASES])
 def test_emulated_flash_kernels_match_float64(case, emulated):
@@ -198,7 +175,7 @@ fn main(@builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u3
 """
 
 
-@pytest.mark.skipif(_dawn_reason() is not None, reason=_dawn_reason() or "")
+@pytest.mark.skipif(dawn_child.reason() is not None, reason=dawn_child.reason() or "")
 def test_emulated_unit_kernel_matches_numpy():
     dev = gpu()
     rng = np.random.default_rng(7)
@@ -223,7 +200,7 @@ def test_emulated_unit_kernel_matches_numpy():
     np.testing.assert_array_equal(dev.read(lanes).reshape(6, 2, 32), np.array(want, np.float32))
 
 
-@pytest.mark.skipif(_dawn_reason() is not None, reason=_dawn_reason() or "")
+@pytest.mark.skipif(dawn_child.reason() is not None, reason=dawn_child.reason() or "")
 def test_emulated_lane_call_in_divergent_flow_does_not_compile():
     """The exchange's barriers need calls in workgroup-uniform control flow: Tint refuses the
     emulated kernel otherwise (rather than it running wrong)."""
@@ -233,20 +210,11 @@ def test_emulated_lane_call_in_divergent_flow_does_not_compile():
         gpu().kernel("sgmat_emulate_divergent", emulate(code), 2, 2, "IIII")
 
 
-@pytest.mark.skipif(not HAS_DAWN, reason="needs the extra anygpu[dawn]")
+@pytest.mark.skipif(not dawn_child.HAS_DAWN, reason="needs the extra anygpu[dawn]")
 def test_emulated_kernels_on_dawn():
     """Where this process runs on wgpu-native, the tests above run in a child on Dawn (same
     adapter); skipped where Dawn gets no adapter."""
-    if _dawn_reason() is None:
-        pytest.skip("this process runs on Dawn: the tests above ran here")
-    env = {**os.environ, "ANYGPU_RUNTIME": "dawn", "LP_NATIVE_VECTOR_WIDTH": "128"}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-rs", "-p", "no:cacheprovider", __file__,
-                           "-k", "not kernels_on_dawn"], capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
-    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-    if done.returncode == 0 and " passed" not in last and NO_ADAPTER in done.stdout:
-        pytest.skip(f"{NO_ADAPTER} (child: {last})")
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert " passed" in last and "skipped" not in last, done.stdout[-2000:]
+    dawn_child.run_tests(__file__, "not kernels_on_dawn", LP_NATIVE_VECTOR_WIDTH="128")
 
 
 @pytest.mark.parametrize("kind", flash_sgmat.KINDS)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from f16_bits import needs_f16, same  # (tests/ops/f16_bits.py)
+
 from anygpu.ops import foreach, gpu
 
 # Lengths: empty, odd, not multiples of 4, one and several workgroups; more Buffers than one
@@ -21,19 +23,6 @@ EDGES = np.array([0x477FE000, 0x477FEFFF, 0x477FF000, 0xC77FF000, 0x3F801000, 0x
                  np.uint32).view(np.float32)
 
 
-def _needs_f16(dev) -> None:
-    if not dev.supports("f16"):
-        pytest.skip("no shader-f16 on this adapter")
-
-
-def _same(got: np.ndarray, want: np.ndarray, msg: str) -> None:
-    assert got.dtype == want.dtype, msg
-    nan = np.isnan(want)
-    np.testing.assert_array_equal(np.isnan(got), nan, err_msg=msg)
-    bits = np.uint16 if got.dtype == np.float16 else np.uint32
-    np.testing.assert_array_equal(got[~nan].view(bits), want[~nan].view(bits), err_msg=msg)
-
-
 def _arrays(rng) -> list[np.ndarray]:
     arrays = [(rng.standard_normal(n) * 10.0 ** rng.integers(-9, 6, n)).astype(np.float32) for n in SIZES]
     arrays[2][:len(EDGES)] = EDGES
@@ -43,7 +32,7 @@ def _arrays(rng) -> list[np.ndarray]:
 
 def test_f32_to_f16_and_back_match_numpy_and_the_cast_kernel():
     dev = gpu()
-    _needs_f16(dev)
+    needs_f16(dev)
     arrays = _arrays(np.random.default_rng(0))
     bufs = [dev.upload(a) for a in arrays]
     before = dev.stats["dispatches"]
@@ -53,17 +42,17 @@ def test_f32_to_f16_and_back_match_numpy_and_the_cast_kernel():
     with np.errstate(over="ignore"):
         for a, b, h in zip(arrays, bufs, halves):
             assert h.dtype == "f16" and h.len == len(a)
-            _same(dev.read(h), a.astype(np.float16), f"{len(a)} elements")
+            same(dev.read(h), a.astype(np.float16), f"{len(a)} elements")
             if len(a):
-                _same(dev.read(h), dev.read(dev.cast(b, "f16")), f"{len(a)} elements, against the cast kernel")
+                same(dev.read(h), dev.read(dev.cast(b, "f16")), f"{len(a)} elements, against the cast kernel")
     singles = foreach.cast_many(dev, halves, "f32")
     for h, s in zip(halves, singles):
-        _same(dev.read(s), dev.read(h).astype(np.float32), f"{h.len} halves")
+        same(dev.read(s), dev.read(h).astype(np.float32), f"{h.len} halves")
 
 
 def test_into_given_buffers_and_errors():
     dev = gpu()
-    _needs_f16(dev)
+    needs_f16(dev)
     a = dev.upload(np.array([1.5, -2.0, 65520.0], np.float32))
     out = dev.empty(3, "f16")
     assert foreach.cast_many(dev, [a], "f16", outs=[out])[0] is out

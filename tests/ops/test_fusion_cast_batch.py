@@ -11,6 +11,8 @@ import contextlib
 import numpy as np
 import pytest
 
+from f16_bits import needs_f16, same  # (tests/ops/f16_bits.py)
+
 import anygpu as ag
 from anygpu.ops import foreach, fusion
 
@@ -25,20 +27,6 @@ F32_EDGES = np.array([0x7FC00000, 0x477FE000, 0x477FEFFF, 0x477FF000, 0xC77FF000
 # f16 bits: NaN, inf, -inf, 65504, subnormals (the smallest, the largest, negative), -0.
 F16_EDGES = np.array([0x7E00, 0x7C00, 0xFC00, 0x7BFF, 0xFBFF, 0x0001, 0x8001, 0x03FF, 0x0400, 0x8000,
                       0xFE00], np.uint16).view(np.float16)
-
-
-def _needs_f16(dev) -> None:
-    if not dev.supports("f16"):
-        pytest.skip("no shader-f16 on this adapter")
-
-
-def _same(got: np.ndarray, want: np.ndarray, msg: str) -> None:
-    """Equal bits; a NaN stays a NaN (its sign and payload are the GPU's)."""
-    assert got.dtype == want.dtype, msg
-    nan = np.isnan(want)
-    np.testing.assert_array_equal(np.isnan(got), nan, err_msg=msg)
-    bits = np.uint16 if got.dtype == np.float16 else np.uint32
-    np.testing.assert_array_equal(got[~nan].view(bits), want[~nan].view(bits), err_msg=msg)
 
 
 def _arrays(rng, dtype) -> list[np.ndarray]:
@@ -85,7 +73,7 @@ def _cast_all(dev, arrays, dtype: str, fuse: bool):
 
 @pytest.mark.parametrize("source,target", [(np.float32, "f16"), (np.float16, "f32")])
 def test_casts_pending_together_are_one_dispatch_with_the_cast_kernels_bits(dev, rng, source, target):
-    _needs_f16(dev)
+    needs_f16(dev)
     arrays = _arrays(rng, source)
     got, names = _cast_all(dev, arrays, target, True)
     plain, plain_names = _cast_all(dev, arrays, target, False)
@@ -94,15 +82,15 @@ def test_casts_pending_together_are_one_dispatch_with_the_cast_kernels_bits(dev,
     assert all(name.startswith("foreach_cast[") for name in names)
     want_type = np.float16 if target == "f16" else np.float32
     for a, g, p in zip(arrays, got, plain):
-        _same(g, p, f"{len(a)} elements, against the cast kernel")
+        same(g, p, f"{len(a)} elements, against the cast kernel")
         with np.errstate(over="ignore"):
-            _same(g, a.astype(want_type), f"{len(a)} elements, against numpy")
+            same(g, a.astype(want_type), f"{len(a)} elements, against numpy")
 
 
 def test_both_directions_and_empty_casts(dev, rng):
     """f32 -> f16 and f16 -> f32 casts pending at once: one multi-tensor cast each; an empty
     cast (run at once, not deferred) gives an empty Buffer and leaves the others pending."""
-    _needs_f16(dev)
+    needs_f16(dev)
     wide, half = _arrays(rng, np.float32)[:5], _arrays(rng, np.float16)[5:]
     bufs = [dev.upload(a) for a in wide] + [dev.upload(a, "f16") for a in half]
     with _launches(dev, True) as names:
@@ -117,7 +105,7 @@ def test_both_directions_and_empty_casts(dev, rng):
     assert empty.len == 0 and empty.dtype == "f16" and dev.read(empty).size == 0
     with np.errstate(over="ignore"):
         for a, o in zip(wide + half, outs):
-            _same(dev.read(o), a.astype(np.float16 if a.dtype == np.float32 else np.float32), f"{len(a)} elements")
+            same(dev.read(o), a.astype(np.float16 if a.dtype == np.float32 else np.float32), f"{len(a)} elements")
 
 
 def test_a_cast_of_a_pending_value_gets_that_value(dev, rng):
@@ -125,7 +113,7 @@ def test_a_cast_of_a_pending_value_gets_that_value(dev, rng):
     with it, not batched), or in a run recorded before (a chain of MAX_NODES ops, which
     ends one kernel: the cast alone after it reads what it wrote, and is batched). Values
     equal the op-by-op run's."""
-    _needs_f16(dev)
+    needs_f16(dev)
     lengths = (10, 20, 30, 40, 50, 60)
     arrays = [(rng.standard_normal(n) * 3e4).astype(np.float32) for n in lengths]
 
@@ -158,17 +146,17 @@ def test_a_cast_of_a_pending_value_gets_that_value(dev, rng):
     assert names.count("fused") == 4 and sum(name.startswith("cast_f16_f32") for name in names) == 1
     assert len(plain_names) == 1 + 1 + 2 + 1 + 1 + (fusion.MAX_NODES + 1) + (fusion.MAX_NODES - 1 + 2)
     for k, (g, p) in enumerate(zip(got, plain)):
-        _same(g, p, f"result {k}")
+        same(g, p, f"result {k}")
     with np.errstate(over="ignore"):
-        _same(got[1], (-arrays[0]).astype(np.float16), "cast of neg")
-        _same(got[3], arrays[2].astype(np.float16), "alone")
-        _same(got[5], arrays[4].astype(np.float16), "after the chain")
-        _same(got[6], (-arrays[5]).astype(np.float16).astype(np.float32), "after the f16 chain")
+        same(got[1], (-arrays[0]).astype(np.float16), "cast of neg")
+        same(got[3], arrays[2].astype(np.float16), "alone")
+        same(got[5], arrays[4].astype(np.float16), "after the chain")
+        same(got[6], (-arrays[5]).astype(np.float16).astype(np.float32), "after the f16 chain")
 
 
 def test_a_captured_step_replays_the_batched_casts(dev):
     """anygpu.compile records the multi-tensor cast and replays it with each call's data."""
-    _needs_f16(dev)
+    needs_f16(dev)
 
     @ag.compile
     def step(*xs):
@@ -180,7 +168,7 @@ def test_a_captured_step_replays_the_batched_casts(dev):
         outs = step(*(ag.tensor(a) for a in arrays))
         for a, o in zip(arrays, outs):
             with np.errstate(over="ignore"):
-                _same(o.numpy(), a.astype(np.float16 if a.dtype == np.float32 else np.float32),
+                same(o.numpy(), a.astype(np.float16 if a.dtype == np.float32 else np.float32),
                       f"call {call}, {len(a)} elements")
     assert step.stats["replayed"] >= 3, step.reason()
     (entry,) = step._signatures.values()

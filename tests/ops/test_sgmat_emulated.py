@@ -13,24 +13,16 @@ as tests/ops/test_conv_sgmat.py runs the convolutions' emulated kernels.
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import importlib.util
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+import dawn_child  # (tests/ops/dawn_child.py)
 from anygpu.ops import gpu, sgmat
 from anygpu.ops.matmul_problem import Problem
 from anygpu.ops.sgmat import SgConfig
 
-ROOT = Path(__file__).resolve().parents[2]
-HAS_DAWN = importlib.util.find_spec("wgpudawn") is not None
-NO_ADAPTER = "Dawn's adapter is unavailable"
 
 # Small members (lavapipe compiles one layout of these in 1-5 s): two stages and one, wide
 # tiles with the epi store (in rounds of one matrix with one stage, of 3 and 1 with two),
@@ -58,21 +50,6 @@ PROBLEMS = [
 RUNS = {MEMBERS[0].name: range(len(PROBLEMS)), MEMBERS[1].name: (1, 2, 4, 5, 6),
         MEMBERS[2].name: (0, 1, 3, 6), MEMBERS[3].name: (0, 2, 3, 5)}
 CASES = [(name, i) for name, runs in RUNS.items() for i in runs]
-
-
-@functools.lru_cache(maxsize=None)
-def _dawn_reason() -> str | None:
-    """Why this process does not run the emulated kernels (None: it does, on Dawn)."""
-    if not HAS_DAWN:
-        return "needs the extra anygpu[dawn]"
-    from anygpu.runtime import GpuError, webgpu
-    try:
-        if webgpu.current().name != "dawn":
-            return "emulated kernels run on Dawn (test_emulated_kernels_on_dawn runs them)"
-        gpu()
-    except (GpuError, RuntimeError) as exc:     # RuntimeError: Dawn found no adapter
-        return f"{NO_ADAPTER}: {' '.join(str(exc).split())[:200]}"
-    return None
 
 
 def _check(config: SgConfig, problem: Problem, out: str, with_bias: bool, seed: int) -> None:
@@ -104,27 +81,17 @@ def _check(config: SgConfig, problem: Problem, out: str, with_bias: bool, seed: 
         f"{config.name} {lay}: relative error {rel:.3g}, worst at (z, row, col) {worst}"
 
 
-@pytest.mark.skipif(_dawn_reason() is not None, reason=_dawn_reason() or "")
+@pytest.mark.skipif(dawn_child.reason() is not None, reason=dawn_child.reason() or "")
 @pytest.mark.parametrize("name, problem", CASES, ids=[f"{n}-{i}" for n, i in CASES])
 def test_emulated_kernel_matches_float64(name, problem):
     _check(SgConfig.parse(name), *PROBLEMS[problem], seed=problem)
 
 
-@pytest.mark.skipif(not HAS_DAWN, reason="needs the extra anygpu[dawn]")
+@pytest.mark.skipif(not dawn_child.HAS_DAWN, reason="needs the extra anygpu[dawn]")
 def test_emulated_kernels_on_dawn():
     """Where this process runs on wgpu-native, the tests above run in a child on Dawn (same
     adapter); skipped where Dawn gets no adapter."""
-    if _dawn_reason() is None:
-        pytest.skip("this process runs on Dawn: the tests above ran here")
-    env = {**os.environ, "ANYGPU_RUNTIME": "dawn"}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-rs", "-p", "no:cacheprovider", __file__,
-                           "-k", "emulated_kernel_matches"], capture_output=True, text=True, timeout=600, env=env,
-                          cwd=ROOT)
-    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-    if done.returncode == 0 and " passed" not in last and NO_ADAPTER in done.stdout:
-        pytest.skip(f"{NO_ADAPTER} (child: {last})")
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert " passed" in last and "skipped" not in last, done.stdout[-2000:]
+    dawn_child.run_tests(__file__, "emulated_kernel_matches")
 
 
 def test_emulated_source_uses_no_subgroups():

@@ -7,6 +7,7 @@
 // P.inverse (from the host) or reciprocal(scale[0]) (the scale on the GPU, its reciprocal
 // correctly rounded as torch's scale.double().reciprocal().float()).
 //! include lib/exact_f32.wgsl
+//! include lib/multi_tensor.wgsl
 {{PARAMS}}
 @group(0) @binding(0) var<uniform> P: Params;
 {{ARRAYS}}
@@ -19,10 +20,7 @@ fn main(@builtin(local_invocation_index) tid: u32,
         @builtin(num_workgroups) nwg: vec3<u32>) {
     let w = wid.x + wid.y * nwg.x;
     if (w >= P.total_workgroups) { return; }
-    var k = 0u;
-    for (var j = 1u; j < P.count; j = j + 1u) {
-        if (P.tensors[j].y <= w) { k = j; }
-    }
+    let k = tensor_of(w);
     let i = (w - P.tensors[k].y) * 256u + tid;
     if (i >= P.tensors[k].x) { return; }
     let v = g_load(k, i) * {{INVERSE}};

@@ -5,6 +5,7 @@
 // src_load / out_store, whose conversions are the cast kernel's (f16(v) rounds to nearest
 // even and overflows to inf; f16 -> f32 is exact).
 enable f16;
+//! include lib/multi_tensor.wgsl
 {{PARAMS}}
 @group(0) @binding(0) var<uniform> P: Params;
 {{ARRAYS}}
@@ -15,10 +16,7 @@ fn main(@builtin(local_invocation_index) tid: u32,
         @builtin(num_workgroups) nwg: vec3<u32>) {
     let w = wid.x + wid.y * nwg.x;
     if (w >= P.total_workgroups) { return; }
-    var k = 0u;
-    for (var j = 1u; j < P.count; j = j + 1u) {
-        if (P.tensors[j].y <= w) { k = j; }
-    }
+    let k = tensor_of(w);
     let i = (w - P.tensors[k].y) * 256u + tid;
     if (i >= P.tensors[k].x) { return; }
     out_store(k, i, src_load(k, i));

@@ -2,6 +2,7 @@
 // scaling of clip_grad_norm_ (anygpu/ops/foreach.py). Tensor k has P.tensors[k] =
 // (n, first workgroup, 0, 0); its workgroups follow those of tensor k - 1, one element per
 // thread. The ARRAYS placeholder declares the tensors t0.. (bindings 2..) with t_load / t_store.
+//! include lib/multi_tensor.wgsl
 {{PARAMS}}
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<storage, read> factor: array<f32>;
@@ -13,10 +14,7 @@ fn main(@builtin(local_invocation_index) tid: u32,
         @builtin(num_workgroups) nwg: vec3<u32>) {
     let w = wid.x + wid.y * nwg.x;
     if (w >= P.total_workgroups) { return; }
-    var k = 0u;
-    for (var j = 1u; j < P.count; j = j + 1u) {
-        if (P.tensors[j].y <= w) { k = j; }
-    }
+    let k = tensor_of(w);
     let i = (w - P.tensors[k].y) * 256u + tid;
     if (i >= P.tensors[k].x) { return; }
     t_store(k, i, t_load(k, i) * factor[0]);

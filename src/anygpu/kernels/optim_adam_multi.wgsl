@@ -8,6 +8,7 @@
 // those of tensor k - 1, one element per thread.
 // The ARRAYS placeholder declares grad0.. (read), param0.., exp_avg0.., exp_avg_sq0.. and, with AMSGRAD,
 // max_exp_avg_sq0.. (read_write) with <name>_load(k, i) / <name>_store(k, i, value).
+//! include lib/multi_tensor.wgsl
 {{PARAMS}}
 @group(0) @binding(0) var<uniform> P: Params;
 {{ARRAYS}}
@@ -21,10 +22,7 @@ fn main(@builtin(local_invocation_index) tid: u32,
         @builtin(num_workgroups) nwg: vec3<u32>) {
     let w = wid.x + wid.y * nwg.x;
     if (w >= P.total_workgroups) { return; }
-    var k = 0u;
-    for (var j = 1u; j < P.count; j = j + 1u) {
-        if (P.tensors[j].y <= w) { k = j; }
-    }
+    let k = tensor_of(w);
     let t = P.tensors[k];
     let i = (w - t.y) * 256u + tid;
     if (i >= t.x || skipped(t)) { return; }

@@ -271,6 +271,23 @@ def _store_rows(s: Shape, mats: str, count: int, out: str, row: str, limit: str,
     return L
 
 
+def _ds_step(s: Shape, dvec, keep, lefts: str, accs: str) -> list[str]:
+    """The backward's second half of a tile: dS = P * (dP - Dvec) of this lane's columns (P in
+    registers p0.., dP from the scratch, dropped where keep(t, col) is false; Dvec of the
+    columns' rows: dvec(col)), rounded to f16 in sP, then accs += dS x the rows of tA (dQ += dS K,
+    dK += dS^T Q)."""
+    B = []
+    for t, at, col in _quads(s):
+        B.append(f"    var dp{t} = sS[{at}];")
+        if s.dropout:
+            B.append(f"    dp{t} = select(vec4<f32>(0.0), dp{t} * P.drop_scale, {keep(t, col)});")
+        B.append(f"    let dsv{t} = p{t} * (dp{t} - {dvec(col)});")
+        B += [f"    sP[pbase + r * PP + {col} + {e}u] = f16(dsv{t}.{'xyzw'[e]});" for e in range(4)]
+    B.append("    workgroupBarrier();")
+    B += ["  " + x for x in _lefts(lefts, "sP", s.rows // 16, "pbase", "PP", 1)]
+    return B + _accumulate(accs, lefts, s.rows // 16, "tA", "PA", (s.d + PAD) // 8, s.d // 16)
+
+
 def _generate_forward(s: Shape) -> str:
     bc, d4 = s.rows, s.d // 16
     inputs = ["Q", "K", "V"] + (["M"] if s.masked else [])
@@ -368,16 +385,9 @@ def _generate_dq(s: Shape) -> str:
     B.append("    workgroupBarrier();")     # every lane has read S: dP = dO V^T over it
     B += _products("e", "g", v4, "tB", "col_major", lambda b, kk: f"{16 * b}u * PB + {2 * kk}u", "PB", bc // 16)
     B.append("    workgroupBarrier();")
-    for t, at, col in _quads(s):
-        B.append(f"    var dp{t} = sS[{at}];")
-        if s.dropout:
-            keep = ", ".join(f"kept(z, i, j0 + {col} + {e}u)" for e in range(4))
-            B.append(f"    dp{t} = select(vec4<f32>(0.0), dp{t} * P.drop_scale, vec4<bool>({keep}));")
-        B.append(f"    let dsv{t} = p{t} * (dp{t} - dvec);")
-        B += [f"    sP[pbase + r * PP + {col} + {e}u] = f16(dsv{t}.{'xyzw'[e]});" for e in range(4)]
-    B.append("    workgroupBarrier();")
-    B += ["  " + x for x in _lefts("ds", "sP", bc // 16, "pbase", "PP", 1)]
-    B += _accumulate("dq", "ds", bc // 16, "tA", "PA", (s.d + PAD) // 8, d4)
+    B += _ds_step(s, lambda col: "dvec",
+                  lambda t, col: "vec4<bool>(" + ", ".join(f"kept(z, i, j0 + {col} + {e}u)" for e in range(4)) + ")",
+                  "ds", "dq")
     L += _tiles(s, "j0", "0u", [("fk", "tA", "K", "P.source", s.d, "PA", _AT["K"]),
                                  ("fv", "tB", "V", "P.source", s.dv, "PB", _AT["V"])], B)
     L += _store_rows(s, "dq", d4, "DQ", "(z * P.length + i)", "P.length * (z + 1u)", s.d, "P.scale * ")
@@ -425,16 +435,8 @@ def _generate_dkv(s: Shape) -> str:
     B += _accumulate("dv", "pt", bc // 16, "tB", "PB", (s.dv + PAD) // 8, v4)
     B += _products("e", "v", v4, "tB", "col_major", lambda b, kk: f"{16 * b}u * PB + {2 * kk}u", "PB", bc // 16)
     B.append("    workgroupBarrier();")     # dP^T stored; every P^T load done: sP takes dS^T
-    for t, at, col in _quads(s):
-        B.append(f"    var dp{t} = sS[{at}];")
-        if s.dropout:
-            B.append(f"    dp{t} = select(vec4<f32>(0.0), dp{t} * P.drop_scale, keep{t});")
-        dvec = ", ".join(f"sL[2u * ({col} + {e}u) + 1u]" for e in range(4))
-        B.append(f"    let dsv{t} = p{t} * (dp{t} - vec4<f32>({dvec}));")
-        B += [f"    sP[pbase + r * PP + {col} + {e}u] = f16(dsv{t}.{'xyzw'[e]});" for e in range(4)]
-    B.append("    workgroupBarrier();")
-    B += ["  " + x for x in _lefts("dt", "sP", bc // 16, "pbase", "PP", 1)]
-    B += _accumulate("dk", "dt", bc // 16, "tA", "PA", (s.d + PAD) // 8, d4)
+    B += _ds_step(s, lambda col: "vec4<f32>(" + ", ".join(f"sL[2u * ({col} + {e}u) + 1u]" for e in range(4)) + ")",
+                  lambda t, col: f"keep{t}", "dt", "dk")
     L += _tiles(s, "i0", "first", [("fq", "tA", "Q", "P.length", s.d, "PA", _AT["Q"]),
                                     ("fg", "tB", "DO", "P.length", s.dv, "PB", _do_at(s))], B, rows_copy)
     L += _store_rows(s, "dk", d4, "DK", "(z * P.source + j)", "P.source * (z + 1u)", s.d, "P.scale * ")
