@@ -145,7 +145,7 @@ class autocast(contextlib.ContextDecorator):
 
 def cast_ahead(tensors) -> None:
     """Inside a caching float16 autocast region: make now, in one multi-tensor dispatch
-    (ops/foreach.py cast), the float16 copies that the region would make at their first uses
+    (ops/foreach.py cast_many), the float16 copies that the region would make at their first uses
     of the float32 leaves among `tensors` that require grad (a model's master weights), and
     cache them as those uses would: the same values, each with its own recorded conversion,
     so gradients are as without it (a copy that no op reads costs its conversion and gets no
@@ -157,16 +157,13 @@ def cast_ahead(tensors) -> None:
     from .autograd.rules import backward as rule
     from .ops import foreach, gpu
     from .tensor import Tensor, is_grad_enabled
+    from .tensor.elementwise import _autocast_copy, _keep_autocast_copy
     from .tensor.recording import _attach
     grad_mode = is_grad_enabled()
     todo: dict[int, Tensor] = {}
     for t in tensors:
-        if not (isinstance(t, Tensor) and t.dtype is dtypes.float32 and t.requires_grad and t._entry is None
-                and _whole_buffer(t)):
-            continue
-        # the entries as tensor.elementwise._autocast_cast writes and checks them
-        hit = cache.get((id(t), grad_mode))
-        if hit is None or hit[1] != t._version or hit[2]._version != hit[3]:
+        if (isinstance(t, Tensor) and t.dtype is dtypes.float32 and t.requires_grad and t._entry is None
+                and _whole_buffer(t) and _autocast_copy(cache, t, grad_mode) is None):
             todo[id(t)] = t
     if not todo:
         return
@@ -174,7 +171,7 @@ def cast_ahead(tensors) -> None:
     leaves = list(todo.values())
     for t, buf in zip(leaves, foreach.cast_many(dev, [t._buf for t in leaves], "f16")):
         out = _attach("to", Tensor(buf, t.shape, dtypes.float16), (t,), rule("to", dev, "f32"))
-        cache[(id(t), grad_mode)] = (t, t._version, out, out._version)
+        _keep_autocast_copy(cache, t, grad_mode, out)
 
 
 def _whole_buffer(t) -> bool:

@@ -800,18 +800,10 @@ def _flash_rows(t: Tensor):
     strides, offset = t._view
     if strides[-1] != 1 and cols > 1:
         return plain
-    dims: list = []
-    for size, stride in zip(t.shape[:-2], strides[:-2]):
-        if size == 1:
-            continue
-        if dims and dims[-1][1] == stride * size:     # folds into the dim before it
-            dims[-1] = (dims[-1][0] * size, stride)
-        else:
-            dims.append((size, stride))
-    if len(dims) > 2:
+    folded = flash_attention.fold_batch(t.shape[:-2], strides[:-2])
+    if folded is None:
         return plain
-    outer, inner = ([(1, 0)] * (2 - len(dims)) + dims)[-2:]
-    rows = flash_attention.Rows(inner[0], outer[1], inner[1], strides[-2] if n > 1 else cols, offset)
+    rows = flash_attention.Rows(*folded, strides[-2] if n > 1 else cols, offset)
     if any(x % 8 for x in rows[1:]) or cols % 8:
         return plain
     return t._base._buf, rows

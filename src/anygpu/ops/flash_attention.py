@@ -73,6 +73,24 @@ class Rows(NamedTuple):
         return cls(1, rows * cols, 0, cols, 0)
 
 
+def fold_batch(sizes, strides) -> tuple[int, int, int] | None:
+    """(inner, outer_stride, inner_stride) such that batch entry z (row-major over dims of
+    `sizes` with element `strides`) lies at (z // inner) * outer_stride + (z % inner) *
+    inner_stride; None where the dims do not fold into two such levels."""
+    groups: list[tuple[int, int]] = []   # (size, stride) of merged dims, outer first
+    for size, stride in zip(sizes, strides):
+        if size == 1:
+            continue
+        if groups and groups[-1][1] == stride * size:
+            groups[-1] = (groups[-1][0] * size, stride)
+        else:
+            groups.append((size, stride))
+    if len(groups) > 2:
+        return None
+    (_, outer_stride), (inner, inner_stride) = [(1, 0)] * (2 - len(groups)) + groups
+    return inner, outer_stride, inner_stride
+
+
 def mask_strides(mask_shape, scores_shape) -> MaskStrides | None:
     """MaskStrides reading a contiguous mask of `mask_shape` broadcast to `scores_shape`
     (batch dims..., length, source), or None where the batch dims do not fold into two
@@ -84,23 +102,8 @@ def mask_strides(mask_shape, scores_shape) -> MaskStrides | None:
         strides.append(step if size != 1 else 0)
         step *= size
     strides.reverse()
-    dims = [(scores_shape[d], strides[d]) for d in range(len(scores_shape) - 2)]
-    groups: list[list[int]] = []   # [size, stride] of merged batch dims, outer first
-    for size, stride in dims:
-        if size == 1:
-            continue
-        if groups and groups[-1][1] == stride * size:
-            groups[-1] = [groups[-1][0] * size, stride]
-        elif groups and groups[-1][1] == 0 and stride == 0:
-            groups[-1][0] *= size
-        else:
-            groups.append([size, stride])
-    if len(groups) > 2:
-        return None
-    while len(groups) < 2:
-        groups.insert(0, [1, 0])
-    (_, so), (ni, si) = groups
-    return MaskStrides(max(ni, 1), so, si, strides[-2], strides[-1])
+    folded = fold_batch(scores_shape[:-2], strides[:-2])
+    return None if folded is None else MaskStrides(*folded, strides[-2], strides[-1])
 
 
 def _setting() -> str:
@@ -349,11 +352,11 @@ def _check(op: str, q, k, v, batch, length, source, embed, embed_v, scale, causa
     check_positive(op, batch=batch, length=length, source=source, embed=embed, embed_v=embed_v)
     plain = (Rows.contiguous(length, embed), Rows.contiguous(source, embed), Rows.contiguous(source, embed_v))
     rows = plain if rows is None else tuple(Rows(*r) for r in rows)
-    for name, buf, r, n, cols in (("q", q, rows[0], length, embed), ("k", k, rows[1], source, embed),
-                                  ("v", v, rows[2], source, embed_v)):
+    for name, buf, r, n, cols, size in (("q", q, rows[0], length, embed, "batch*length*embed"),
+                                        ("k", k, rows[1], source, embed, "batch*source*embed"),
+                                        ("v", v, rows[2], source, embed_v, "batch*source*embed_v")):
         if rows == plain:
-            check_buffer(op, name, buf, batch * n * cols, f"batch*{'length' if name == 'q' else 'source'}*"
-                         f"{'embed_v' if name == 'v' else 'embed'}")
+            check_buffer(op, name, buf, batch * n * cols, size)
             continue
         check_buffer(op, name, buf)
         if r.inner < 1 or min(r) < 0 or any(x % 8 for x in r[1:]) or cols % 8:

@@ -71,6 +71,13 @@ def first_workgroups(lengths) -> tuple[list[int], int]:
     return firsts, total
 
 
+def tensor_table(lengths) -> tuple[list[int], int]:
+    """The `tensors` words of tensor_params for tensors of these lengths ((n, first
+    workgroup, 0, 0) each), and the total workgroups."""
+    firsts, total = first_workgroups(lengths)
+    return [v for n, first in zip(lengths, firsts) for v in (n, first, 0, 0)], total
+
+
 def groups(items: list, size: int) -> list[list]:
     """items cut into consecutive lists of at most `size`."""
     return [items[i:i + size] for i in range(0, len(items), size)]
@@ -159,8 +166,7 @@ def scale_by(dev, bufs, factor) -> None:
     live = [b for b in bufs if b.len]
     for part in groups(live, per_dispatch(dev, 1, 1)):
         count = len(part)
-        firsts, total = first_workgroups([b.len for b in part])
-        table = [v for b, first in zip(part, firsts) for v in (b.len, first, 0, 0)]
+        table, total = tensor_table([b.len for b in part])
         kernel = dev.kernel(f"foreach_scale[{count}]", _scale_source(count), 1, count, tensor_params(count).format())
         dev.launch(kernel, [factor], part, (count, total, 0, 0, *table), dev.grid(total))
 
@@ -191,8 +197,7 @@ def cast_many(dev, bufs, dtype: str, outs=None) -> list:
     live = [(b, out) for b, out in zip(bufs, outs) if b.len]
     for part in groups(live, per_dispatch(dev, 2)):
         count = len(part)
-        firsts, total = first_workgroups([b.len for b, _ in part])
-        table = [v for (b, _), first in zip(part, firsts) for v in (b.len, first, 0, 0)]
+        table, total = tensor_table([b.len for b, _ in part])
         kernel = dev.kernel(f"foreach_cast[{count}]_{part[0][0].dtype}_{dtype}",
                             _cast_source(count, part[0][0].dtype, dtype), count, count, tensor_params(count).format())
         dev.launch(kernel, [b for b, _ in part], [out for _, out in part], (count, total, 0, 0, *table),

@@ -62,8 +62,7 @@ def unscale_check(dev, grads, inverse: float | None = None, flag=None, scale=Non
     live = [g for g in grads if g.len]
     for part in foreach.groups(live, foreach.per_dispatch(dev, 1, 1 + (not host_inverse))):
         count = len(part)
-        firsts, total = foreach.first_workgroups([g.len for g in part])
-        table = [v for g, first in zip(part, firsts) for v in (g.len, first, 0, 0)]
+        table, total = foreach.tensor_table([g.len for g in part])
         params = _unscale_params(count, host_inverse)
         kernel = dev.kernel(f"unscale_check[{count}]", _unscale_source(count, host_inverse), 0,
                             count + 1 + (not host_inverse), params.format())

@@ -52,15 +52,24 @@ def _autocast_cast(t: Tensor, dtype) -> Tensor:
             or t._entry is not None or t._base is not None):
         return _cast(t, dtype)
     from .grad_mode import is_grad_enabled
-    key = (id(t), is_grad_enabled())
-    hit = cache.get(key)
-    # (t itself is held, so its id names it until the region ends; a copy changed in place
-    # by its user is not handed out again)
-    if hit is not None and hit[1] == t._version and hit[2]._version == hit[3]:
-        return hit[2]
-    out = _cast(t, dtype)
-    cache[key] = (t, t._version, out, out._version)
+    grad_mode = is_grad_enabled()
+    out = _autocast_copy(cache, t, grad_mode)
+    if out is None:
+        out = _cast(t, dtype)
+        _keep_autocast_copy(cache, t, grad_mode, out)
     return out
+
+
+def _autocast_copy(cache: dict, t: Tensor, grad_mode: bool) -> Tensor | None:
+    """The region's float16 copy of t under this grad mode, None where there is none or it is
+    stale. (t itself is held, so its id names it until the region ends; a copy changed in
+    place by its user is not handed out again.)"""
+    hit = cache.get((id(t), grad_mode))
+    return hit[2] if hit is not None and hit[1] == t._version and hit[2]._version == hit[3] else None
+
+
+def _keep_autocast_copy(cache: dict, t: Tensor, grad_mode: bool, out: Tensor) -> None:
+    cache[(id(t), grad_mode)] = (t, t._version, out, out._version)
 
 
 def _to_tensor(value, like: Tensor | None = None) -> Tensor:
