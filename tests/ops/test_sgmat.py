@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sgmat_operands import operands  # (tests/ops/sgmat_operands.py)
 
 import anygpu as ag
 from anygpu.ops import gpu, sgmat, sgmat_tune, tuner
@@ -339,14 +340,7 @@ def test_matrix_kernels_against_float64(name, case):
                                       int(dev.limits["max-compute-workgroup-storage-size"])):
         pytest.skip(f"{name} is not a member on this adapter")
     p, with_bias = LAYOUTS[case]
-    rng = np.random.default_rng(case)
-    a = rng.uniform(-1, 1, ((p.batch if p.a_batch else 1), *((p.k, p.m) if p.trans_a else (p.m, p.k))))
-    b = rng.uniform(-1, 1, ((p.batch if p.b_batch else 1), *((p.n, p.k) if p.trans_b else (p.k, p.n))))
-    a, b = a.astype(np.float16), b.astype(np.float16)
-    bias = rng.uniform(-1, 1, p.n).astype(np.float16) if with_bias else None
-    A = a.astype(np.float64).transpose(0, 2, 1) if p.trans_a else a.astype(np.float64)
-    B = b.astype(np.float64).transpose(0, 2, 1) if p.trans_b else b.astype(np.float64)
-    want = p.alpha * (A @ B) + (0 if bias is None else bias.astype(np.float64))
+    a, b, bias, want = operands(p, with_bias, case)
     for out_dtype, tol in (("f32", 1e-5), ("f16", 2e-3)):
         out = dev.empty(p.batch * p.m * p.n, out_dtype)
         sgmat.launch(dev, config, p, dev.upload(a.ravel()), dev.upload(b.ravel()), out,

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import dawn_child  # (tests/ops/dawn_child.py)
+from sgmat_operands import operands  # (tests/ops/sgmat_operands.py)
 from anygpu.ops import gpu, sgmat
 from anygpu.ops.matmul_problem import Problem
 from anygpu.ops.sgmat import SgConfig
@@ -57,15 +58,7 @@ def _check(config: SgConfig, problem: Problem, out: str, with_bias: bool, seed: 
     of C written once and nothing past it."""
     dev = gpu()
     p = problem
-    rng = np.random.default_rng(seed)
-    a = rng.uniform(-1, 1, ((p.batch if p.a_batch else 1), *((p.k, p.m) if p.trans_a else (p.m, p.k))))
-    b = rng.uniform(-1, 1, ((p.batch if p.b_batch else 1), *((p.n, p.k) if p.trans_b else (p.k, p.n))))
-    a, b = a.astype(np.float16), b.astype(np.float16)
-    bias = rng.uniform(-1, 1, p.n).astype(np.float16) if with_bias else None
-    A = a.astype(np.float64).transpose(0, 2, 1) if p.trans_a else a.astype(np.float64)
-    B = b.astype(np.float64).transpose(0, 2, 1) if p.trans_b else b.astype(np.float64)
-    want = np.broadcast_to(p.alpha * (A @ B) + (0 if bias is None else bias.astype(np.float64)),
-                           (p.batch, p.m, p.n))
+    a, b, bias, want = operands(p, with_bias, seed)
     size, tail = p.batch * p.m * p.n, 64
     host = np.float16 if out == "f16" else np.float32
     c = dev.upload(np.full(size + tail, np.nan, host))        # NaN: an element never written
