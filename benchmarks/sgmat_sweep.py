@@ -68,7 +68,9 @@ def open_device(null: bool):
             if f in adapter.features]
     req = {k: lim[k] for k in ("max-compute-workgroup-storage-size", "max-storage-buffer-binding-size",
                                "max-buffer-size", "max-compute-invocations-per-workgroup") if k in lim}
-    dev_toggles = [t for t in ("skip_validation", "disable_robustness") if t in known]
+    # Robustness (Tint's bounds clamps) off unless SGMAT_ROBUST=1: anygpu's runtime keeps it on.
+    off = ("skip_validation",) if os.environ.get("SGMAT_ROBUST") == "1" else ("skip_validation", "disable_robustness")
+    dev_toggles = [t for t in off if t in known]
     device = ex.request_device_sync(adapter, required_features=want, required_limits=req, enable_toggles=dev_toggles)
     return wgpu, device, adapter, sg, configs, lim
 
@@ -102,9 +104,11 @@ class Runner:
         raw += b"\0" * (-len(raw) % 16 + 16)
         return self.device.create_buffer_with_data(data=raw, usage=usage)
 
-    def run(self, config: SgConfig, p: Problem, a, b, bias, out: str, reps: int = 0):
+    def run(self, config: SgConfig, p: Problem, a, b, bias, out: str, reps: int = 0, code: str | None = None):
+        """Check or time `config` on problem p (code: other WGSL for the same bindings and grid,
+        e.g. benchmarks/sgmat_probe.py's ablations); (C, error, ms per dispatch)."""
         lay = layout(config, p, out, bias is not None)
-        code = generate(config, lay)
+        code = code or generate(config, lay)
         pipe, err = self.compile(code)
         if err:
             return None, err, None

@@ -226,7 +226,7 @@ def test_a_tuned_member_other_than_the_default_runs_the_product(fake_matrix_unit
 
 def test_a_cached_member_that_fails_its_float64_check_is_not_used(fake_matrix_units, monkeypatch):
     dev, calls = fake_matrix_units
-    picked = "sg16x16x16s32_w4x2_t2x4_k32_v_e_s"
+    picked = "sg16x16x16s32_w2x4_t4x4_k32_v_e_s_c"
     _cache_pick(dev, Problem(1, 37, 41, 29), "f16", False, picked)
     right = sgmat.launch
 
@@ -245,7 +245,7 @@ def test_a_cached_member_that_fails_its_float64_check_is_not_used(fake_matrix_un
 def test_a_tuned_member_that_fails_to_run_gives_way_to_the_default(fake_matrix_units, monkeypatch):
     """A GpuError of a tuned member drops that member (the tuner's `forget`), not the family."""
     dev, calls = fake_matrix_units
-    picked = "sg16x16x16s32_w2x4_t4x4_k16_v_e"
+    picked = "sg16x16x16s32_w2x2_t4x4_k32_v_e"
     _cache_pick(dev, Problem(1, 37, 41, 29), "f16", False, picked)
     right = sgmat.launch
     seen = []

@@ -31,6 +31,9 @@ from anygpu.ops.sgmat import SgConfig
 MEMBERS = [SgConfig.parse(name) for name in (
     "sg16x16x16s32_w2x2_t2x2_k32_v_e_s", "sg16x16x16s32_w2x2_t2x2_k32_v_e",
     "sg16x16x16s32_w2x2_t2x2_k32", "sg16x16x16s32_w2x2_t1x2_k16_s")]
+# Slotted members (each subgroup's tile rows in a slot of their own, matrix loads at literal offsets).
+SLOTTED = [SgConfig.parse(name) for name in (
+    "sg16x16x16s32_w2x2_t2x2_k32_v_e_s_c", "sg16x16x16s32_w1x2_t2x1_k16_v_e_s_c")]
 
 # (problem, result type, bias). Tiles of 64 x 64 (32 x 64 for the last member): edge tiles in
 # m, n and k; rows of 8 halves (16-byte loads) or not; n % 4 == 0 with edge tiles (the epi
@@ -45,11 +48,14 @@ PROBLEMS = [
     (Problem(2, 64, 132, 48, False, True, b_batch=False), "f16", False),        # B^T shared, vec4<f16> store
     (Problem(2, 128, 128, 64), "f32", False),                                   # the direct store
 ]
+# One k step only, and four.
+EXTRA = [(Problem(1, 70, 64, 24), "f16", True), (Problem(1, 64, 128, 128), "f32", False)]
 # Which problems each member runs (each layout is a compile; the 20 take about 40 s on lavapipe
 # without Mesa's shader cache): the wide members every problem with 16-byte rows, the scalar
 # ones a spread.
 RUNS = {MEMBERS[0].name: range(len(PROBLEMS)), MEMBERS[1].name: (1, 2, 4, 5, 6),
-        MEMBERS[2].name: (0, 1, 3, 6), MEMBERS[3].name: (0, 2, 3, 5)}
+        MEMBERS[2].name: (0, 1, 3, 6), MEMBERS[3].name: (0, 2, 3, 5),
+        SLOTTED[0].name: (1, 2, 4, 5, 6, 8), SLOTTED[1].name: (1, 2, 4, 6, 7)}
 CASES = [(name, i) for name, runs in RUNS.items() for i in runs]
 
 
@@ -77,7 +83,7 @@ def _check(config: SgConfig, problem: Problem, out: str, with_bias: bool, seed: 
 @pytest.mark.skipif(dawn_child.reason() is not None, reason=dawn_child.reason() or "")
 @pytest.mark.parametrize("name, problem", CASES, ids=[f"{n}-{i}" for n, i in CASES])
 def test_emulated_kernel_matches_float64(name, problem):
-    _check(SgConfig.parse(name), *PROBLEMS[problem], seed=problem)
+    _check(SgConfig.parse(name), *(PROBLEMS + EXTRA)[problem], seed=problem)
 
 
 @pytest.mark.skipif(not dawn_child.HAS_DAWN, reason="needs the extra anygpu[dawn]")
@@ -102,8 +108,14 @@ def test_emulated_source_uses_no_subgroups():
 REAL_SOURCES_SHA256 = "48b1d249ac8edbcddbf8c618500c2bde79c05b4edd3579c70fa0718c84d7e9b0"
 
 
+# (session 16's PREFERRED, so that a new default leaves the digest alone)
+DIGEST_MEMBERS = ("sg16x16x16s32_w4x2_t2x4_k64_v_e_s", "sg16x16x16s32_w2x4_t4x2_k32_v_e_s",
+                  "sg16x16x16s32_w2x2_t4x4_k32_v_e", "sg16x16x16s32_w2x4_t4x2_k32", "sg16x16x16s32_w4x2_t2x4_k32",
+                  "sg16x16x16s32_w2x4_t4x4_k16", "sg16x16x16s32_w2x2_t2x2_k32")
+
+
 def _real_sources_digest(generate) -> str:
-    names = [c.name for c in MEMBERS] + list(sgmat.PREFERRED) + [
+    names = [c.name for c in MEMBERS] + list(DIGEST_MEMBERS) + [
         "sg16x8x16s32_w2x4_t4x2_k32_v_e", "sg16x16x16s32_w2x4_t4x4_k16_v"]
     digest = hashlib.sha256()
     for name in names:

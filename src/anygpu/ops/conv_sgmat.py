@@ -48,7 +48,7 @@ from typing import NamedTuple
 
 from ..runtime import Params, load_shader
 from .conv_gen import output_phases
-from .sgmat import SgConfig, entry_point, f16_configs, sum_splits
+from .sgmat import SgConfig, entry_point, f16_configs, stash_unit, sum_splits
 
 __all__: list[str] = []   # the Device ops are ops/conv.py's; this module is their f16 form
 
@@ -157,14 +157,7 @@ def _copy(name: str, reg: str, rows: int, cols: int, threads: int, fast_rows: bo
         if ragged:
             stash.append(f"  if (e < {units}u) {{")
         stash.append(f"  let s = stage + r * {cols + _PAD}u + c;")
-        if wide:
-            stash.append(f"  {name}[s / 8u] = {at};")
-        elif vec == 8:
-            for w, comp in enumerate("xyzw"):
-                stash.append(f"  let h{w} = bitcast<vec2<f16>>({at}.{comp});")
-                stash.append(f"  {name}[s + {2 * w}u] = h{w}.x; {name}[s + {2 * w + 1}u] = h{w}.y;")
-        else:
-            stash.append(f"  {name}[s] = {at};")
+        stash += stash_unit(name, at, wide, vec)
         if ragged:
             stash.append("  }")
         stash.append("}")

@@ -62,6 +62,8 @@ class SgConfig(NamedTuple):
     wide: bool = False   # workgroup tiles as vec4<u32>: one 16-byte store per 8 halves fetched
     epi: bool = False    # (with wide) the f16/bias/alpha store in rounds through the dead tiles
     single: bool = False  # one stage of workgroup memory, no register prefetch (two barriers a step)
+    slots: bool = False   # (_v_e_s) each subgroup's tile rows in their own workgroup array: matrix loads at
+    #                       literal offsets, which Dawn's robustness then leaves unpredicated (_c)
 
     @property
     def bm(self) -> int:
@@ -79,24 +81,32 @@ class SgConfig(NamedTuple):
     def name(self) -> str:
         return (f"sg{self.m0}x{self.n0}x{self.k0}s{self.sg}_w{self.wm}x{self.wn}"
                 f"_t{self.tm}x{self.tn}_k{self.tk}" + ("_v" if self.wide else "") + ("_e" if self.epi else "")
-                + ("_s" if self.single else ""))
+                + ("_s" if self.single else "") + ("_c" if self.slots else ""))
 
     @classmethod
     def parse(cls, name: str) -> "SgConfig":
         """The config that `name` names (as stored in the tuner cache)."""
         try:
             head, w, t, k, *flags = name.split("_")
+            slots = bool(flags) and flags[-1] == "c"
+            if slots:
+                flags.pop()
+                if flags != ["v", "e", "s"]:
+                    raise ValueError(name)
             if not head.startswith("sg") or flags not in ([], ["v"], ["v", "e"], ["s"], ["v", "s"], ["v", "e", "s"]):
                 raise ValueError(name)
             mnk, sg = head[2:].split("s")
             m0, n0, k0 = (int(x) for x in mnk.split("x"))
             wm, wn = (int(x) for x in w[1:].split("x"))
             tm, tn = (int(x) for x in t[1:].split("x"))
-            return cls(m0, n0, k0, int(sg), wm, wn, tm, tn, int(k[1:]), "v" in flags, "e" in flags, "s" in flags)
+            return cls(m0, n0, k0, int(sg), wm, wn, tm, tn, int(k[1:]), "v" in flags, "e" in flags, "s" in flags,
+                       slots)
         except (ValueError, IndexError):
             raise ValueError(f"sgmat: not a subgroup-matrix config name: {name!r}") from None
 
     def workgroup_bytes(self) -> int:
+        if self.slots:   # the largest of the transposes' slot layouts, with its scratch
+            return max(_slot_layout(self, ta, tb)[-1] for ta in (False, True) for tb in (False, True))
         # the larger of the two layouts of each operand (plain or transposed)
         a = max(self.bm * (self.tk + _PAD), self.tk * (self.bm + _PAD))
         b = max(self.tk * (self.bn + _PAD), self.bn * (self.tk + _PAD))
@@ -104,7 +114,8 @@ class SgConfig(NamedTuple):
 
     def valid(self, max_invocations: int = 1024, max_workgroup_bytes: int = 49152) -> bool:
         return (self.threads <= max_invocations and self.workgroup_bytes() <= max_workgroup_bytes
-                and self.tk % self.k0 == 0 and self.tk % 8 == 0)
+                and self.tk % self.k0 == 0 and self.tk % 8 == 0
+                and (not self.slots or (self.wide and self.epi and self.single)))
 
 
 # The matmul family's uniform block (kernels/lib/matmul_params.wgsl, matmul_gen.PARAM_FORMAT).
@@ -115,6 +126,33 @@ _PARAMS = """struct Params {
 }
 @group(0) @binding(0) var<uniform> P: Params;"""
 _PAD = 8  # halves of padding per workgroup-memory row (16 bytes), against bank conflicts
+_SLOT_BYTES = 49152  # the workgroup memory a slotted member's store scratch may fill up to
+
+
+def _slot_layout(c: SgConfig, trans_a: bool, trans_b: bool) -> tuple:
+    """A slotted member's workgroup memory for operands stored plain or transposed: per operand
+    the split of its tile into the subgroup grid's slots (see _tile_copy), the slot's size in
+    16-byte units and its rows' pitch in halves; then the store's rounds (result matrices per
+    subgroup at once through its scratch), whether that scratch lies in the dead A slots (the
+    wn subgroups of a grid row share their row's slot) rather than in a slot array of its own,
+    and the bytes in all."""
+    ra, rb = c.tm * c.m0, c.tn * c.n0        # rows of A, columns of B, one subgroup's
+    if trans_a:   # stored [k][m]: a subgroup's m columns
+        a = (("cols", ra), c.tk * (ra + _PAD) // 8, ra + _PAD)
+    else:
+        a = (("rows", ra), ra * (c.tk + _PAD) // 8, c.tk + _PAD)
+    if trans_b:   # stored [n][k]: a subgroup's n rows
+        b = (("rows", rb), rb * (c.tk + _PAD) // 8, c.tk + _PAD)
+    else:
+        b = (("cols", rb), c.tk * (rb + _PAD) // 8, rb + _PAD)
+    tiles = 16 * (c.wm * a[1] + c.wn * b[1])
+    matrix = 16 * c.m0 * (c.n0 // 4 + 1)       # one f32 result matrix in the scratch
+    nsub = c.wm * c.wn
+    in_a = min(c.tm * c.tn, a[1] * 16 // matrix // c.wn)
+    if in_a:
+        return a, b, in_a, True, tiles
+    rounds = max(1, min(c.tm * c.tn, (_SLOT_BYTES - tiles) // (nsub * matrix)))
+    return a, b, rounds, False, tiles + rounds * nsub * matrix
 
 
 class Layout(NamedTuple):
@@ -149,11 +187,15 @@ def layout(config: SgConfig, problem: Problem, out: str, bias: bool) -> Layout:
 
 def _tile_copy(name: str, src: str, rows: int, cols: int, vec: int, threads: int, ld: str,
                r0: str, c0: str, rmax: str, cmax: str, base: str, reg: str,
-               wide: bool = False) -> tuple[list[str], list[str]]:
+               wide: bool = False, split: tuple[str, int] | None = None) -> tuple[list[str], list[str]]:
     """Lines that fetch a rows x cols tile (stored rows of `ld` halves starting at row r0,
     column c0 of the matrix at `base`) into registers, and lines that stash the registers in
     workgroup array `name` (rows of cols + _PAD halves; `wide`: an array of vec4<u32>, one
-    store per 8 halves). Out of range reads as zero."""
+    store per 8 halves). Out of range reads as zero.
+
+    split (wide only): `name` is an array of slots, one per subgroup row or column of the grid:
+    ("rows", R) puts rows [i R, (i + 1) R) in slot i (rows of cols + _PAD halves), ("cols", W)
+    columns [i W, (i + 1) W) (rows of W + _PAD halves)."""
     pitch = cols + _PAD
     units = rows * cols // vec
     per = -(-units // threads)
@@ -178,19 +220,32 @@ def _tile_copy(name: str, src: str, rows: int, cols: int, vec: int, threads: int
         stash += ["{", f"  let e = li + {u * threads}u;"]
         if guard and u == per - 1:
             stash.append(f"  if (e < {units}u) {{")
-        stash += [f"  let s = stage + (e / {cols // vec}u) * {pitch}u + (e % {cols // vec}u) * {vec}u;"]
-        if wide:
-            stash.append(f"  {name}[s / 8u] = {reg}{u};")
-        elif vec == 8:
-            for w, comp in enumerate("xyzw"):
-                stash.append(f"  let h{w} = bitcast<vec2<f16>>({reg}{u}.{comp});")
-                stash.append(f"  {name}[s + {2 * w}u] = h{w}.x; {name}[s + {2 * w + 1}u] = h{w}.y;")
+        if split:
+            r, cc = f"(e / {cols // vec}u)", f"(e % {cols // vec}u) * 8u"
+            how, size = split
+            slot, at = ((f"{r} / {size}u", f"(({r} % {size}u) * {pitch}u + {cc}) / 8u") if how == "rows" else
+                        (f"{cc} / {size}u", f"({r} * {size + _PAD}u + {cc} % {size}u) / 8u"))
+            stash.append(f"  {name}[{slot}][{at}] = {reg}{u};")
         else:
-            stash.append(f"  {name}[s] = {reg}{u};")
+            stash.append(f"  let s = stage + (e / {cols // vec}u) * {pitch}u + (e % {cols // vec}u) * {vec}u;")
+            stash += stash_unit(name, f"{reg}{u}", wide, vec)
         if guard and u == per - 1:
             stash.append("  }")
         stash.append("}")
     return fetch, stash
+
+
+def stash_unit(name: str, value: str, wide: bool, vec: int) -> list[str]:
+    """Lines that store register `value` at half `s` of workgroup tile `name` (the matrix
+    families' tiles, this one's and conv_sgmat's): one 16-byte unit (`wide`: an array of
+    vec4<u32>), its 8 halves one by one (vec 8 into an array of f16), or one half."""
+    if wide:
+        return [f"  {name}[s / 8u] = {value};"]
+    if vec == 8:
+        return [line for w, comp in enumerate("xyzw") for line in (
+            f"  let h{w} = bitcast<vec2<f16>>({value}.{comp});",
+            f"  {name}[s + {2 * w}u] = h{w}.x; {name}[s + {2 * w + 1}u] = h{w}.y;")]
+    return [f"  {name}[s] = {value};"]
 
 
 def entry_point(sg: int, emulate: bool) -> list[str]:
@@ -229,7 +284,11 @@ def generate(config: SgConfig, lay: Layout, emulate: bool = False) -> str:
     # offsets and strides in 16-byte units (Tint counts both in the array's elements).
     a_wide, b_wide = c.wide and lay.vec_a == 8, c.wide and lay.vec_b == 8
     # combined (epi): both tiles in one array, which the store's scratch reuses once they are dead.
-    combined = c.epi and a_wide and b_wide
+    combined = c.epi and a_wide and b_wide and not c.slots
+    # slotted (_c, wide operands): each subgroup row's A rows and column's B columns in a slot of
+    # their own (sA[sgm], sB[sgn]), the store's scratch one slot a subgroup (sC[sgid]).
+    slotted = c.slots and a_wide and b_wide
+    epi_store = combined or slotted
     arr_a, arr_b = ("sM", "sM") if combined else ("sA", "sB")
     nst = 1 if c.single else 2                                   # stages of workgroup memory
     base_a, base_b = (0, nst * a_size) if combined else (0, 0)   # in halves
@@ -244,7 +303,7 @@ def generate(config: SgConfig, lay: Layout, emulate: bool = False) -> str:
     # The epi store writes a row's 4 results at once where C's rows are multiples of 4 long (every
     # 4-aligned column then starts a whole vec4 inside its row, and each batch's C too).
     # (Not for the direct store: subgroupMatrixStore counts C's offset and stride in its elements.)
-    vec_c = combined and lay.vec_c == 4 and not lay.direct
+    vec_c = epi_store and lay.vec_c == 4 and not lay.direct
     c_ty = f"vec4<{lay.out}>" if vec_c else lay.out
     cb = 3
     if lay.bias:
@@ -265,6 +324,16 @@ def generate(config: SgConfig, lay: Layout, emulate: bool = False) -> str:
         units = max(nst * (a_size + b_size) // 8, nsub * m_size)
         L.append(f"var<workgroup> sM: array<vec4<u32>, {units}>;")
         rounds_of = max(1, min(c.tm * c.tn, units // (nsub * m_size)))
+    elif slotted:
+        (split_a, slot_a, pitch_a), (split_b, slot_b, pitch_b), rounds_of, in_a, _ = _slot_layout(
+            c, lay.trans_a, lay.trans_b)
+        # the store's scratch: rounds_of matrices a subgroup, in its grid row's dead A slot
+        # (sA[sgm], after the scratch of the row's subgroups before it) or in sC[sgid]
+        scratch_arr, slot_c = ("sA", slot_a) if in_a else ("sC", rounds_of * m_size)
+        L.append(f"var<workgroup> sA: array<array<vec4<u32>, {slot_a}>, {c.wm}>;")
+        L.append(f"var<workgroup> sB: array<array<vec4<u32>, {slot_b}>, {c.wn}>;")
+        if not lay.direct and not in_a:
+            L.append(f"var<workgroup> sC: array<array<vec4<u32>, {slot_c}>, {nsub}>;")
     else:
         L.append(f"var<workgroup> sA: array<{'vec4<u32>' if a_wide else 'f16'}, {nst * a_size // (8 if a_wide else 1)}>;")
         L.append(f"var<workgroup> sB: array<{'vec4<u32>' if b_wide else 'f16'}, {nst * b_size // (8 if b_wide else 1)}>;")
@@ -273,7 +342,11 @@ def generate(config: SgConfig, lay: Layout, emulate: bool = False) -> str:
     if emulate:
         # Half i of a tile array (the halves of a vec4<u32> in memory order).
         for arr, wide in dict([(arr_a, a_wide), (arr_b, b_wide)]).items():
-            body = f"bitcast<vec2<f16>>({arr}[i / 8u][(i % 8u) / 2u])[i % 2u]" if wide else f"{arr}[i]"
+            unit = f"{arr}[i / 8u]"
+            if slotted:   # i counts halves from slot 0's start
+                size = slot_a if arr == "sA" else slot_b
+                unit = f"{arr}[i / {8 * size}u][(i / 8u) % {size}u]"
+            body = f"bitcast<vec2<f16>>({unit}[(i % 8u) / 2u])[i % 2u]" if wide else f"{arr}[i]"
             L.append(f"fn {arr}_half(i: u32) -> f16 {{ return {body}; }}")
         # The half (index) of element (r, c) of matrix m in an array of `units` halves an element.
         L += ["fn emulated_element(m: vec3<u32>, units: u32, r: u32, c: u32) -> u32 {",
@@ -298,7 +371,11 @@ def generate(config: SgConfig, lay: Layout, emulate: bool = False) -> str:
         # 16-byte unit in an array of vec4.
         arr, ty = ("C", c_ty) if lay.direct else ("sM", "vec4<u32>") if combined else ("sC", "f32")
         value = f"acc[e / {c.sg}u]"
-        if ty == "f32":
+        if slotted and not lay.direct:   # the offset counts 16-byte units from slot 0's start
+            arr = scratch_arr
+            put = (f"let x = offset + row * stride + col / 4u; "
+                   f"{arr}[x / {slot_c}u][x % {slot_c}u][col % 4u] = bitcast<u32>({value});")
+        elif ty == "f32":
             put = f"{arr}[offset + row * stride + col] = {value};"
         elif ty in ("vec4<f32>", "vec4<u32>"):
             put = (f"{arr}[offset + row * stride + col / 4u][col % 4u] = "
@@ -326,8 +403,10 @@ def generate(config: SgConfig, lay: Layout, emulate: bool = False) -> str:
         b_args = dict(ld="P.k", r0="wcol", c0="k0", rmax="P.n", cmax="P.k")
     else:
         b_args = dict(ld="P.n", r0="k0", c0="wcol", rmax="P.k", cmax="P.n")
-    fa, sa = _tile_copy(arr_a, "A", a_rows, a_cols, lay.vec_a, nt, base="a_base", reg="ra", wide=a_wide, **a_args)
-    fb, sb = _tile_copy(arr_b, "B", b_rows, b_cols, lay.vec_b, nt, base="b_base", reg="rb", wide=b_wide, **b_args)
+    fa, sa = _tile_copy(arr_a, "A", a_rows, a_cols, lay.vec_a, nt, base="a_base", reg="ra", wide=a_wide,
+                        split=split_a if slotted else None, **a_args)
+    fb, sb = _tile_copy(arr_b, "B", b_rows, b_cols, lay.vec_b, nt, base="b_base", reg="rb", wide=b_wide,
+                        split=split_b if slotted else None, **b_args)
     for u in range(-(-a_rows * a_cols // lay.vec_a // nt)):
         L.append(f"  var ra{u}: {a_ty};")
     for u in range(-(-b_rows * b_cols // lay.vec_b // nt)):
@@ -347,23 +426,6 @@ def generate(config: SgConfig, lay: Layout, emulate: bool = False) -> str:
         return (["{", f"  let stage = {base_a}u + {stage_a};"] + ["  " + x for x in sa] + ["}",
                  "{", f"  let stage = {base_b}u + {stage_b};"] + ["  " + x for x in sb] + ["}"])
 
-    if c.single:    # fetch, stash, barrier, multiply, barrier: registers live only across the copy
-        L += [f"  let steps = (P.k + {tk - 1}u) / {tk}u;",
-              "  for (var t = 0u; t < steps; t++) {",
-              f"    let k0 = t * {tk}u;"] + block(fa + fb, 2) + block(stash("0u", "0u"), 2) + [
-              "    workgroupBarrier();",
-              f"    let a_off = {base_a}u;",
-              f"    let b_off = {base_b}u;"]
-    else:
-        L += ["  var k0 = 0u;"] + block(fa + fb, 1) + block(stash("0u", "0u"), 1) + ["  workgroupBarrier();"]
-        L += [f"  let steps = (P.k + {tk - 1}u) / {tk}u;",
-              "  for (var t = 0u; t < steps; t++) {",
-              "    let cur = t % 2u;",
-              f"    k0 = (t + 1u) * {tk}u;",
-              "    let more = t + 1u < steps;",
-              "    if (more) {"] + block(fa + fb, 3) + ["    }",
-              f"    let a_off = {base_a}u + cur * {a_size}u;",
-              f"    let b_off = {base_b}u + cur * {b_size}u;"]
     a_pitch, b_pitch = a_cols + _PAD, b_cols + _PAD
 
     def load(name, ty, major, arr, off, pitch, wide):
@@ -373,49 +435,99 @@ def generate(config: SgConfig, lay: Layout, emulate: bool = False) -> str:
             return f"      let {name} = {ty}({at}, {stride}, {major});"
         return f"      let {name} = subgroupMatrixLoad<{ty}, {major}>(&{arr}, {at}, {stride});"
 
+    def slot_load(name, ty, major, arr, slot, size, off, pitch):
+        # slotted: a literal offset into the subgroup's slot (emulated: counted from slot 0)
+        if emulate:
+            return f"      let {name} = {ty}({slot} * {size}u + {off // 8}u, {pitch // 8}u, {major});"
+        return f"      let {name} = subgroupMatrixLoad<{ty}, {major}>(&{arr}[{slot}], {off // 8}u, {pitch // 8}u);"
+
     def store(arr, offset, acc, stride):
         if emulate:
             return f"emulated_store_{arr}({offset}, {acc}, {stride}, lane);"
         return f"subgroupMatrixStore<row_major>(&{arr}, {offset}, {acc}, {stride});"
 
+    products = []   # one k step's products from the tiles at a_off, b_off
     for kk in range(0, tk, c.k0):
-        L.append("    {")
-        for i in range(c.tm):
+        products.append("    {")
+        if slotted:   # offsets within the slot: A's sub-tile [tm m0][k] or [k][tm m0], B's [k][tn n0] or [tn n0][k]
+            for i in range(c.tm):
+                off, major = ((kk * pitch_a + i * c.m0, "col_major") if lay.trans_a else
+                              (i * c.m0 * pitch_a + kk, "row_major"))
+                products.append(slot_load(f"a{i}", "LM", major, "sA", "sgm", slot_a, off, pitch_a))
+            for j in range(c.tn):
+                off, major = ((j * c.n0 * pitch_b + kk, "col_major") if lay.trans_b else
+                              (kk * pitch_b + j * c.n0, "row_major"))
+                products.append(slot_load(f"b{j}", "RM", major, "sB", "sgn", slot_b, off, pitch_b))
+        for i in range(c.tm if not slotted else 0):
             if lay.trans_a:   # sA[k][m]: element (r, c) of the left matrix at (kk + c) * pitch + m
                 off = f"a_off + {kk * a_pitch}u + sgm * {c.tm * c.m0}u + {i * c.m0}u"
-                L.append(load(f"a{i}", "LM", "col_major", arr_a, off, a_pitch, a_wide))
+                products.append(load(f"a{i}", "LM", "col_major", arr_a, off, a_pitch, a_wide))
             else:             # sA[m][k]
                 off = f"a_off + (sgm * {c.tm * c.m0}u + {i * c.m0}u) * {a_pitch}u + {kk}u"
-                L.append(load(f"a{i}", "LM", "row_major", arr_a, off, a_pitch, a_wide))
-        for j in range(c.tn):
+                products.append(load(f"a{i}", "LM", "row_major", arr_a, off, a_pitch, a_wide))
+        for j in range(c.tn if not slotted else 0):
             if lay.trans_b:   # sB[n][k]
                 off = f"b_off + (sgn * {c.tn * c.n0}u + {j * c.n0}u) * {b_pitch}u + {kk}u"
-                L.append(load(f"b{j}", "RM", "col_major", arr_b, off, b_pitch, b_wide))
+                products.append(load(f"b{j}", "RM", "col_major", arr_b, off, b_pitch, b_wide))
             else:             # sB[k][n]
                 off = f"b_off + {kk * b_pitch}u + sgn * {c.tn * c.n0}u + {j * c.n0}u"
-                L.append(load(f"b{j}", "RM", "row_major", arr_b, off, b_pitch, b_wide))
+                products.append(load(f"b{j}", "RM", "row_major", arr_b, off, b_pitch, b_wide))
         if emulate:   # one loop over the products (see emulated_multiply_accumulate)
-            L += [f"      let lefts = array<LM, {c.tm}>({', '.join(f'a{i}' for i in range(c.tm))});",
-                  f"      let rights = array<RM, {c.tn}>({', '.join(f'b{j}' for j in range(c.tn))});",
-                  f"      for (var ij = 0u; ij < {c.tm * c.tn}u; ij++) {{",
-                  f"        acc[ij] = emulated_multiply_accumulate(lefts[ij / {c.tn}u], rights[ij % {c.tn}u], acc[ij], lane);",
-                  "      }"]
+            products += [f"      let lefts = array<LM, {c.tm}>({', '.join(f'a{i}' for i in range(c.tm))});",
+                         f"      let rights = array<RM, {c.tn}>({', '.join(f'b{j}' for j in range(c.tn))});",
+                         f"      for (var ij = 0u; ij < {c.tm * c.tn}u; ij++) {{",
+                         f"        acc[ij] = emulated_multiply_accumulate(lefts[ij / {c.tn}u], rights[ij % {c.tn}u], acc[ij], lane);",
+                         "      }"]
         else:
-            L += [f"      acc{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, acc{i}_{j});"
-                  for i in range(c.tm) for j in range(c.tn)]
-        L.append("    }")
-    if not c.single:
+            products += [f"      acc{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, acc{i}_{j});"
+                         for i in range(c.tm) for j in range(c.tn)]
+        products.append("    }")
+
+    if c.single:    # fetch, stash, barrier, multiply, barrier: registers live only across the copy
+        L += [f"  let steps = (P.k + {tk - 1}u) / {tk}u;",
+              "  for (var t = 0u; t < steps; t++) {",
+              f"    let k0 = t * {tk}u;"] + block(fa + fb, 2) + block(stash("0u", "0u"), 2) + [
+              "    workgroupBarrier();",
+              f"    let a_off = {base_a}u;",
+              f"    let b_off = {base_b}u;"] + products + ["    workgroupBarrier();", "  }"]
+    else:
+        L += ["  var k0 = 0u;"] + block(fa + fb, 1) + block(stash("0u", "0u"), 1) + ["  workgroupBarrier();"]
+        L += [f"  let steps = (P.k + {tk - 1}u) / {tk}u;",
+              "  for (var t = 0u; t < steps; t++) {",
+              "    let cur = t % 2u;",
+              f"    k0 = (t + 1u) * {tk}u;",
+              "    let more = t + 1u < steps;",
+              "    if (more) {"] + block(fa + fb, 3) + ["    }",
+              f"    let a_off = {base_a}u + cur * {a_size}u;",
+              f"    let b_off = {base_b}u + cur * {b_size}u;"] + products
         L += ["    if (more) {"] + block(stash(f"(1u - cur) * {a_size}u", f"(1u - cur) * {b_size}u"), 3) + ["    }"]
-    L += ["    workgroupBarrier();", "  }"]
+        L += ["    workgroupBarrier();", "  }"]
     L.append(f"  let row0 = wrow + sgm * {c.tm * c.m0}u;")
     L.append(f"  let col0 = wcol + sgn * {c.tn * c.n0}u;")
     if lay.direct:
         for i in range(c.tm):
             for j in range(c.tn):
                 L.append("  " + store("C", f"c_base + (row0 + {i * c.m0}u) * P.n + col0 + {j * c.n0}u", acc(i, j), "P.n"))
-    elif combined:
-        L += ["  let alpha = bitcast<f32>(P.alpha_bits);",
-              f"  let scratch = sgid * {rounds_of * m_size}u;"]
+    elif epi_store:
+        L.append("  let alpha = bitcast<f32>(P.alpha_bits);")
+        if not slotted:
+            L.append(f"  let scratch = sgid * {rounds_of * m_size}u;")
+        else:   # the subgroup's slot and where its scratch starts there (emulated: from slot 0)
+            slot, start = ("sgm", f"sgn * {rounds_of * m_size}u") if in_a else ("sgid", "0u")
+            L.append(f"  let scratch = {start};")
+            if emulate:
+                L.append(f"  let scratch_flat = {slot} * {slot_c}u + scratch;")
+
+        def scratch_store(q, matrix):   # result matrix q of a round into the subgroup's scratch
+            if not slotted:
+                return store("sM", f"scratch + {q * m_size}u", matrix, f"{m_pitch}u")
+            if emulate:
+                return f"emulated_store_{scratch_arr}(scratch_flat + {q * m_size}u, {matrix}, {m_pitch}u, lane);"
+            return (f"subgroupMatrixStore<row_major>(&{scratch_arr}[{slot}], scratch + {q * m_size}u, "
+                    f"{matrix}, {m_pitch}u);")
+
+        def scratch_unit(at):            # 16-byte unit `at` of the subgroup's scratch
+            return f"{scratch_arr}[{slot}][scratch + {at}]" if slotted else f"sM[scratch + {at}]"
         mats = [(i, j) for i in range(c.tm) for j in range(c.tn)]
         quads = c.m0 * (c.n0 // 4)              # 16-byte units of one result matrix
         per = -(-quads // c.sg)
@@ -424,7 +536,7 @@ def generate(config: SgConfig, lay: Layout, emulate: bool = False) -> str:
             if r0:
                 L.append("  workgroupBarrier();")
             for q, (i, j) in enumerate(chunk):
-                L.append("  " + store("sM", f"scratch + {q * m_size}u", acc(i, j), f"{m_pitch}u"))
+                L.append("  " + scratch_store(q, acc(i, j)))
             L.append("  workgroupBarrier();")
             for q, (i, j) in enumerate(chunk):
                 for t in range(per):
@@ -435,7 +547,7 @@ def generate(config: SgConfig, lay: Layout, emulate: bool = False) -> str:
                           f"    let r = row0 + {i * c.m0}u + rr;",
                           f"    let cc = col0 + {j * c.n0}u + cq * 4u;",
                           f"    if ({guard}r < P.m) {{",
-                          f"      let v = bitcast<vec4<f32>>(sM[scratch + {q * m_size}u + rr * {m_pitch}u + cq]);",
+                          f"      let v = bitcast<vec4<f32>>({scratch_unit(f'{q * m_size}u + rr * {m_pitch}u + cq')});",
                           "      let o = c_base + r * P.n + cc;"]
                     if vec_c:   # n % 4 == 0: a column cc < n (a multiple of 4) starts four inside the row
                         val = "alpha * v" + (" + vec4<f32>(Bias[cc / 4u])" if lay.bias else "")
@@ -494,9 +606,10 @@ def candidates(configs, sg: int, max_invocations: int = 1024, max_workgroup_byte
     for cfg in configs:
         m0, n0, k0 = int(cfg["M"]), int(cfg["N"]), int(cfg["K"])
         for wm, wn, tm, tn, tk in shapes:
-            for wide, epi, single in ((False, False, False), (True, False, False), (True, True, False),
-                                      (True, True, True)):
-                c = SgConfig(m0, n0, k0, sg, wm, wn, tm, tn, tk, wide, epi, single)
+            for wide, epi, single, slots in ((False, False, False, False), (True, False, False, False),
+                                             (True, True, False, False), (True, True, True, False),
+                                             (True, True, True, True)):
+                c = SgConfig(m0, n0, k0, sg, wm, wn, tm, tn, tk, wide, epi, single, slots=slots)
                 if c.valid(max_invocations, max_workgroup_bytes) and c not in out:
                     out.append(c)
     return out
@@ -505,10 +618,12 @@ def candidates(configs, sg: int, max_invocations: int = 1024, max_workgroup_byte
 # Measured on the H200 (benchmarks/sgmat_sweep.py, docs/BENCHMARKS.md): the best of the family
 # on 4096^3 and on nanoGPT's products, in order of preference; the first that this adapter's
 # configs, subgroup size and limits allow is the default. Session 13: one stage of workgroup
-# memory without register prefetch (_s) beat the two-stage form by 15-45%; w4x2_t2x4_k64_v_e_s
-# ran 4096^3 at 218 TFLOP/s and nanoGPT's proj / dX at 168 / 172 (the session-12 default:
-# 124 and 95 / 96).
-PREFERRED = ("sg16x16x16s32_w4x2_t2x4_k64_v_e_s", "sg16x16x16s32_w2x4_t4x2_k32_v_e_s",
+# memory without register prefetch (_s) beat the two-stage form by 15-45%. Session 17: with
+# Dawn's robustness on (as anygpu runs), matrix loads at literal offsets (_c) gave 4096^3
+# 140 -> 167 TFLOP/s (w4x2_t2x4_k64) and nanoGPT's qkv / proj / dX 111 / 114 / 131 -> 134 / 139 /
+# 158; w2x4_t4x2_k64_v_e_s_c ran proj 209 and fc 143 in the same sweep.
+PREFERRED = ("sg16x16x16s32_w2x4_t4x2_k64_v_e_s_c", "sg16x16x16s32_w4x2_t2x4_k64_v_e_s_c",
+             "sg16x16x16s32_w4x2_t2x4_k64_v_e_s", "sg16x16x16s32_w2x4_t4x2_k32_v_e_s",
              "sg16x16x16s32_w2x2_t4x4_k32_v_e", "sg16x16x16s32_w2x4_t4x2_k32", "sg16x16x16s32_w4x2_t2x4_k32",
              "sg16x16x16s32_w2x4_t4x4_k16", "sg16x16x16s32_w2x2_t2x2_k32")
 
