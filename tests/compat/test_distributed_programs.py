@@ -23,13 +23,24 @@ def _env(init: Path, mode: str) -> dict:
                 PYTHONPATH=os.pathsep.join(filter(None, paths)), CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")
 
 
-def _run(argv: list[str], env: dict, what: str) -> str:
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=240, start_new_session=True)
-    except subprocess.TimeoutExpired as expired:
-        raise AssertionError(f"{what} did not finish within 240 s:\n{expired.stdout}\n{expired.stderr}") from None
-    assert done.returncode == 0, f"{what} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
-    return done.stdout
+# How real torch's gloo ranks sometimes end on a loaded machine: every line printed, then an
+# abort in its own teardown (seen in `make test` on 2 cores, never alone; docs/NOTES.md).
+TORCH_TEARDOWN_ABORT = "terminate called without an active exception"
+
+
+def _run(argv: list[str], env: dict, what: str, oracle: bool = False) -> str:
+    """The stdout of argv, which must exit 0. The oracle (real torch) runs once more when its
+    first run ended in torch's teardown abort; our own run gets no second chance."""
+    for attempt in (1, 2):
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=240, start_new_session=True)
+        except subprocess.TimeoutExpired as expired:
+            raise AssertionError(f"{what} did not finish within 240 s:\n{expired.stdout}\n{expired.stderr}") from None
+        if done.returncode != 0 and oracle and attempt == 1 and TORCH_TEARDOWN_ABORT in done.stderr:
+            continue
+        assert done.returncode == 0, f"{what} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
+        return done.stdout
+    raise AssertionError("unreachable")
 
 
 # fp16_compress_hook rounds each gradient to float16: where our float32 gradient differs from
@@ -52,7 +63,7 @@ def test_torchrun_script_runs_unchanged_under_mpiexec(program, tmp_path):
     script, init = HERE / "dist_programs" / program, tmp_path / "init.npz"
     theirs = _run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone",
                    "--log-dir", str(tmp_path / "torchrun-logs"), str(script)],
-                  _env(init, "save"), f"{program} under torchrun")
+                  _env(init, "save"), f"{program} under torchrun", oracle=True)
     ours = _run([str(mpiexec), "-n", "2", sys.executable, str(HERE / "torch_shim.py"), "anygpu", str(script)],
                 _env(init, "load"), f"{program} under mpiexec with anygpu")
     theirs = "\n".join(line for line in theirs.splitlines() if not line.startswith(("*", "Setting OMP")))

@@ -286,7 +286,7 @@ def generate(config: SgConfig, lay: Layout, emulate: bool = False) -> str:
     # combined (epi): both tiles in one array, which the store's scratch reuses once they are dead.
     combined = c.epi and a_wide and b_wide and not c.slots
     # slotted (_c, wide operands): each subgroup row's A rows and column's B columns in a slot of
-    # their own (sA[sgm], sB[sgn]), the store's scratch one slot a subgroup (sC[sgid]).
+    # their own (sA[sgm], sB[sgn]); the store's scratch in the dead A slots or in sC[sgid].
     slotted = c.slots and a_wide and b_wide
     epi_store = combined or slotted
     arr_a, arr_b = ("sM", "sM") if combined else ("sA", "sB")
@@ -458,20 +458,21 @@ def generate(config: SgConfig, lay: Layout, emulate: bool = False) -> str:
                 off, major = ((j * c.n0 * pitch_b + kk, "col_major") if lay.trans_b else
                               (kk * pitch_b + j * c.n0, "row_major"))
                 products.append(slot_load(f"b{j}", "RM", major, "sB", "sgn", slot_b, off, pitch_b))
-        for i in range(c.tm if not slotted else 0):
-            if lay.trans_a:   # sA[k][m]: element (r, c) of the left matrix at (kk + c) * pitch + m
-                off = f"a_off + {kk * a_pitch}u + sgm * {c.tm * c.m0}u + {i * c.m0}u"
-                products.append(load(f"a{i}", "LM", "col_major", arr_a, off, a_pitch, a_wide))
-            else:             # sA[m][k]
-                off = f"a_off + (sgm * {c.tm * c.m0}u + {i * c.m0}u) * {a_pitch}u + {kk}u"
-                products.append(load(f"a{i}", "LM", "row_major", arr_a, off, a_pitch, a_wide))
-        for j in range(c.tn if not slotted else 0):
-            if lay.trans_b:   # sB[n][k]
-                off = f"b_off + (sgn * {c.tn * c.n0}u + {j * c.n0}u) * {b_pitch}u + {kk}u"
-                products.append(load(f"b{j}", "RM", "col_major", arr_b, off, b_pitch, b_wide))
-            else:             # sB[k][n]
-                off = f"b_off + {kk * b_pitch}u + sgn * {c.tn * c.n0}u + {j * c.n0}u"
-                products.append(load(f"b{j}", "RM", "row_major", arr_b, off, b_pitch, b_wide))
+        else:
+            for i in range(c.tm):
+                if lay.trans_a:   # sA[k][m]: element (r, c) of the left matrix at (kk + c) * pitch + m
+                    off = f"a_off + {kk * a_pitch}u + sgm * {c.tm * c.m0}u + {i * c.m0}u"
+                    products.append(load(f"a{i}", "LM", "col_major", arr_a, off, a_pitch, a_wide))
+                else:             # sA[m][k]
+                    off = f"a_off + (sgm * {c.tm * c.m0}u + {i * c.m0}u) * {a_pitch}u + {kk}u"
+                    products.append(load(f"a{i}", "LM", "row_major", arr_a, off, a_pitch, a_wide))
+            for j in range(c.tn):
+                if lay.trans_b:   # sB[n][k]
+                    off = f"b_off + (sgn * {c.tn * c.n0}u + {j * c.n0}u) * {b_pitch}u + {kk}u"
+                    products.append(load(f"b{j}", "RM", "col_major", arr_b, off, b_pitch, b_wide))
+                else:             # sB[k][n]
+                    off = f"b_off + {kk * b_pitch}u + sgn * {c.tn * c.n0}u + {j * c.n0}u"
+                    products.append(load(f"b{j}", "RM", "row_major", arr_b, off, b_pitch, b_wide))
         if emulate:   # one loop over the products (see emulated_multiply_accumulate)
             products += [f"      let lefts = array<LM, {c.tm}>({', '.join(f'a{i}' for i in range(c.tm))});",
                          f"      let rights = array<RM, {c.tn}>({', '.join(f'b{j}' for j in range(c.tn))});",
