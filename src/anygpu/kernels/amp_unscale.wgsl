@@ -18,11 +18,10 @@
 fn main(@builtin(local_invocation_index) tid: u32,
         @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) nwg: vec3<u32>) {
-    let w = wid.x + wid.y * nwg.x;
-    if (w >= P.total_workgroups) { return; }
-    let k = tensor_of(w);
-    let i = (w - P.tensors[k].y) * 256u + tid;
-    if (i >= P.tensors[k].x) { return; }
+    let e = element_of(tid, wid, nwg);
+    if (e.z == 0u) { return; }
+    let k = e.x;
+    let i = e.y;
     let v = g_load(k, i) * {{INVERSE}};
     g_store(k, i, v);
     if ((bitcast<u32>(v) & 0x7f800000u) == 0x7f800000u) { atomicOr(&flag[0], 1u); }

@@ -20,12 +20,11 @@ const AMSGRAD: bool = {{AMSGRAD}};
 fn main(@builtin(local_invocation_index) tid: u32,
         @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) nwg: vec3<u32>) {
-    let w = wid.x + wid.y * nwg.x;
-    if (w >= P.total_workgroups) { return; }
-    let k = tensor_of(w);
+    let e = element_of(tid, wid, nwg);
+    let k = e.x;
+    let i = e.y;
     let t = P.tensors[k];
-    let i = (w - t.y) * 256u + tid;
-    if (i >= t.x || skipped(t)) { return; }
+    if (e.z == 0u || skipped(t)) { return; }
     let s = adam_moments(param_load(k, i), grad_load(k, i), exp_avg_load(k, i), exp_avg_sq_load(k, i));
     exp_avg_store(k, i, s.m);
     exp_avg_sq_store(k, i, s.v);
