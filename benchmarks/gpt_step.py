@@ -52,6 +52,8 @@ def main() -> None:
     ap.add_argument("--cprofile", type=int, default=0, help="anygpu: host profile of this many steps (top functions)")
     ap.add_argument("--kernels", action="store_true",
                     help="anygpu with --compile: GPU time of each dispatch of the captured step, by kernel")
+    ap.add_argument("--kernels-json", metavar="FILE",
+                    help="with --kernels: write every dispatch (kernel, grid, buffer sizes, us) in replay order")
     args = ap.parse_args()
     if args.backend == "anygpu":
         from anygpu.utils.data import torch_alias
@@ -150,6 +152,9 @@ def main() -> None:
         for name, (count, us) in sorted(by_kernel.items(), key=lambda kv: -kv[1][1])[:40]:
             print(f"  {us / 1e3:8.3f} ms  {count:5d}x  {name}")
         result["kernels_ms"] = round(total / 1e3, 3)
+        if args.kernels_json:
+            with open(args.kernels_json, "w") as handle:
+                json.dump(rows, handle, indent=0)
         result["dispatches"] = len(rows)
         result["reason"] = step.reason(*batch())
     if args.losses:

@@ -221,6 +221,69 @@ def test_mask_strides_fold_batch_dims():
     assert flash_attention.mask_strides((2, 1, 2, 9, 13), (2, 3, 2, 9, 13)) is None   # three levels: expand
 
 
+def _positions(r, batch, n, cols):
+    z, g, c = np.indices((batch, n, cols))
+    return (r.offset + (z // r.inner) * r.outer_stride + (z % r.inner) * r.inner_stride + g * r.row_stride + c).ravel()
+
+
+@pytest.mark.parametrize("case", ["nanogpt", "spare", "same", "overlap", "broadcast", "two heads apart", "rows cross",
+                                  "contiguous", "one view", "one view overlapping"])
+def test_disjoint_agrees_with_the_positions(case):
+    """flash_attention.disjoint (may q, k, v's gradients be written in place) against the
+    positions themselves: never True where two coincide, and True for nanoGPT's split."""
+    Rows = flash_attention.Rows
+    b, t, h, d = 2, 5, 3, 8
+    c = h * d
+    heads = lambda width, off: Rows(h, t * width, d, width, off)    # [B, H, T, D] of a [B, T, width]
+    views = {
+        "nanogpt": [heads(3 * c, 0), heads(3 * c, c), heads(3 * c, 2 * c)],
+        "spare": [heads(4 * c, 0), heads(4 * c, 2 * c), heads(4 * c, 3 * c)],
+        "same": [heads(c, 0)] * 3,
+        "overlap": [heads(3 * c, 0), heads(3 * c, c - 8), heads(3 * c, 2 * c)],
+        "broadcast": [heads(3 * c, 0), Rows(h, t * 3 * c, 0, 3 * c, c), heads(3 * c, 2 * c)],
+        "two heads apart": [Rows(h, t * 6 * c, 2 * d, 6 * c, off) for off in (0, d, 6 * d)],
+        "rows cross": [Rows(h, t * c, d, c // 2, off) for off in (0, 8, 16)],
+        "contiguous": [Rows.contiguous(t, d)._replace(offset=off) for off in (0, b * h * t * d, 2 * b * h * t * d)],
+        "one view": [heads(3 * c, 0)],
+        "one view overlapping": [Rows(h, t * c, d, 8, 0)],
+    }[case]
+    args = [(r, b * h, t, d) for r in views]
+    got = flash_attention.disjoint(args)
+    everything = np.concatenate([_positions(*a) for a in args])
+    distinct = len(np.unique(everything)) == len(everything)
+    assert not got or distinct
+    if case in ("nanogpt", "spare", "contiguous", "one view"):
+        assert got and distinct
+    if case == "two heads apart":   # interleaved heads: distinct, beyond what the test proves
+        assert distinct and not got
+    if case in ("same", "overlap", "broadcast", "rows cross", "one view overlapping"):
+        assert not distinct
+
+
+def test_in_place_gradients_and_output_rows_are_checked():
+    dev = gpu()
+    Rows = flash_attention.Rows
+    b, t, h, d = 1, 4, 2, 8
+    x = dev.upload(np.zeros(b * t * 3 * h * d, np.float16))
+    heads = [Rows(h, t * 3 * h * d, d, 3 * h * d, off) for off in (0, h * d, 2 * h * d)]
+    out, lse = dev.upload(np.zeros(b * h * t * d, np.float16)), dev.upload(np.zeros(b * h * t, np.float32))
+    args = (b * h, t, t, d, d)
+    with pytest.raises(ValueError, match="into= needs q, k and v at disjoint positions"):
+        dev.flash_attention_backward(out, x, x, x, out, lse, *args, kind="matrix", rows=[heads[0]] * 3, into=x)
+    with pytest.raises(ValueError, match="into must have q's dtype"):
+        dev.flash_attention_backward(out, x, x, x, out, lse, *args, kind="matrix", rows=heads,
+                                     into=dev.upload(np.zeros(b * t * 3 * h * d, np.float32)))
+    with pytest.raises(ValueError, match="into's q of 40 elements is too small"):
+        dev.flash_attention_backward(out, x, x, x, out, lse, *args, kind="matrix", rows=heads,
+                                     into=dev.upload(np.zeros(40, np.float16)))
+    with pytest.raises(ValueError, match="into= is served by the matrix variant only"):
+        dev.flash_attention_backward(out, out, out, out, out, lse, *args, kind="portable", into=x)
+    with pytest.raises(ValueError, match="out_rows .* place two elements of out at one position"):
+        dev.flash_attention(x, x, x, *args, kind="matrix", rows=heads, out_rows=Rows(h, t * h * d, 0, h * d))
+    with pytest.raises(ValueError, match="portable variant takes contiguous q, k, v and out"):
+        dev.flash_attention(out, out, out, *args, kind="portable", out_rows=Rows(h, t * h * d, d, h * d))
+
+
 @pytest.mark.skipif(importlib.util.find_spec("wgpudawn") is None, reason="needs the extra anygpu[dawn]")
 def test_matrix_kernels_compile_with_dawns_compiler():
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "attention_flash.py"), "--null"],

@@ -14,6 +14,7 @@ a device.
 
 from __future__ import annotations
 
+import re
 
 import numpy as np
 import pytest
@@ -124,6 +125,68 @@ def test_emulated_flash_kernels_match_float64(case, emulated):
     for name, buf, ref in zip(("out", "dq", "dk", "dv"), (out, *grads), (want[0], *want[2:])):
         rel, at = _worst(dev.read(buf).astype(np.float64).reshape(ref.shape), ref)
         assert rel < 2e-3, f"{name}: relative error {rel:.3g}, worst at (z, row, col) {at}"
+
+
+def _torch_heads(x64, layout, b, t, h, d, causal):
+    """float64 torch: the attention of heads taken from x64 as `layout` says, y in [B, T, H*D]."""
+    import torch
+    x = torch.tensor(x64, requires_grad=True)
+    q, k, v = _heads(torch, x, layout, b, t, h, d)
+    y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return x, y.transpose(1, 2).reshape(b, t, h * d)
+
+
+def _heads(lib, x, layout, b, t, h, d):
+    """q, k, v [B, H, T, D] from x: "split" nanoGPT's (x [B, T, 3C] split in three), "spare" the
+    same from a [B, T, 4C] tensor whose last quarter is not read, "same" x [B, T, C] as all three."""
+    if layout == "same":
+        q = x.view(b, t, h, d).transpose(1, 2)
+        return q, q, q
+    q, k, v = x.split(h * d, dim=2)[:3]
+    return tuple(y.view(b, t, h, d).transpose(1, 2) for y in (q, k, v))
+
+
+@pytest.mark.skipif(dawn_child.reason() is not None, reason=dawn_child.reason() or "")
+@pytest.mark.parametrize("layout", ["split", "spare", "same"])
+def test_emulated_heads_of_one_tensor(layout, emulated, monkeypatch):
+    """nanoGPT's attention on the matrix kernels: q, k, v views of one tensor read in place, the
+    output written in [B, T, H, D] order (so transpose(1, 2).contiguous() is no copy) and, where
+    the views are disjoint ("split", "spare"), their gradients written into one buffer of the
+    tensor's shape (the unread quarter zero); "same" (sdpa(x, x, x)) sums three gradients. The
+    output and x's gradient against float64 torch, and which kernels ran."""
+    import anygpu as ag
+    dev = emulated
+    b, t, h, d = 2, 37, 3, 16
+    width = {"split": 3, "spare": 4, "same": 1}[layout] * h * d
+    rng = np.random.default_rng(11)
+    x16 = rng.standard_normal((b, t, width)).astype(np.float16)
+    g16 = rng.standard_normal((b, t, h * d)).astype(np.float16)
+    names = []
+    real = dev.launch   # (on the instance: a test that patched it there before leaves a bound method behind)
+    monkeypatch.setattr(dev, "launch", lambda kernel, *a, **k: names.append(kernel.name) or real(kernel, *a, **k))
+    x = ag.tensor(x16).requires_grad_()
+    q, k, v = _heads(ag, x, layout, b, t, h, d)
+    out = ag.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    y = out.transpose(1, 2).contiguous().view(b, t, h * d)
+    forward = list(names)
+    (y.float() * ag.tensor(g16).float()).sum().backward()
+    backward = names[len(forward):]
+    want_x, want_y = _torch_heads(x16.astype(np.float64), layout, b, t, h, d, True)
+    (want_y * __import__("torch").tensor(g16.astype(np.float64))).sum().backward()
+    rel, at = _worst(y.float().numpy().astype(np.float64), want_y.detach().numpy())
+    assert rel < 2e-3, f"y: relative error {rel:.3g} at {at}"
+    rel, at = _worst(x.grad.float().numpy().astype(np.float64), want_x.grad.numpy())
+    assert rel < 2e-3, f"x.grad: relative error {rel:.3g} at {at}"
+    if layout == "spare":
+        assert not x.grad.float().numpy()[..., 3 * h * d:].any()
+    kernels = [re.sub(r"\[16,16,\d", "[16,16,ns", n) for n in names if n.startswith("flash")]   # ns: the limits'
+    assert kernels[:1] == ["flash_sgmat_forward[16,16,ns]"]
+    assert not [n for n in forward if "strided" in n], forward       # read in place, out needs no copy
+    into = layout != "same"
+    assert kernels[1:] == [f"flash_sgmat_{kind}[16,16,ns{',into' if into else ''}]" for kind in ("dq", "dkv")], backward
+    # the gradient of out permuted back (one gather); "same": also the sum of the view's three
+    # gradients permuted back
+    assert sum("strided" in n for n in backward) == (1 if into else 2), backward
 
 
 # A 16x16x16 product per subgroup and every lane builtin, on a hand-written kernel: A from

@@ -463,7 +463,10 @@ def test_tuning_picks_a_verified_config_and_the_cache_round_trips(dev, monkeypat
     small = MatmulConfig.parse("32x32x16_4x4_v4")
     result = tuner.tune(dev, op, matmul_tune.key(problem), candidates=[None, small], rounds=1, budget_s=0.001)
     assert set(result.timings) == {"simple", small.name}
-    assert all(isinstance(t, float) and t > 0 for t in result.timings.values())
+    # timed (>= 0: two timestamps of a tiny product can coincide), or dropped as slow under a loaded
+    # CI machine's timing noise (tuner.time_candidate); seen once each under make test on lavapipe
+    assert all(t >= 0 if isinstance(t, float) else t.startswith("slow:") for t in result.timings.values()), \
+        result.timings
     assert result.choice in (None, small)
 
     assert tuner.store(dev, op, matmul_tune.key(problem), result)
@@ -519,7 +522,9 @@ def test_f16_products_are_tuned_apart_with_their_own_candidates(dev, rng, monkey
     small = MatmulConfig.parse("32x32x16_4x4_v4h")
     result = tuner.tune(dev, f16, key, candidates=[None, small], rounds=1, budget_s=0.001)
     assert set(result.timings) == {"simple", small.name}
-    assert all(isinstance(t, float) for t in result.timings.values())   # both passed the float64 check
+    # both passed the float64 check: timed, or dropped as slow (one run over ten times the best, which
+    # a loaded 2-core CI machine can cause: tuner.time_candidate)
+    assert all(isinstance(t, float) or t.startswith("slow:") for t in result.timings.values()), result.timings
     assert tuner.store(dev, f16, key, result)
     entries = tuner.load_cache(tmp_path / "cache" / tuner.CACHE_FILE)
     assert entries[tuner.cache_key(dev, f16, key)]["choice"] == f16.label(result.choice)

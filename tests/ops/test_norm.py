@@ -44,3 +44,38 @@ def test_group_norm_backward_at_extreme_scales(dev, rng, upload, read, vjp, scal
         ours = read(ours, theirs.shape)
         assert np.isfinite(ours).all()
         np.testing.assert_allclose(ours, theirs, rtol=2e-3, atol=2e-3 * np.abs(theirs).max())
+
+
+# (rows, cols): one row; chunks of several rows (rows > 2048) with a short last chunk; columns
+# that do not fill the 64 threads; the widest the chunked kernel serves; wider (one-row kernel).
+LN_CASES = [(1, 7), (37, 50), (4099, 67), (2500, 1024), (3, 1100)]
+
+
+@pytest.mark.parametrize("rows, cols", LN_CASES)
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_backward_matches_torch(dev, rng, upload, read, close, vjp, monkeypatch, rows, cols, affine):
+    """ops/layernorm.layer_norm_backward: grad_x and the affine gradients (the chunked kernel's
+    per-chunk partial sums, summed once, for cols <= 1024) against float64 torch."""
+    from anygpu.ops import layernorm
+    x = (rng.standard_normal((rows, cols)) * 2.0 + 3.0).astype(np.float32)
+    gamma = rng.standard_normal(cols).astype(np.float32)
+    beta = rng.standard_normal(cols).astype(np.float32)
+    grad = rng.standard_normal((rows, cols)).astype(np.float32)
+    if affine:
+        _, (gx, ggamma, gbeta) = vjp(lambda x_, g_, b_: F.layer_norm(x_, (cols,), g_, b_), [x, gamma, beta], grad)
+    else:
+        _, (gx,) = vjp(lambda x_: F.layer_norm(x_, (cols,)), [x], grad)
+    _, stats = dev.layer_norm(upload(x), upload(gamma) if affine else None, upload(beta) if affine else None,
+                              rows, cols)
+    chunked = []
+    real = layernorm._backward_chunks
+    monkeypatch.setattr(layernorm, "_backward_chunks", lambda *a: chunked.append(a[-1]) or real(*a))
+    dx, dgamma, dbeta = layernorm.layer_norm_backward(dev, upload(grad), upload(x), upload(gamma) if affine else None,
+                                                      stats, rows, cols, want_affine=affine)
+    close(read(dx, x.shape), gx, rtol=1e-3, atol=2e-3)
+    if affine:
+        close(read(dgamma), ggamma, rtol=1e-4, atol=1e-4 * np.abs(ggamma).max())
+        close(read(dbeta), gbeta, rtol=1e-4, atol=1e-4 * np.abs(gbeta).max())
+        assert chunked == ([cols] if cols <= 1024 else [])
+    else:
+        assert dgamma is None and dbeta is None and chunked == []

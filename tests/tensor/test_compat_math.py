@@ -161,8 +161,11 @@ def test_binary_edges_and_dtypes(name, ag_dtype, torch_dtype, rtol):
     tx, ty = torch.tensor(x, dtype=torch_dtype), torch.tensor(y, dtype=torch_dtype)
     ax, ay = ag.tensor(tx.numpy(), dtype=ag_dtype), ag.tensor(ty.numpy(), dtype=ag_dtype)
     expected = getattr(torch, name)(tx, ty)
+    # max + log1p(...) cancels where the result is near 0 (e.g. logaddexp2(-1, -1.05)): an ulp of
+    # the operands (|x| <= 3 in the data) there, not an ulp of the result (seen on the H200, f32)
+    atol = 2 * 3.0 * torch.finfo(torch_dtype).eps if name in ("logaddexp", "logaddexp2") else 1e-30
     with np.errstate(all="ignore"):
-        _same(getattr(ax, name)(ay), expected, rtol if name != "float_power" else 1e-6, atol=1e-30)
+        _same(getattr(ax, name)(ay), expected, rtol if name != "float_power" else 1e-6, atol=atol)
 
 
 def test_mixed_dtypes_and_integers():

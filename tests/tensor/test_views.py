@@ -349,3 +349,30 @@ def test_a_view_read_after_its_base_changed_in_place_differentiates_as_torch(nam
         loss.backward()
         grads.append(x.grad)
     same(grads[1], grads[0], 1e-5)
+
+
+def test_a_view_that_undoes_a_transpose_reads_the_base_without_a_gather():
+    """x.transpose(1, 2).transpose(1, 2) (nanoGPT's attention output, written [B, T, H, D] and
+    seen [B, H, T, D], transposed back) is row-major over all of x's storage: a plain tensor on
+    x's buffer, so .contiguous() and .view() copy nothing; its values, in-place writes through it,
+    its clone and its gradient are torch's."""
+    from anygpu.tensor.core import StridedView
+    data = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
+    ours, theirs = ag.tensor(data, requires_grad=True), torch.tensor(data, requires_grad=True)
+    results = []
+    for lib, x in ((ag, ours), (torch, theirs)):
+        base = x * 1.0
+        back = base.transpose(1, 2).transpose(1, 2)
+        flat = back.contiguous().view(2, 60)
+        results.append((back, flat, base))
+    back, flat, base = results[0]
+    assert not isinstance(back, StridedView) and back._buf is base._buf and flat._buf is base._buf
+    copy = back.clone()
+    copy.add_(1.0)
+    np.testing.assert_array_equal(base.detach().numpy(), data)     # the clone is its own storage
+    for _, flat_, _ in results:
+        (flat_ * flat_).sum().backward()
+    np.testing.assert_array_equal(ours.grad.numpy(), theirs.grad.numpy())
+    with ag.no_grad():
+        results[0][0].mul_(2.0)
+    np.testing.assert_array_equal(results[0][2].numpy(), data * 2.0)   # written through to the base

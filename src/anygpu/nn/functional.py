@@ -29,8 +29,8 @@ from ..ops.nd import broadcast_shapes, contiguous_strides, numel
 from ..runtime import GpuError
 from ..tensor import linked_empty, zeros
 from ..tensor import (
-    Tensor, _record, default_generator, float16, float32, int32, int64, matmul, no_grad, ones, tensor,
-    unary_op, where,
+    StridedView, Tensor, _record, default_generator, float16, float32, int32, int64, is_grad_enabled, matmul,
+    no_grad, ones, tensor, unary_op, where,
 )
 from ..tensor import log_softmax as _log_softmax
 from ..tensor import softmax as _softmax
@@ -794,19 +794,47 @@ def _flash_rows(t: Tensor):
     through: a strided view's base in place where its rows are contiguous, its batch dims fold
     into at most two strides and everything is in whole 16-byte units; else t gathered."""
     n, cols = t.shape[-2:]
-    plain = (t._buf, flash_attention.Rows.contiguous(n, cols))
-    if t._view is None or t._base.dtype is not t.dtype:
-        return plain
-    strides, offset = t._view
-    if strides[-1] != 1 and cols > 1:
-        return plain
-    folded = flash_attention.fold_batch(t.shape[:-2], strides[:-2])
-    if folded is None:
-        return plain
-    rows = flash_attention.Rows(*folded, strides[-2] if n > 1 else cols, offset)
-    if any(x % 8 for x in rows[1:]) or cols % 8:
-        return plain
-    return t._base._buf, rows
+    if t._view is not None and t._base.dtype is t.dtype and cols % 8 == 0:
+        strides, offset = t._view
+        folded = flash_attention.fold_batch(t.shape[:-2], strides[:-2]) if strides[-1] == 1 or cols == 1 else None
+        if folded is not None:
+            rows = flash_attention.Rows(*folded, strides[-2] if n > 1 else cols, offset)
+            if not any(x % 8 for x in rows[1:]):
+                return t._base._buf, rows
+    # t._buf of a view gathers it: touched only here, where the view cannot be read in place
+    return t._buf, flash_attention.Rows.contiguous(n, cols)
+
+
+# Ops that make a view of their one operand: its elements, placed in its storage by _view.
+_VIEW_OPS = frozenset(("getitem", "reshape", "view", "permute", "expand"))
+
+
+def _views_of(root: Tensor, views) -> bool:
+    """Whether every tensor in `views` comes from `root` through view ops alone, none of them
+    (root aside) with hooks or a retained gradient, and none read after root changed in place:
+    then root's gradient from them is theirs placed where they lie in root's buffer."""
+    for t in views:
+        if t._base is not root or t._version != root._version:
+            return False
+        while t is not root:
+            if t._entry is None or t._entry.name not in _VIEW_OPS or len(t._parents) != 1 or t._hooks or t._retain:
+                return False
+            t = t._parents[0]
+    return True
+
+
+def _heads_inside_rows(q: Tensor, rows, batch_shape, length: int, embed_v: int):
+    """Rows for the output in q's order of dims where q is [B, H, T, D] read from a [B, T, H, D]
+    layout (nanoGPT's heads: q.view(B, T, H, D).transpose(1, 2)), as torch's flash kernels keep
+    it: then out.transpose(1, 2) is contiguous and `.contiguous()` copies nothing. None
+    elsewhere (out contiguous)."""
+    if len(batch_shape) != 2 or rows is None:
+        return None
+    heads = batch_shape[1]
+    r = rows[0]
+    if heads < 2 or r.inner != heads or not r.inner_stride < r.row_stride:
+        return None
+    return flash_attention.Rows(heads, length * heads * embed_v, embed_v, heads * embed_v, 0)
 
 
 def _flash_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask, mask, is_causal: bool, scores_shape, batch: int,
@@ -831,29 +859,56 @@ def _flash_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask, mask, is_causal
             strides = flash_attention.mask_strides(scores_shape, scores_shape)
         mask_buf = mask._buf
     seed = int(default_generator().integers(0, 2**63)) if dropout_p > 0.0 else None
-    rows = None
+    rows = out_rows = None
+    root = q._base
     if kind == "matrix":   # strided views (heads split from one product) are read in place
         found = [_flash_rows(t) for t in (q, k, v)]
         rows = tuple(r for _, r in found)
         q_buf, k_buf, v_buf = (buf for buf, _ in found)
+        out_rows = _heads_inside_rows(q, rows, scores_shape[:-2], length, embed_v)
+        # q, k and v views of one tensor at disjoint places (nanoGPT's split of one [B, T, 3C]
+        # product): the backward writes their gradients into one buffer of that tensor's shape,
+        # recorded as its gradient, instead of three, each permuted back and scattered into zeros
+        # and the three summed.
+        shared = (root is not None and root.requires_grad and is_grad_enabled() and root.dtype is q.dtype
+                  and q_buf is root._buf and k_buf is root._buf and v_buf is root._buf
+                  and flash_attention.disjoint([(rows[0], batch, length, embed), (rows[1], batch, source, embed),
+                                                (rows[2], batch, source, embed_v)])
+                  and _views_of(root, (q, k, v)))
     else:
         q_buf, k_buf, v_buf = q._buf, k._buf, v._buf
+        shared = False
     args = (batch, length, source, embed, embed_v, scale, is_causal, mask_buf, strides, dropout_p, seed, kind)
     try:
-        out_buf, lse = dev.flash_attention(q_buf, k_buf, v_buf, *args, rows=rows)
+        out_buf, lse = dev.flash_attention(q_buf, k_buf, v_buf, *args, rows=rows, out_rows=out_rows)
     except GpuError as exc:
         if kind != "matrix":
             raise
         flash_sgmat.forget(dev, str(exc))
         return None
+    mask_input = mask if attn_mask is not None else None
+    if out_rows is None:
+        out = Tensor(out_buf, scores_shape[:-1] + (embed_v,))
+    else:   # [B, H, T, Dv] over a [B, T, H, Dv] buffer
+        b, heads = scores_shape[:2]
+        out = StridedView(Tensor(out_buf, (b, length, heads, embed_v)), (b, heads, length, embed_v), q.dtype,
+                          (length * heads * embed_v, embed_v, heads * embed_v, 1), 0)
+    if shared:
+        covered = batch * (length * embed + source * (embed + embed_v)) == root.numel()
+
+        def into_backward(grad_out):
+            into = dev.empty(root.numel(), q_buf.dtype) if covered else dev.alloc(root.numel(), q_buf.dtype)
+            grad = dev.flash_attention_backward(grad_out, q_buf, k_buf, v_buf, out_buf, lse, *args, rows=rows,
+                                                out_rows=out_rows, into=into)[0]
+            return grad, None
+        return _record_with("scaled_dot_product_attention", out, (root, mask_input), into_backward)
     needs = _needs(q, k, v)
 
     def backward(grad_out):
-        grads = dev.flash_attention_backward(grad_out, q_buf, k_buf, v_buf, out_buf, lse, *args, rows=rows)
+        grads = dev.flash_attention_backward(grad_out, q_buf, k_buf, v_buf, out_buf, lse, *args, rows=rows,
+                                             out_rows=out_rows)
         return tuple(g if need else None for g, need in zip(grads, needs)) + (None,)
-    out = Tensor(out_buf, scores_shape[:-1] + (embed_v,))
-    return _record_with("scaled_dot_product_attention", out, (q, k, v, mask if attn_mask is not None else None),
-                        backward)
+    return _record_with("scaled_dot_product_attention", out, (q, k, v, mask_input), backward)
 
 
 # ===================================================================== resampling and pooling

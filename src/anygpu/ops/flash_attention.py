@@ -24,6 +24,11 @@ Two kernel families share the algorithm:
   (Dawn's chromium_experimental_subgroup_matrix, f16 operands, f32 accumulation), the online
   softmax on the subgroup's lanes in f32.
 
+The matrix kernels read q, k, v through `Rows` (strided views in place), write out through
+`out_rows` (e.g. [B, T, H, D] order for nanoGPT's heads), and their backward can write the three
+gradients where q, k, v lie in one buffer (`into`, for views of one tensor that `disjoint`
+proves apart: nn.functional records SDPA against that tensor then).
+
 Routing (`variant`): ANYGPU_FLASH=0 never, =1 wherever a variant applies (the matrix one for
 f16 on matrix units, else the portable one), =matrix / =portable only that family, unset:
 the matrix variant for f16 on matrix units, else today's path (ops/attention.py and
@@ -89,6 +94,41 @@ def fold_batch(sizes, strides) -> tuple[int, int, int] | None:
         return None
     (_, outer_stride), (inner, inner_stride) = [(1, 0)] * (2 - len(groups)) + groups
     return inner, outer_stride, inner_stride
+
+
+def _levels(r: Rows, batch: int, n: int, cols: int) -> list[tuple[int, int]]:
+    """(stride, count) of the index levels that place r's elements, smallest stride first."""
+    inner = min(r.inner, batch)
+    levels = [(1, cols), (r.inner_stride, inner), (r.row_stride, n), (r.outer_stride, -(-batch // r.inner))]
+    return sorted((stride, count) for stride, count in levels if count > 1)
+
+
+def disjoint(views) -> bool:
+    """Whether the elements of `views` ((Rows, batch, rows, cols) each) lie at distinct
+    positions, each view's and all of them together (so that gradients can be written to
+    them without a sum). A sufficient test: the views share their strides and counts, the
+    levels below some k nest (each stride at least what the levels below span), the views'
+    offsets are that span apart, and the levels from k on nest over all of the views' spans.
+    False where it cannot tell (e.g. nanoGPT's q, k, v split from one [B, T, 3C] product:
+    True; sdpa(x, x, x): False)."""
+    structures = {tuple(_levels(r, batch, n, cols)) for r, batch, n, cols in views}
+    if len(structures) != 1:
+        return False
+    (levels,) = structures
+    offsets = sorted(Rows(*r).offset for r, *_ in views)
+    for k in range(len(levels) + 1):
+        span, ok = 1, True
+        for stride, count in levels[:k]:
+            ok = ok and stride >= span
+            span += (count - 1) * stride
+        ok = ok and all(b - a >= span for a, b in zip(offsets, offsets[1:]))
+        span += offsets[-1] - offsets[0]
+        for stride, count in levels[k:]:
+            ok = ok and stride >= span
+            span += (count - 1) * stride
+        if ok:
+            return True
+    return False
 
 
 def mask_strides(mask_shape, scores_shape) -> MaskStrides | None:
@@ -344,11 +384,21 @@ class _Call(NamedTuple):
     masked: bool
     dropout: bool
     params: tuple
-    plain: bool        # q, k, v contiguous (else read through Rows: the matrix kernels only)
+    plain: bool        # q, k, v and out contiguous (else through Rows: the matrix kernels only)
+
+
+def _check_rows(op: str, name: str, r: Rows, size: int, batch: int, n: int, cols: int) -> None:
+    if r.inner < 1 or min(r) < 0 or any(x % 8 for x in r[1:]) or cols % 8:
+        raise ValueError(f"{op}: {name}'s rows must be whole 16-byte units (strides and offset multiples of 8, "
+                         f"inner >= 1), got {tuple(r)}")
+    last = r.offset + ((batch - 1) // r.inner) * r.outer_stride + ((batch - 1) % r.inner) * r.inner_stride \
+        + (n - 1) * r.row_stride + cols
+    if last > size:
+        raise ValueError(f"{op}: {name} of {size} elements is too small for rows {tuple(r)}")
 
 
 def _check(op: str, q, k, v, batch, length, source, embed, embed_v, scale, causal, mask, strides,
-           dropout_p, seed, rows=None) -> _Call:
+           dropout_p, seed, rows=None, out_rows=None) -> _Call:
     check_positive(op, batch=batch, length=length, source=source, embed=embed, embed_v=embed_v)
     plain = (Rows.contiguous(length, embed), Rows.contiguous(source, embed), Rows.contiguous(source, embed_v))
     rows = plain if rows is None else tuple(Rows(*r) for r in rows)
@@ -359,13 +409,13 @@ def _check(op: str, q, k, v, batch, length, source, embed, embed_v, scale, causa
             check_buffer(op, name, buf, batch * n * cols, size)
             continue
         check_buffer(op, name, buf)
-        if r.inner < 1 or min(r) < 0 or any(x % 8 for x in r[1:]) or cols % 8:
-            raise ValueError(f"{op}: {name}'s rows must be whole 16-byte units (strides and offset multiples of 8, "
-                             f"inner >= 1), got {tuple(r)}")
-        last = r.offset + ((batch - 1) // r.inner) * r.outer_stride + ((batch - 1) % r.inner) * r.inner_stride \
-            + (n - 1) * r.row_stride + cols
-        if last > buf.len:
-            raise ValueError(f"{op}: {name} of {buf.len} elements is too small for rows {tuple(r)}")
+        _check_rows(op, name, r, buf.len, batch, n, cols)
+    out_plain = Rows.contiguous(length, embed_v)
+    out_rows = out_plain if out_rows is None else Rows(*out_rows)
+    if out_rows != out_plain:
+        _check_rows(op, "out", out_rows, batch * length * embed_v, batch, length, embed_v)
+        if not disjoint([(out_rows, batch, length, embed_v)]):
+            raise ValueError(f"{op}: out_rows {tuple(out_rows)} place two elements of out at one position")
     dtype = q.dtype
     if dtype not in ("f32", "f16") or k.dtype != dtype or v.dtype != dtype:
         raise ValueError(f"{op}: q, k, v must share f32 or f16 storage, got {q.dtype}, {k.dtype}, {v.dtype}")
@@ -399,9 +449,9 @@ def _check(op: str, q, k, v, batch, length, source, embed, embed_v, scale, causa
         drop_scale = 1.0 / (1.0 - dropout_p)
     params = (length, source, scale, st.inner, st.outer_stride, st.inner_stride, st.row_stride, st.col_stride,
               seed_lo, seed_hi, threshold, drop_scale) + tuple(
-        x if i == 0 else x // 8 for r in rows for i, x in enumerate(r))   # (16-byte units)
+        x if i == 0 else x // 8 for r in (*rows, out_rows) for i, x in enumerate(r))   # (16-byte units)
     return _Call(batch, length, source, embed, embed_v, dtype, bool(causal), mask is not None,
-                 dropout_p > 0.0, params, rows == plain)
+                 dropout_p > 0.0, params, rows == plain and out_rows == out_plain)
 
 
 def _pick(dev, c: _Call, kind: str | None) -> str:
@@ -412,13 +462,15 @@ def _pick(dev, c: _Call, kind: str | None) -> str:
     if kind == "matrix" and c.dtype != "f16":
         raise ValueError("flash_attention: the matrix variant takes f16 q, k, v")
     if kind == "portable" and not c.plain:
-        raise ValueError("flash_attention: the portable variant takes contiguous q, k, v (rows=None)")
+        raise ValueError("flash_attention: the portable variant takes contiguous q, k, v and out (rows=None, "
+                         "out_rows=None)")
     return kind
 
 
 def flash_attention(dev, q, k, v, batch: int, length: int, source: int, embed: int, embed_v: int,
                     scale: float | None = None, causal: bool = False, mask=None, mask_strides=None,
-                    dropout_p: float = 0.0, seed: int | None = None, kind: str | None = None, rows=None):
+                    dropout_p: float = 0.0, seed: int | None = None, kind: str | None = None, rows=None,
+                    out_rows=None):
     """softmax(scale q k^T + mask) v without the scores in memory: q [batch, length, embed],
     k [batch, source, embed], v [batch, source, embed_v] (f32 or f16) -> (out [batch, length,
     embed_v] of q's dtype, lse [batch, length] f32). scale defaults to embed**-0.5; mask: an
@@ -426,10 +478,12 @@ def flash_attention(dev, q, k, v, batch: int, length: int, source: int, embed: i
     source] contiguous); dropout_p with seed drops probabilities as ops/random.dropout would
     on the [batch, length, source] probabilities; kind: "portable", "matrix" or None (the
     routed choice, see `variant`); rows: q's, k's and v's Rows where they are strided views
-    (the matrix variant; default contiguous)."""
+    (the matrix variant; default contiguous); out_rows: where out's rows go in its
+    batch*length*embed_v elements (the matrix variant; e.g. [B, T, H, D] order for q of
+    [B, H, T, D] taken from a [B, T, H, D] tensor, as torch's flash kernels keep q's order)."""
     op = "flash_attention"
     c = _check(op, q, k, v, batch, length, source, embed, embed_v, scale, causal, mask, mask_strides,
-               dropout_p, seed, rows)
+               dropout_p, seed, rows, out_rows)
     kind = _pick(dev, c, kind)
     out = dev.empty(batch * length * embed_v, c.dtype)
     lse = dev.empty(batch * length, "f32")
@@ -446,13 +500,16 @@ def flash_attention(dev, q, k, v, batch: int, length: int, source: int, embed: i
 def flash_attention_backward(dev, grad_out, q, k, v, out, lse, batch: int, length: int, source: int, embed: int,
                              embed_v: int, scale: float | None = None, causal: bool = False, mask=None,
                              mask_strides=None, dropout_p: float = 0.0, seed: int | None = None,
-                             kind: str | None = None, rows=None):
+                             kind: str | None = None, rows=None, out_rows=None, into=None):
     """Gradients (dq, dk, dv) of flash_attention from its inputs, its out and lse, and the
-    gradient of out (grad_out, [batch, length, embed_v], converted to q's dtype). The same
-    arguments as the forward; the probabilities are recomputed from lse."""
+    gradient of out (grad_out, [batch, length, embed_v] contiguous, converted to q's dtype).
+    The same arguments as the forward (out read through out_rows); the probabilities are
+    recomputed from lse. into (the matrix variant): a Buffer of q's dtype that takes the three
+    gradients where q, k and v lie in their buffers (rows; they must be disjoint, `disjoint`;
+    what they do not cover is left as it is); then (into, into, into) is returned."""
     op = "flash_attention_backward"
     c = _check(op, q, k, v, batch, length, source, embed, embed_v, scale, causal, mask, mask_strides,
-               dropout_p, seed, rows)
+               dropout_p, seed, rows, out_rows)
     check_buffer(op, "grad_out", grad_out, batch * length * embed_v, "batch*length*embed_v")
     check_buffer(op, "out", out, batch * length * embed_v, "batch*length*embed_v")
     check_buffer(op, "lse", lse, batch * length, "batch*length")
@@ -461,6 +518,21 @@ def flash_attention_backward(dev, grad_out, q, k, v, out, lse, batch: int, lengt
         grad_out = dev.cast(grad_out, c.dtype)
     if out.dtype != c.dtype:
         raise ValueError(f"{op}: out must have q's dtype {c.dtype}, got {out.dtype}")
+    if into is not None:
+        if kind != "matrix":
+            raise ValueError(f"{op}: into= is served by the matrix variant only")
+        check_buffer(op, "into", into)
+        if into.dtype != c.dtype:
+            raise ValueError(f"{op}: into must have q's dtype {c.dtype}, got {into.dtype}")
+        r = rows or (Rows.contiguous(length, embed), Rows.contiguous(source, embed), Rows.contiguous(source, embed_v))
+        views = [(r[0], batch, length, embed), (r[1], batch, source, embed), (r[2], batch, source, embed_v)]
+        for name, (view, *shape) in zip("qkv", views):
+            _check_rows(op, f"into's {name}", Rows(*view), into.len, *shape)
+        if not disjoint(views):
+            raise ValueError(f"{op}: into= needs q, k and v at disjoint positions, got rows {tuple(map(tuple, r))}")
+        flash_sgmat.backward(dev, c, [q, k, v] + ([mask] if mask is not None else []), grad_out, out, lse, into,
+                             None, None, into=True)
+        return into, into, into
     dq = dev.empty(batch * length * embed, c.dtype)
     dk = dev.empty(batch * source * embed, c.dtype)
     dv = dev.empty(batch * source * embed_v, c.dtype)

@@ -22,11 +22,13 @@ import os
 import warnings
 from typing import NamedTuple
 
-PARAM_FORMAT = "IIfIIIIIIIIf" + "IIIII" * 3
-# The last three rows of fields: where row g of batch entry z of q, k and v starts, in 16-byte
-# units (the matrix kernels; ops/flash_attention.Rows): off + (z / inner) * so + (z % inner) * si
-# + g * rs -- so that strided views (nanoGPT's heads, split from one [B, T, 3C] product) are read
-# in place. The portable kernels read q, k, v contiguous and ignore them.
+PARAM_FORMAT = "IIfIIIIIIIIf" + "IIIII" * 4
+# The last four rows of fields: where row g of batch entry z of q, k, v and of the output O
+# starts, in 16-byte units (the matrix kernels; ops/flash_attention.Rows): off + (z / inner) * so
+# + (z % inner) * si + g * rs -- so that strided views (nanoGPT's heads, split from one [B, T, 3C]
+# product) are read in place, O is written in q's order of dims (nanoGPT's [B, T, H, D] once
+# transposed back), and the gradients can be written where q, k and v lie (Shape.into). The
+# portable kernels read q, k, v contiguous, write O contiguous and ignore them.
 PARAMS_WGSL = """struct Params {
     length: u32, source: u32, scale: f32, m_inner: u32,
     m_so: u32, m_si: u32, m_rs: u32, m_cs: u32,
@@ -34,6 +36,7 @@ PARAMS_WGSL = """struct Params {
     q_in: u32, q_so: u32, q_si: u32, q_rs: u32, q_off: u32,
     k_in: u32, k_so: u32, k_si: u32, k_rs: u32, k_off: u32,
     v_in: u32, v_so: u32, v_si: u32, v_rs: u32, v_off: u32,
+    o_in: u32, o_so: u32, o_si: u32, o_rs: u32, o_off: u32,
 }
 @group(0) @binding(0) var<uniform> P: Params;"""
 HASH_WGSL = """fn pcg_hash(v: u32) -> u32 {
@@ -61,6 +64,7 @@ class Shape(NamedTuple):
     masked: bool
     dropout: bool
     prefetch: bool = True   # the next tile's global loads issued before this tile's products (_tiles)
+    into: bool = False      # gradients written where q, k, v lie (their Rows) in one buffer: DQ, DKV
 
     @property
     def rows(self) -> int:
@@ -203,7 +207,7 @@ def _tiles(s: Shape, var: str, first: str, copies: list[tuple], body: list[str],
 
 
 # Each operand's first unit in this batch entry, and row g's (see PARAMS_WGSL).
-_ROWS = "\n".join(f"  let {x}z = P.{x}_off + (z / P.{x}_in) * P.{x}_so + (z % P.{x}_in) * P.{x}_si;" for x in "qkv")
+_ROWS = "\n".join(f"  let {x}z = P.{x}_off + (z / P.{x}_in) * P.{x}_so + (z % P.{x}_in) * P.{x}_si;" for x in "qkvo")
 _AT = {x.upper(): f"{x}z + g * P.{x}_rs" for x in "qkv"}
 
 
@@ -257,16 +261,18 @@ def _accumulate(accs: str, lefts: str, count: int, arr: str, pitch: str, pitch_u
             for b in range(dst) for kk in range(count)]
 
 
-def _store_rows(s: Shape, mats: str, count: int, out: str, row: str, limit: str, cols: int, factor: str) -> list[str]:
+def _store_rows(s: Shape, mats: str, count: int, out: str, at: str, ok: str, cols: int, factor: str) -> list[str]:
     """The subgroup's result matrices mats0.. (16 x 16 * count) through the scratch into rows
-    of `out` ([*, cols], this lane's row `row`, its half of the columns)."""
+    of `out` (this lane's row starts at element `at` and is written where `ok`; the lane
+    writes its half of the row's cols)."""
     L = ["  workgroupBarrier();"]
     L += [f"  subgroupMatrixStore<row_major>(&sS, sbase + {4 * m}u, {mats}{m}, SW);" for m in range(count)]
     L += ["  workgroupBarrier();",
-          f"  if ({row} < {limit}) {{"]
+          f"  if ({ok}) {{",
+          f"    let ob = {at} + h * {cols // 2}u;"]
     for t in range(cols // 8):
         L.append(f"    let v{t} = {factor}sS[sbase + r * SW + h * {cols // 8}u + {t}u];")
-        L += [f"    {out}[{row} * {cols}u + h * {cols // 2}u + {4 * t + e}u] = f16(v{t}.{'xyzw'[e]});" for e in range(4)]
+        L += [f"    {out}[ob + {4 * t + e}u] = f16(v{t}.{'xyzw'[e]});" for e in range(4)]
     L.append("  }")
     return L
 
@@ -337,7 +343,7 @@ def _generate_forward(s: Shape) -> str:
     L += ["  let l = lh + subgroupShuffleXor(lh, 16u);",
           "  if (i < P.length) {",
           "    let inv = select(0.0, 1.0 / l, l > 0.0);",
-          f"    let ob = (z * P.length + i) * {s.dv}u + h * {s.dv // 2}u;"]
+          f"    let ob = 8u * (oz + i * P.o_rs) + h * {s.dv // 2}u;"]
     for t in range(s.dv // 8):
         L += [f"    O[ob + {4 * t + e}u] = f16(o{t}.{'xyzw'[e]} * inv);" for e in range(4)]
     L += ["    if (h == 0u) { LSE[z * P.length + i] = select(EMPTY, m + log(l), l > 0.0); }",
@@ -363,7 +369,7 @@ def _generate_dq(s: Shape) -> str:
     L.append("  var dd = 0.0;")
     for t in range(s.dv // 16):
         L += [f"  let gu{t} = tB[(sgid * 16u + r) * PB + h * {s.dv // 16}u + {t}u];",
-              f"  let ou{t} = O[row * {s.dv // 8}u + h * {s.dv // 16}u + {t}u];"]
+              f"  let ou{t} = O[oz + ic * P.o_rs + h * {s.dv // 16}u + {t}u];"]
         L += [f"  dd += dot(unpack2x16float(gu{t}.{w}), unpack2x16float(ou{t}.{w}));" for w in "xyzw"]
     L += ["  let dvec = dd + subgroupShuffleXor(dd, 16u);",
           "  if (i < P.length && h == 0u) { LD[2u * row] = lse; LD[2u * row + 1u] = dvec; }"]
@@ -390,7 +396,10 @@ def _generate_dq(s: Shape) -> str:
                   "ds", "dq")
     L += _tiles(s, "j0", "0u", [("fk", "tA", "K", "P.source", s.d, "PA", _AT["K"]),
                                  ("fv", "tB", "V", "P.source", s.dv, "PB", _AT["V"])], B)
-    L += _store_rows(s, "dq", d4, "DQ", "(z * P.length + i)", "P.length * (z + 1u)", s.d, "P.scale * ")
+    if s.into:
+        L += _store_rows(s, "dq", d4, "DQ", "8u * (qz + i * P.q_rs)", "i < P.length", s.d, "P.scale * ")
+    else:
+        L += _store_rows(s, "dq", d4, "DQ", f"(z * P.length + i) * {s.d}u", "i < P.length", s.d, "P.scale * ")
     L.append("}")
     return "\n".join(L) + "\n"
 
@@ -398,7 +407,7 @@ def _generate_dq(s: Shape) -> str:
 def _generate_dkv(s: Shape) -> str:
     bc, d4, v4 = s.rows, s.d // 16, s.dv // 16
     inputs = ["Q", "K", "V"] + (["M"] if s.masked else []) + ["DO", "LD"]
-    L = _head(s, "dkv", inputs, ["DK", "DV"])
+    L = _head(s, "dkv", inputs, ["DKV"] if s.into else ["DK", "DV"])
     L += ["  let j = base0 + sgid * 16u + r;",
           "  let jc = min(j, P.source - 1u);",
           _ROWS]
@@ -439,8 +448,12 @@ def _generate_dkv(s: Shape) -> str:
                   lambda t, col: f"keep{t}", "dt", "dk")
     L += _tiles(s, "i0", "first", [("fq", "tA", "Q", "P.length", s.d, "PA", _AT["Q"]),
                                     ("fg", "tB", "DO", "P.length", s.dv, "PB", _do_at(s))], B, rows_copy)
-    L += _store_rows(s, "dk", d4, "DK", "(z * P.source + j)", "P.source * (z + 1u)", s.d, "P.scale * ")
-    L += _store_rows(s, "dv", v4, "DV", "(z * P.source + j)", "P.source * (z + 1u)", s.dv, "")
+    if s.into:    # dK and dV into one buffer, where k and v lie
+        L += _store_rows(s, "dk", d4, "DKV", "8u * (kz + j * P.k_rs)", "j < P.source", s.d, "P.scale * ")
+        L += _store_rows(s, "dv", v4, "DKV", "8u * (vz + j * P.v_rs)", "j < P.source", s.dv, "")
+    else:
+        L += _store_rows(s, "dk", d4, "DK", f"(z * P.source + j) * {s.d}u", "j < P.source", s.d, "P.scale * ")
+        L += _store_rows(s, "dv", v4, "DV", f"(z * P.source + j) * {s.dv}u", "j < P.source", s.dv, "")
     L.append("}")
     return "\n".join(L) + "\n"
 
@@ -477,15 +490,16 @@ def forget(dev, reason: str) -> None:
                   stacklevel=3)
 
 
-def _launch(dev, kind: str, c, inputs, outputs, rows: int) -> None:
+def _launch(dev, kind: str, c, inputs, outputs, rows: int, into: bool = False) -> None:
     limits = config(dev) or (49152, 1024)
     ns = subgroups_for(kind, c.embed, c.embed_v, *limits)
     if not ns:
         raise ValueError(f"flash_attention: head dims {c.embed}/{c.embed_v} do not fit this device's workgroup memory")
     # ANYGPU_FLASH_PREFETCH=0: no register prefetch of the next tile (to measure it against)
-    s = Shape(c.embed, c.embed_v, ns, c.causal, c.masked, c.dropout, os.environ.get("ANYGPU_FLASH_PREFETCH") != "0")
-    kernel = dev.kernel(f"flash_sgmat_{kind}[{c.embed},{c.embed_v},{ns}]", generate(kind, s), len(inputs),
-                        len(outputs), PARAM_FORMAT)
+    s = Shape(c.embed, c.embed_v, ns, c.causal, c.masked, c.dropout, os.environ.get("ANYGPU_FLASH_PREFETCH") != "0",
+              into)
+    kernel = dev.kernel(f"flash_sgmat_{kind}[{c.embed},{c.embed_v},{ns}{',into' if into else ''}]", generate(kind, s),
+                        len(inputs), len(outputs), PARAM_FORMAT)
     dev.launch(kernel, inputs, outputs, c.params, (-(-rows // s.rows), c.batch, 1))
 
 
@@ -494,10 +508,11 @@ def forward(dev, c, inputs, out, lse) -> None:
     _launch(dev, "forward", c, inputs, [out, lse], c.length)
 
 
-def backward(dev, c, operands, grad_out, out, lse, dq, dk, dv) -> None:
+def backward(dev, c, operands, grad_out, out, lse, dq, dk, dv, into: bool = False) -> None:
     """Record dQ and dK/dV from operands (q, k, v[, mask]), grad_out, the forward's out and
     lse: the dQ kernel also stores each row's lse and Dvec = rowsum(dO * O), which the dK/dV
-    kernel reads."""
+    kernel reads. into: dq is one buffer that takes all three gradients where q, k and v lie
+    (c's Rows; dk and dv are not used)."""
     ld = dev.empty(2 * c.batch * c.length, "f32")
-    _launch(dev, "dq", c, [*operands, grad_out, lse, out], [dq, ld], c.length)
-    _launch(dev, "dkv", c, [*operands, grad_out, ld], [dk, dv], c.source)
+    _launch(dev, "dq", c, [*operands, grad_out, lse, out], [dq, ld], c.length, into)
+    _launch(dev, "dkv", c, [*operands, grad_out, ld], [dq] if into else [dk, dv], c.source, into)

@@ -177,6 +177,16 @@ def _cast_source(count: int, src: str, dst: str) -> str:
                        ARRAYS=arrays(("src", "out"), count, 1, ("out",), types=(src, dst)))
 
 
+@functools.lru_cache(maxsize=None)
+def _cast_f16_source(count: int) -> str:
+    words = [f"@group(0) @binding({1 + count + k}) var<storage, read_write> out{k}: array<vec2<f16>>;"
+             for k in range(count)]
+    cases = " ".join(f"case {k}u: {{ out{k}[i] = value; }}" for k in range(count))
+    words.append(f"fn out_pair(k: u32, i: u32, value: vec2<f16>) {{ switch k {{ {cases} default: {{}} }} }}")
+    return load_shader("foreach_cast_f16.wgsl", **tensor_params(count).subs(),
+                       ARRAYS=arrays(("src",), count, 1) + "\n" + "\n".join(words))
+
+
 def cast_many(dev, bufs, dtype: str, outs=None) -> list:
     """Each Buffer of `bufs` (all f32 or all f16) converted to `dtype`, the other of the two,
     several per dispatch, into new Buffers or `outs` (one of `dtype` per Buffer, as long);
@@ -197,6 +207,15 @@ def cast_many(dev, bufs, dtype: str, outs=None) -> list:
     live = [(b, out) for b, out in zip(bufs, outs) if b.len]
     for part in groups(live, per_dispatch(dev, 2)):
         count = len(part)
+        if dtype == "f16":   # four elements a thread, two halves a word (foreach_cast_f16.wgsl)
+            units = [-(-b.len // 4) for b, _ in part]
+            firsts, total = first_workgroups(units)
+            table = [v for u, first, (b, _) in zip(units, firsts, part) for v in (u, first, b.len, 0)]
+            kernel = dev.kernel(f"foreach_cast[{count}]_f32_f16", _cast_f16_source(count), count, count,
+                                tensor_params(count).format())
+            dev.launch(kernel, [b for b, _ in part], [out for _, out in part], (count, total, 0, 0, *table),
+                       dev.grid(total))
+            continue
         table, total = tensor_table([b.len for b, _ in part])
         kernel = dev.kernel(f"foreach_cast[{count}]_{part[0][0].dtype}_{dtype}",
                             _cast_source(count, part[0][0].dtype, dtype), count, count, tensor_params(count).format())

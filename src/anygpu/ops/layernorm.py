@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from ..runtime import load_shader
 from ._common import check_buffer, check_positive
 from .row_gen import PARAM_FORMAT, RowConfig, generate
@@ -58,6 +60,8 @@ def layer_norm_backward(dev, grad_out, x, gamma, stats, rows: int, cols: int, wa
                                   ("x", x, rows * cols, "rows*cols"), ("stats", stats, 2 * rows, "2*rows")):
         check_buffer("layer_norm_backward", name, buf, n, formula)
     _check_affine("layer_norm_backward", gamma, None, cols)
+    if want_affine and cols <= _CHUNKS_MAX_COLS and _CHUNKS_WORKGROUPS[0] > 0:
+        return _backward_chunks(dev, grad_out, x, gamma, stats, rows, cols)
     flags = (gamma is not None) | (4 if want_affine else 0)
     grad_x = dev.empty(rows * cols)
     grad_out_xhat = dev.empty(rows * cols if want_affine else 1)
@@ -69,3 +73,37 @@ def layer_norm_backward(dev, grad_out, x, gamma, stats, rows: int, cols: int, wa
     grad_gamma = dev.reduce_axis(grad_out_xhat, 1, rows, cols, "sum")
     grad_beta = dev.reduce_axis(grad_out, 1, rows, cols, "sum")
     return grad_x, grad_gamma, grad_beta
+
+
+
+_CHUNKS_PER_THREAD = 16          # columns a thread of the chunked kernel holds in registers
+_CHUNKS_MAX_COLS = 64 * _CHUNKS_PER_THREAD
+# About this many workgroups (rows / chunk). On the H200 (benchmarks/ln_backward.py, 2026-12-04),
+# [16384, 384]: 44.7 us at 1024, 46.4 at 2048, 56 at 8192, against 63.2 for the one-row kernel and
+# its two reductions (torch: 102). ANYGPU_LN_CHUNKS=0: the one-row path (to measure against).
+_CHUNKS_WORKGROUPS = [int(os.environ.get("ANYGPU_LN_CHUNKS", "1024") or 0)]
+
+
+def _chunk_sums(dev, grad_out, x, gamma, stats, rows: int, cols: int):
+    """(grad_x, sums): layer_norm_backward_chunks.wgsl's grad_x and per-chunk partial sums of
+    the affine gradients, then one reduction of those [chunks, 2 * cols] to sums [2 * cols]
+    (grad_gamma, then grad_beta)."""
+    chunk = max(1, -(-rows // _CHUNKS_WORKGROUPS[0]))
+    chunks = -(-rows // chunk)
+    grad_x = dev.empty(rows * cols)
+    partial = dev.empty(chunks * 2 * cols)
+    kernel = dev.op_kernels.get("layer_norm_backward_chunks")
+    if kernel is None:
+        kernel = dev.op_kernels["layer_norm_backward_chunks"] = dev.kernel(
+            "layer_norm_backward_chunks", load_shader("layer_norm_backward_chunks.wgsl", PER=_CHUNKS_PER_THREAD),
+            4, 2, "IIII")
+    dev.launch(kernel, [grad_out, x, gamma if gamma is not None else x, stats], [grad_x, partial],
+               (rows, cols, chunk, int(gamma is not None)), dev.grid(chunks))
+    return grad_x, dev.reduce_axis(partial, 1, chunks, 2 * cols, "sum")
+
+
+def _backward_chunks(dev, grad_out, x, gamma, stats, rows: int, cols: int):
+    """grad_x, grad_gamma, grad_beta through _chunk_sums (on the H200's nanoGPT step: 3 dispatches
+    a norm instead of 5, and no [rows, cols] grad_out * xhat)."""
+    grad_x, sums = _chunk_sums(dev, grad_out, x, gamma, stats, rows, cols)
+    return grad_x, dev.copy(sums, n=cols), dev.copy(sums, n=cols, src_offset=cols)

@@ -52,8 +52,10 @@ def new_view(x: Tensor, shape, strides, offset: int) -> Tensor:
     a StridedView. Not recorded (the caller records the op)."""
     base = x if x._base is None else x._base
     shape = tuple(shape)
-    if offset == 0 and numel(shape) == base.numel() and x._view is None and is_row_major(shape, strides):
-        out = Tensor(x._buf, shape, x.dtype)
+    # Also from a strided view whose order this undoes (a transpose of a transpose): then no gather
+    if offset == 0 and numel(shape) == base.numel() and is_row_major(shape, strides) and (
+            x._view is None or x.dtype is base.dtype):
+        out = Tensor(x._buf if x._view is None else base._buf, shape, x.dtype)
     else:
         out = StridedView(base, shape, x.dtype, tuple(strides), offset)
     out._base = base
