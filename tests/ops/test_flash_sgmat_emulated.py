@@ -263,6 +263,56 @@ def test_emulated_unit_kernel_matches_numpy():
     np.testing.assert_array_equal(dev.read(lanes).reshape(6, 2, 32), np.array(want, np.float32))
 
 
+# UNIT_KERNEL with A and the col_major result in one array per subgroup (`&sA[sg]`, `&sT[sg]`,
+# literal offsets: the slotted kernels' form).
+SLOTTED = {
+    "var<workgroup> sA: array<f16, 2 * 16 * 24>;": "var<workgroup> sA: array<array<f16, 16 * 24>, 2>;",
+    "var<workgroup> sT: array<vec4<f32>, 2 * 16 * 4>;": "var<workgroup> sT: array<array<vec4<f32>, 16 * 4>, 2>;",
+    "sA[(e / 16u) * 24u + e % 16u] = A[e];": "sA[e / 256u][((e % 256u) / 16u) * 24u + e % 16u] = A[e];",
+    "subgroupMatrixLoad<LM, row_major>(&sA, sg * 16u * 24u, 24u)": "subgroupMatrixLoad<LM, row_major>(&sA[sg], 0u, 24u)",
+    "subgroupMatrixStore<col_major>(&sT, sg * 64u, acc, 4u)": "subgroupMatrixStore<col_major>(&sT[sg], 0u, acc, 4u)",
+    "sT[sg * 64u + e / 4u][e % 4u]": "sT[sg][e / 4u][e % 4u]",
+}
+
+
+def _slotted_unit_kernel() -> str:
+    code = UNIT_KERNEL
+    for old, new in SLOTTED.items():
+        assert old in code, old
+        code = code.replace(old, new)
+    return code
+
+
+@pytest.mark.skipif(dawn_child.reason() is not None, reason=dawn_child.reason() or "")
+def test_emulated_slotted_arrays_match_numpy():
+    """Matrix loads and stores through `&name[slot]` (arrays of per-subgroup arrays) give the
+    products and transposes of the flat kernel."""
+    dev = gpu()
+    rng = np.random.default_rng(8)
+    a = rng.uniform(-1, 1, (2, 16, 16)).astype(np.float16)
+    b = rng.uniform(-1, 1, (16, 16)).astype(np.float16)
+    b_rows = np.zeros((16, 24), np.float16)
+    b_rows[:, :16] = b.T
+    c, lanes = dev.upload(np.full(3 * 512, np.nan, np.float32)), dev.upload(np.full(384, np.nan, np.float32))
+    kernel = dev.kernel("sgmat_emulate_slotted", emulate(_slotted_unit_kernel()), 2, 2, "IIII")
+    dev.launch(kernel, [dev.upload(a.ravel()), dev.upload(b_rows.ravel())], [c, lanes], (0, 0, 0, 0))
+    product = a.astype(np.float64) @ b.astype(np.float64)
+    got = dev.read(c).reshape(3, 2, 16, 16)
+    np.testing.assert_allclose(got[0], product, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[1], product.transpose(0, 2, 1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[2], product, rtol=1e-5, atol=1e-5)
+
+
+def test_emulated_slotted_text_takes_the_slot():
+    text = emulate(_slotted_unit_kernel())
+    assert "subgroup" not in text
+    assert re.search(r"fn emulated_left_sA_row_major\(slot: u32, offset: u32, stride: u32\)", text)
+    assert "emulated_left_sA_row_major(sg, 0u, 24u)" in text and "sA[slot][" in text
+    assert "emulated_store_sT_col_major(sg, 0u, acc, 4u)" in text and "sT[slot][at / 4u]" in text
+    with pytest.raises(ValueError, match="an array of arrays takes one of them"):
+        emulate(_slotted_unit_kernel().replace("(&sA[sg], 0u", "(&sA, 0u"))
+
+
 @pytest.mark.skipif(dawn_child.reason() is not None, reason=dawn_child.reason() or "")
 def test_emulated_lane_call_in_divergent_flow_does_not_compile():
     """The exchange's barriers need calls in workgroup-uniform control flow: Tint refuses the
@@ -297,6 +347,7 @@ def test_emulated_flash_text_uses_no_subgroups(kind):
     (("subgroup_matrix_right<f16, 16, 16>", "subgroup_matrix_right<f16, 8, 16>"), "more than one shape"),
     (("&sT, sg * 64u", "&sA, sg * 64u"), "an array of f16"),
     (("(&sA, sg * 16u * 24u", "(&A2, sg * 16u * 24u"), "module-scope array"),
+    (("(&sA, sg * 16u * 24u", "(&sA[sg], 0u"), "not an array of arrays"),
     (("var acc = AM();", "var acc = AM(1.0);"), "zero constructor"),
     (("@builtin(subgroup_size) n: u32", "@builtin(subgroup_size) n: u32, @builtin(num_subgroups) ns: u32"),
      "not emulated"),

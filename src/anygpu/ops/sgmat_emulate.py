@@ -20,10 +20,12 @@ What it rewrites (anything else that names a subgroup feature raises ValueError)
   parameters: from local_invocation_index (added where absent) and sg;
 - `subgroupMatrixLoad<X, row_major|col_major>(&ARR, offset, stride)` from a module-scope
   array of f16 or of vec4<u32> (offset and stride then in 16-byte units: Tint counts both in
-  the array's elements), a runtime loop of one load; `subgroupMatrixMultiplyAccumulate(l, r,
+  the array's elements), or `(&ARR[slot], ...)` from one array of a module-scope array of such
+  arrays (the slotted kernels' per-subgroup arrays, whose loads sit at literal offsets), a
+  runtime loop of one load; `subgroupMatrixMultiplyAccumulate(l, r,
   acc)`, straight-line products on those values; `subgroupMatrixStore<row_major|col_major>(
   &ARR, offset, acc, stride)` into a workgroup or storage array of f32, vec4<f32> or
-  vec4<u32> (the f32 bits), a runtime loop of one store. (lavapipe compiles each load or
+  vec4<u32> (the f32 bits), or into `&ARR[slot]` as for loads, a runtime loop of one store. (lavapipe compiles each load or
   store of a per-lane address in the text slowly, about 50 ms, and inlines every call: a
   flash kernel has dozens of loads and products, so the text holds one load a function and
   products without memory. Loop counts are hidden from the compiler, which would unroll them.);
@@ -267,50 +269,57 @@ class _Emulation:
             kind = self.kinds.get(targs[0])
             if kind not in ("left", "right"):
                 raise ValueError(f"emulate: {name}<{targs[0]}, ...>: {targs[0]} is not a left or right matrix alias")
-            array = self._array(name, args[0], _LOAD_UNITS, False)
-            fn = self._load(kind, array, _major(targs[1]))
-            return f"{fn}({args[1].strip()}, {args[2].strip()})"
+            array, slot = self._array(name, args[0], _LOAD_UNITS, False)
+            fn = self._load(kind, array, _major(targs[1]), slot is not None)
+            return f"{fn}({'' if slot is None else slot + ', '}{args[1].strip()}, {args[2].strip()})"
         if len(targs) != 1 or len(args) != 4:
             raise ValueError(f"emulate: {name}<major>(&array, offset, value, stride) expected, "
                              f"got <{template}> and {len(args)} arguments")
-        array = self._array(name, args[0], _STORE_UNITS, True)
-        fn = self._store(array, _major(targs[0]))
-        return f"{fn}({args[1].strip()}, {args[2].strip()}, {args[3].strip()})"
+        array, slot = self._array(name, args[0], _STORE_UNITS, True)
+        fn = self._store(array, _major(targs[0]), slot is not None)
+        return f"{fn}({'' if slot is None else slot + ', '}{args[1].strip()}, {args[2].strip()}, {args[3].strip()})"
 
-    def _array(self, call: str, arg: str, units: dict[str, int], store: bool) -> str:
-        m = re.fullmatch(r"\s*&\s*(\w+)\s*", arg)
+    def _array(self, call: str, arg: str, units: dict[str, int], store: bool) -> tuple[str, str | None]:
+        """(array name, slot expression or None) of `&name` or `&name[slot]`."""
+        m = re.fullmatch(r"\s*&\s*(\w+)\s*(?:\[(.*)\])?\s*", arg, flags=re.S)
         if not m or m.group(1) not in self.arrays:
             raise ValueError(f"emulate: {call} of {arg.strip()!r}: expected &name of a module-scope array")
-        space, access, element = self.arrays[m.group(1)]
+        space, access, element, nested = self.arrays[m.group(1)]
+        slot = m.group(2)
+        if nested != (slot is not None):
+            raise ValueError(f"emulate: {call} of {arg.strip()!r}: " + (
+                "an array of arrays takes one of them, &name[slot]" if nested else "not an array of arrays"))
         if element not in units:
             raise ValueError(f"emulate: {call} of {m.group(1)}, an array of {element}: only arrays of "
                              f"{', '.join(units)} are emulated")
         if store and space == "storage" and access != "read_write":
             raise ValueError(f"emulate: {call} into {m.group(1)}, which is not read_write")
-        return m.group(1)
+        return m.group(1), None if slot is None else slot.strip()
 
-    def _load(self, kind: str, array: str, major: str) -> str:
-        """The function that loads a left or right matrix from `array`: what the lane needs of
-        it, the K halves of each of its rows (left) or of its column (right), one a round."""
+    def _load(self, kind: str, array: str, major: str, slotted: bool = False) -> str:
+        """The function that loads a left or right matrix from `array` (slotted: from array[slot],
+        slot its first parameter): what the lane needs of it, the K halves of each of its rows
+        (left) or of its column (right), one a round."""
         s = self.shape
         assert s is not None
         fn = f"emulated_{kind}_{array}_{major}"
         if fn in self.helpers:
             return fn
         units = _LOAD_UNITS[self.arrays[array][2]]
+        source = f"{array}[slot]" if slotted else array
         # element (r, c): (offset + r * stride) * units + c row-major, r and c swapped col-major
         r, c = ("r", "kk") if kind == "left" else ("kk", "col")
         if major == "col_major":
             r, c = c, r
         ty, count = (s.left, s.per_lane * s.k) if kind == "left" else (s.right, s.k)
         h = f"(offset + {r} * stride) * {units}u + {c}"
-        lines = [f"fn {fn}(offset: u32, stride: u32) -> {ty} {{",
+        lines = [f"fn {fn}({'slot: u32, ' if slotted else ''}offset: u32, stride: u32) -> {ty} {{",
                  f"  var m: {ty};",
                  f"  for (var t = 0u; t < emulated_count({count}u); t++) {{",
                  f"    let r = emulated_lane / {s.n}u + (t / {s.k}u) * {s.sg // s.n}u;   // the lane's row t / K",
                  f"    let col = emulated_lane % {s.n}u;",
                  f"    let kk = t % {s.k}u;",
-                 f"    m[t] = {array}[{h}];" if units == 1 else f"    m[t] = {_half_of_units(array, h)};",
+                 f"    m[t] = {source}[{h}];" if units == 1 else f"    m[t] = {_half_of_units(source, h)};",
                  "  }",
                  "  return m;",
                  "}"]
@@ -331,27 +340,29 @@ class _Emulation:
         self.helpers.setdefault("emulated_multiply_accumulate", "\n".join(
             lines + [f"  return {s.result}({', '.join(sums)});", "}"]))
 
-    def _store(self, array: str, major: str) -> str:
-        """The function that stores a result matrix into `array` (f32 elements, 4 to a vec4)."""
+    def _store(self, array: str, major: str, slotted: bool = False) -> str:
+        """The function that stores a result matrix into `array` (f32 elements, 4 to a vec4;
+        slotted: into array[slot], slot its first parameter)."""
         s = self.shape
         assert s is not None
         fn = f"emulated_store_{array}_{major}"
         if fn in self.helpers:
             return fn
         element = self.arrays[array][2]
+        target = f"{array}[slot]" if slotted else array
         units = _STORE_UNITS[element]
         r, c = ("r", "col") if major == "row_major" else ("col", "r")
         at = f"(offset + {r} * stride) * {units}u + {c}"
-        lines = [f"fn {fn}(offset: u32, value: {s.result}, stride: u32) {{",
+        lines = [f"fn {fn}({'slot: u32, ' if slotted else ''}offset: u32, value: {s.result}, stride: u32) {{",
                  f"  let col = emulated_lane % {s.n}u;",
                  "  var v = value;",
                  f"  for (var i = 0u; i < emulated_count({s.per_lane}u); i++) {{",
                  f"    let r = emulated_lane / {s.n}u + i * {s.sg // s.n}u;   // the lane's element i: (r, col)"]
         if element == "f32":
-            lines.append(f"    {array}[{at}] = v[i];")
+            lines.append(f"    {target}[{at}] = v[i];")
         else:
             lines += [f"    let at = {at};",
-                      f"    {array}[at / 4u][at % 4u] = " + ("bitcast<u32>(v[i]);" if element == "vec4<u32>" else "v[i];")]
+                      f"    {target}[at / 4u][at % 4u] = " + ("bitcast<u32>(v[i]);" if element == "vec4<u32>" else "v[i];")]
         self.helpers[fn] = "\n".join(lines + ["  }", "}"])
         return fn
 
@@ -477,13 +488,15 @@ def _entry_attributes(text: str) -> re.Match:
     return found[0]
 
 
-def _module_arrays(text: str) -> dict[str, tuple[str, str, str]]:
-    """Module-scope array variables: name -> (address space, access, element type)."""
+def _module_arrays(text: str) -> dict[str, tuple[str, str, str, bool]]:
+    """Module-scope array variables: name -> (address space, access, element type, whether it
+    is an array of such arrays)."""
     arrays = {}
-    for m in re.finditer(r"\bvar\s*<\s*(\w+)\s*(?:,\s*(\w+)\s*)?>\s*(\w+)\s*:\s*array\s*<\s*"
+    for m in re.finditer(r"\bvar\s*<\s*(\w+)\s*(?:,\s*(\w+)\s*)?>\s*(\w+)\s*:\s*array\s*<\s*(array\s*<\s*)?"
                          r"(vec[234]\s*<\s*\w+\s*>|\w+)\s*(?:,[^;]*)?>\s*;", text):
         if text.count("{", 0, m.start()) == text.count("}", 0, m.start()):
-            arrays[m.group(3)] = (m.group(1), m.group(2) or "read", re.sub(r"\s+", "", m.group(4)))
+            arrays[m.group(3)] = (m.group(1), m.group(2) or "read", re.sub(r"\s+", "", m.group(5)),
+                                  m.group(4) is not None)
     return arrays
 
 
