@@ -238,29 +238,36 @@ fn main(@builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u3
 """
 
 
-@pytest.mark.skipif(dawn_child.reason() is not None, reason=dawn_child.reason() or "")
-def test_emulated_unit_kernel_matches_numpy():
+def _run_unit_kernel(code: str, name: str, seed: int):
+    """Run emulate(code) (UNIT_KERNEL's bindings) on random A and B; check its three stores of
+    the product against numpy and return the lane results."""
     dev = gpu()
-    rng = np.random.default_rng(7)
+    rng = np.random.default_rng(seed)
     a = rng.uniform(-1, 1, (2, 16, 16)).astype(np.float16)
     b = rng.uniform(-1, 1, (16, 16)).astype(np.float16)
     b_rows = np.zeros((16, 24), np.float16)
     b_rows[:, :16] = b.T
     c, lanes = dev.upload(np.full(3 * 512, np.nan, np.float32)), dev.upload(np.full(384, np.nan, np.float32))
-    kernel = dev.kernel("sgmat_emulate_unit", emulate(UNIT_KERNEL), 2, 2, "IIII")
+    kernel = dev.kernel(name, emulate(code), 2, 2, "IIII")
     dev.launch(kernel, [dev.upload(a.ravel()), dev.upload(b_rows.ravel())], [c, lanes], (0, 0, 0, 0))
     product = a.astype(np.float64) @ b.astype(np.float64)
     got = dev.read(c).reshape(3, 2, 16, 16)
     np.testing.assert_allclose(got[0], product, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got[1], product.transpose(0, 2, 1), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got[2], product, rtol=1e-5, atol=1e-5)
+    return dev.read(lanes)
+
+
+@pytest.mark.skipif(dawn_child.reason() is not None, reason=dawn_child.reason() or "")
+def test_emulated_unit_kernel_matches_numpy():
+    lanes = _run_unit_kernel(UNIT_KERNEL, "sgmat_emulate_unit", 7)
     t = np.arange(64)
     x = (t * t % 7 - 2.5).reshape(2, 32)
     lane = np.arange(32)
     want = [x[:, lane ^ 5], x[:, lane * 3 % 32], np.repeat(x[:, 7:8], 32, 1), np.repeat(x.sum(1, keepdims=True), 32, 1),
             np.repeat(x.max(1, keepdims=True), 32, 1),
             np.repeat((x + 3).astype(np.uint32).__add__(lane).min(1, keepdims=True), 32, 1)]
-    np.testing.assert_array_equal(dev.read(lanes).reshape(6, 2, 32), np.array(want, np.float32))
+    np.testing.assert_array_equal(lanes.reshape(6, 2, 32), np.array(want, np.float32))
 
 
 # UNIT_KERNEL with A and the col_major result in one array per subgroup (`&sA[sg]`, `&sT[sg]`,
@@ -287,20 +294,7 @@ def _slotted_unit_kernel() -> str:
 def test_emulated_slotted_arrays_match_numpy():
     """Matrix loads and stores through `&name[slot]` (arrays of per-subgroup arrays) give the
     products and transposes of the flat kernel."""
-    dev = gpu()
-    rng = np.random.default_rng(8)
-    a = rng.uniform(-1, 1, (2, 16, 16)).astype(np.float16)
-    b = rng.uniform(-1, 1, (16, 16)).astype(np.float16)
-    b_rows = np.zeros((16, 24), np.float16)
-    b_rows[:, :16] = b.T
-    c, lanes = dev.upload(np.full(3 * 512, np.nan, np.float32)), dev.upload(np.full(384, np.nan, np.float32))
-    kernel = dev.kernel("sgmat_emulate_slotted", emulate(_slotted_unit_kernel()), 2, 2, "IIII")
-    dev.launch(kernel, [dev.upload(a.ravel()), dev.upload(b_rows.ravel())], [c, lanes], (0, 0, 0, 0))
-    product = a.astype(np.float64) @ b.astype(np.float64)
-    got = dev.read(c).reshape(3, 2, 16, 16)
-    np.testing.assert_allclose(got[0], product, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(got[1], product.transpose(0, 2, 1), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(got[2], product, rtol=1e-5, atol=1e-5)
+    _run_unit_kernel(_slotted_unit_kernel(), "sgmat_emulate_slotted", 8)
 
 
 def test_emulated_slotted_text_takes_the_slot():
