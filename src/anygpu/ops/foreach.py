@@ -173,18 +173,20 @@ def scale_by(dev, bufs, factor) -> None:
 
 @functools.lru_cache(maxsize=None)
 def _cast_source(count: int, src: str, dst: str) -> str:
-    return load_shader("foreach_cast.wgsl", **tensor_params(count).subs(),
-                       ARRAYS=arrays(("src", "out"), count, 1, ("out",), types=(src, dst)))
-
-
-@functools.lru_cache(maxsize=None)
-def _cast_f16_source(count: int) -> str:
-    words = [f"@group(0) @binding({1 + count + k}) var<storage, read_write> out{k}: array<vec2<f16>>;"
+    """foreach_cast.wgsl for `count` tensors of `src` to `dst`: out_unit stores a unit of four."""
+    element = "vec2<f16>" if dst == "f16" else "f32"
+    lines = [f"@group(0) @binding({1 + count + k}) var<storage, read_write> out{k}: array<{element}>;"
              for k in range(count)]
-    cases = " ".join(f"case {k}u: {{ out{k}[i] = value; }}" for k in range(count))
-    words.append(f"fn out_pair(k: u32, i: u32, value: vec2<f16>) {{ switch k {{ {cases} default: {{}} }} }}")
-    return load_shader("foreach_cast_f16.wgsl", **tensor_params(count).subs(),
-                       ARRAYS=arrays(("src",), count, 1) + "\n" + "\n".join(words))
+    if dst == "f16":   # two halves a word: the unit's first pair, and its second where it has one
+        body = ("out{k}[2u * u] = vec2<f16>(f16(v.x), f16(v.y)); "
+                "if (4u * u + 2u < n) {{ out{k}[2u * u + 1u] = vec2<f16>(f16(v.z), f16(v.w)); }}")
+    else:
+        body = " ".join(f"if (4u * u + {j}u < n) {{{{ out{{k}}[4u * u + {j}u] = v.{c}; }}}}"
+                        for j, c in enumerate("xyzw"))
+    cases = " ".join(f"case {k}u: {{ {body.format(k=k)} }}" for k in range(count))
+    lines.append(f"fn out_unit(k: u32, u: u32, n: u32, v: vec4<f32>) {{ switch k {{ {cases} default: {{}} }} }}")
+    return load_shader("foreach_cast.wgsl", **tensor_params(count).subs(),
+                       ARRAYS=arrays(("src",), count, 1, types=(src,)) + "\n" + "\n".join(lines))
 
 
 def cast_many(dev, bufs, dtype: str, outs=None) -> list:
@@ -207,16 +209,9 @@ def cast_many(dev, bufs, dtype: str, outs=None) -> list:
     live = [(b, out) for b, out in zip(bufs, outs) if b.len]
     for part in groups(live, per_dispatch(dev, 2)):
         count = len(part)
-        if dtype == "f16":   # four elements a thread, two halves a word (foreach_cast_f16.wgsl)
-            units = [-(-b.len // 4) for b, _ in part]
-            firsts, total = first_workgroups(units)
-            table = [v for u, first, (b, _) in zip(units, firsts, part) for v in (u, first, b.len, 0)]
-            kernel = dev.kernel(f"foreach_cast[{count}]_f32_f16", _cast_f16_source(count), count, count,
-                                tensor_params(count).format())
-            dev.launch(kernel, [b for b, _ in part], [out for _, out in part], (count, total, 0, 0, *table),
-                       dev.grid(total))
-            continue
-        table, total = tensor_table([b.len for b, _ in part])
+        units = [-(-b.len // 4) for b, _ in part]     # four elements a thread (foreach_cast.wgsl)
+        firsts, total = first_workgroups(units)
+        table = [v for u, first, (b, _) in zip(units, firsts, part) for v in (u, first, b.len, 0)]
         kernel = dev.kernel(f"foreach_cast[{count}]_{part[0][0].dtype}_{dtype}",
                             _cast_source(count, part[0][0].dtype, dtype), count, count, tensor_params(count).format())
         dev.launch(kernel, [b for b, _ in part], [out for _, out in part], (count, total, 0, 0, *table),
