@@ -260,6 +260,12 @@ def main():
                    ("gpt dX 16384x384x1536", Problem(1, 16384, 384, 1536), "f16"),
                    # the fc weight gradient in 8 k slices (ops/sgmat.split_k), f32 partial sums
                    ("gpt dW split8 8x1536x384x2048", Problem(8, 1536, 384, 2048, True, False), "f32"),
+                   # the step's other products as it runs them: biased forwards, the split weight gradients
+                   ("gpt fc 16384x1536x384 bias", Problem(1, 16384, 1536, 384, False, True), "f16"),
+                   ("gpt attn proj 16384x384x384 bias", Problem(1, 16384, 384, 384, False, True), "f16"),
+                   ("gpt proj dW split8 8x384x1536x2048", Problem(8, 384, 1536, 2048, True, False), "f32"),
+                   ("gpt qkv dW split16 16x1152x384x1024", Problem(16, 1152, 384, 1024, True, False), "f32"),
+                   ("gpt attn proj dW split32 32x384x384x512", Problem(32, 384, 384, 512, True, False), "f32"),
                    # attention's products at nanoGPT's shape (64 x 6 heads, 256 x 64), composed f16 route
                    ("attn S=QK^T 384x256x256x64", Problem(384, 256, 256, 64, False, True, alpha=0.125), "f32"),
                    ("attn O=PV 384x256x64x256", Problem(384, 256, 64, 256), "f16"),

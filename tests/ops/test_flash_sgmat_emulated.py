@@ -297,6 +297,26 @@ def test_emulated_slotted_arrays_match_numpy():
     _run_unit_kernel(_slotted_unit_kernel(), "sgmat_emulate_slotted", 8)
 
 
+# UNIT_KERNEL with A staged as u32 pairs of halves (flash_sgmat's probabilities): the left
+# matrix loaded from an array<u32>, offset and stride counted in u32.
+AS_U32 = {
+    "var<workgroup> sA: array<f16, 2 * 16 * 24>;": "var<workgroup> sA: array<u32, 2 * 16 * 12>;",
+    "for (var e = t; e < 512u; e += 64u) { sA[(e / 16u) * 24u + e % 16u] = A[e]; }":
+        "for (var e = t; e < 256u; e += 64u) { sA[(e / 8u) * 12u + e % 8u] = "
+        "pack2x16float(vec2<f32>(f32(A[2u * e]), f32(A[2u * e + 1u]))); }",
+    "subgroupMatrixLoad<LM, row_major>(&sA, sg * 16u * 24u, 24u)": "subgroupMatrixLoad<LM, row_major>(&sA, sg * 16u * 12u, 12u)",
+}
+
+
+@pytest.mark.skipif(dawn_child.reason() is not None, reason=dawn_child.reason() or "")
+def test_emulated_loads_from_u32_pairs_match_numpy():
+    code = UNIT_KERNEL
+    for old, new in AS_U32.items():
+        assert old in code, old
+        code = code.replace(old, new)
+    _run_unit_kernel(code, "sgmat_emulate_u32", 9)
+
+
 def test_emulated_slotted_text_takes_the_slot():
     text = emulate(_slotted_unit_kernel())
     assert "subgroup" not in text

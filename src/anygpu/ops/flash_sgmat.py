@@ -51,6 +51,9 @@ fn kept(z: u32, i: u32, j: u32) -> bool {   // ops/random.dropout's draw for sco
 const NEG: f32 = -3.40282346e38;
 const EMPTY: f32 = 3.0e38;"""
 PAD = 8
+# Halves per element of sP, the per-subgroup f16 probabilities: 2 (u32 pairs, stored two halves a
+# store) or 1 (f16, one store a half; benchmarks/flash_probe.py's variant sp16).
+_P_UNIT = 2
 KINDS = ("forward", "dq", "dkv")
 
 
@@ -81,7 +84,7 @@ def workgroup_bytes(kind: str, d: int, dv: int, ns: int) -> int:
     bc = 16 * ns
     tiles = 2 * bc * (d + PAD) + 2 * bc * (dv + PAD)           # tA, tB (f16)
     scratch = 4 * ns * 16 * _scratch_width(kind, bc, d, dv)    # sS (f32)
-    probs = 2 * ns * 16 * (bc + PAD)                           # sP (f16)
+    probs = 2 * ns * 16 * (bc + PAD)                           # sP (f16 pairs)
     rows = 4 * 2 * bc if kind == "dkv" else 0                  # sL: lse and D of the tile's queries
     return tiles + scratch + probs + rows
 
@@ -107,20 +110,20 @@ def _head(s: Shape, kind: str, inputs: list[str], outputs: list[str]) -> list[st
         ty = "f32" if name in ("M", "LD", "LSE") else "vec4<u32>"
         L.append(f"@group(0) @binding({b}) var<storage, read> {name}: array<{ty}>;")
     for b, name in enumerate(outputs, start=len(inputs) + 1):
-        ty = "f32" if name in ("LSE", "LD") else "f16"
+        ty = "f32" if name in ("LSE", "LD") else "vec4<u32>"   # f16 rows stored 8 halves a unit (_packed)
         L.append(f"@group(0) @binding({b}) var<storage, read_write> {name}: array<{ty}>;")
     sw = _scratch_width(kind, bc, s.d, s.dv)
     L += ["alias LM = subgroup_matrix_left<f16, 16, 16>;",
           "alias RM = subgroup_matrix_right<f16, 16, 16>;",
           "alias AM = subgroup_matrix_result<f32, 16, 16>;",
           f"const SW: u32 = {sw // 4}u;",             # scratch row pitch in vec4 units
-          f"const PP: u32 = {bc + PAD}u;",            # sP row pitch in halves
+          f"const PP: u32 = {(bc + PAD) // _P_UNIT}u;",   # sP row pitch in its elements
           f"const PA: u32 = {(s.d + PAD) // 8}u;",    # tA row pitch in 16-byte units
           f"const PB: u32 = {(s.dv + PAD) // 8}u;",
           f"var<workgroup> tA: array<vec4<u32>, {bc * (s.d + PAD) // 8}>;",     # K or Q rows (d wide)
           f"var<workgroup> tB: array<vec4<u32>, {bc * (s.dv + PAD) // 8}>;",    # V or dO rows (dv wide)
           f"var<workgroup> sS: array<vec4<f32>, {s.ns * 16 * sw // 4}>;",
-          f"var<workgroup> sP: array<f16, {s.ns * 16 * (bc + PAD)}>;"]
+          f"var<workgroup> sP: array<{'u32' if _P_UNIT == 2 else 'f16'}, {s.ns * 16 * (bc + PAD) // _P_UNIT}>;"]
     if kind == "dkv":
         L.append(f"var<workgroup> sL: array<f32, {2 * bc}>;")
     L += [HASH_WGSL,
@@ -231,6 +234,17 @@ def _quads(s: Shape) -> list[tuple[int, str, str]]:
     return [(t, f"sbase + r * SW + h * {q}u + {t}u", f"h * {4 * q}u + {4 * t}u") for t in range(q)]
 
 
+def _probs(s: Shape, t: int, value: str) -> list[str]:
+    """Store vec4<f32> `value`, this lane's quad t (_quads) of probabilities, as f16 into its
+    row of sP (u32 pairs of halves: two 32-bit stores rather than four 16-bit ones)."""
+    at = f"pbase + r * PP + h * {s.rows // 2 // _P_UNIT}u + {4 // _P_UNIT * t}u"
+    if value.startswith("vec4"):
+        return [f"    let pq{t} = {value};"] + _probs(s, t, f"pq{t}")
+    if _P_UNIT == 1:
+        return [f"    sP[{at} + {e}u] = f16({value}.{'xyzw'[e]});" for e in range(4)]
+    return [f"    sP[{at}] = pack2x16float({value}.xy);", f"    sP[{at} + 1u] = pack2x16float({value}.zw);"]
+
+
 def _scaled(s: Shape, at: str, first: str, along: str) -> str:
     """The vec4 of scores at scratch unit `at`, scaled, plus the mask's 4 values where masked
     (their keys (along="source") or queries (along="length") from `first`)."""
@@ -261,18 +275,27 @@ def _accumulate(accs: str, lefts: str, count: int, arr: str, pitch: str, pitch_u
             for b in range(dst) for kk in range(count)]
 
 
+def _packed(out: str, at: str, values: list[str]) -> list[str]:
+    """Stores of f32 vec4 values (each 4 consecutive elements of a row, in pairs) as f16 into
+    `out`, an array of vec4<u32>, from its 16-byte unit `at` on: one 16-byte store per 8
+    halves. (With one f16 store per element, 32 a lane each writing 2 bytes of its own
+    64-byte run, the kernels' skeletons at nanoGPT's shape took 102 / 116 / 181 us on the
+    H200 against 52 / 85 / 69 with these: benchmarks/flash_probe.py, session 19.)"""
+    return [f"    {out}[{at} + {u}u] = vec4<u32>(pack2x16float({a}.xy), pack2x16float({a}.zw), "
+            f"pack2x16float({b}.xy), pack2x16float({b}.zw));"
+            for u, (a, b) in enumerate(zip(values[0::2], values[1::2]))]
+
+
 def _store_rows(s: Shape, mats: str, count: int, out: str, at: str, ok: str, cols: int, factor: str) -> list[str]:
     """The subgroup's result matrices mats0.. (16 x 16 * count) through the scratch into rows
-    of `out` (this lane's row starts at element `at` and is written where `ok`; the lane
+    of `out` (this lane's row starts at 16-byte unit `at` and is written where `ok`; the lane
     writes its half of the row's cols)."""
     L = ["  workgroupBarrier();"]
     L += [f"  subgroupMatrixStore<row_major>(&sS, sbase + {4 * m}u, {mats}{m}, SW);" for m in range(count)]
     L += ["  workgroupBarrier();",
-          f"  if ({ok}) {{",
-          f"    let ob = {at} + h * {cols // 2}u;"]
-    for t in range(cols // 8):
-        L.append(f"    let v{t} = {factor}sS[sbase + r * SW + h * {cols // 8}u + {t}u];")
-        L += [f"    {out}[ob + {4 * t + e}u] = f16(v{t}.{'xyzw'[e]});" for e in range(4)]
+          f"  if ({ok}) {{"]
+    L += [f"    let v{t} = {factor}sS[sbase + r * SW + h * {cols // 8}u + {t}u];" for t in range(cols // 8)]
+    L += _packed(out, f"{at} + h * {cols // 16}u", [f"v{t}" for t in range(cols // 8)])
     L.append("  }")
     return L
 
@@ -288,9 +311,9 @@ def _ds_step(s: Shape, dvec, keep, lefts: str, accs: str) -> list[str]:
         if s.dropout:
             B.append(f"    dp{t} = select(vec4<f32>(0.0), dp{t} * P.drop_scale, {keep(t, col)});")
         B.append(f"    let dsv{t} = p{t} * (dp{t} - {dvec(col)});")
-        B += [f"    sP[pbase + r * PP + {col} + {e}u] = f16(dsv{t}.{'xyzw'[e]});" for e in range(4)]
+        B += _probs(s, t, f"dsv{t}")
     B.append("    workgroupBarrier();")
-    B += ["  " + x for x in _lefts(lefts, "sP", s.rows // 16, "pbase", "PP", 1)]
+    B += ["  " + x for x in _lefts(lefts, "sP", s.rows // 16, "pbase", "PP", _P_UNIT)]
     return B + _accumulate(accs, lefts, s.rows // 16, "tA", "PA", (s.d + PAD) // 8, s.d // 16)
 
 
@@ -327,13 +350,14 @@ def _generate_forward(s: Shape) -> str:
             j = f"j0 + {col} + {e}u"
             B += [f"    let p{t}{e} = select(0.0, exp(y{t}.{'xyzw'[e]} - mu), {j} < jend && live);",
                   f"    ps += p{t}{e};"]
-            w = f"select(0.0, p{t}{e} * P.drop_scale, kept(z, i, {j}))" if s.dropout else f"p{t}{e}"
-            B.append(f"    sP[pbase + r * PP + {col} + {e}u] = f16({w});")
+        w = [f"select(0.0, p{t}{e} * P.drop_scale, kept(z, i, j0 + {col} + {e}u))" if s.dropout else f"p{t}{e}"
+             for e in range(4)]
+        B += _probs(s, t, f"vec4<f32>({', '.join(w)})")
     B += ["    lh = lh * alpha + ps;",
           "    m = mn;"]
     B += [f"    o{t} *= alpha;" for t in range(s.dv // 8)]
     B.append("    workgroupBarrier();")
-    B += ["  " + x for x in _lefts("pm", "sP", bc // 16, "pbase", "PP", 1)]
+    B += ["  " + x for x in _lefts("pm", "sP", bc // 16, "pbase", "PP", _P_UNIT)]
     B += _products("a", "pm", bc // 16, "tB", "row_major", lambda b, kk: f"{16 * kk}u * PB + {2 * b}u", "PB",
                    s.dv // 16)
     B.append("    workgroupBarrier();")
@@ -343,9 +367,9 @@ def _generate_forward(s: Shape) -> str:
     L += ["  let l = lh + subgroupShuffleXor(lh, 16u);",
           "  if (i < P.length) {",
           "    let inv = select(0.0, 1.0 / l, l > 0.0);",
-          f"    let ob = 8u * (oz + i * P.o_rs) + h * {s.dv // 2}u;"]
-    for t in range(s.dv // 8):
-        L += [f"    O[ob + {4 * t + e}u] = f16(o{t}.{'xyzw'[e]} * inv);" for e in range(4)]
+          f"    let ob = oz + i * P.o_rs + h * {s.dv // 16}u;"]
+    L += [f"    let w{t} = o{t} * inv;" for t in range(s.dv // 8)]
+    L += _packed("O", "ob", [f"w{t}" for t in range(s.dv // 8)])
     L += ["    if (h == 0u) { LSE[z * P.length + i] = select(EMPTY, m + log(l), l > 0.0); }",
           "  }",
           "}"]
@@ -397,9 +421,9 @@ def _generate_dq(s: Shape) -> str:
     L += _tiles(s, "j0", "0u", [("fk", "tA", "K", "P.source", s.d, "PA", _AT["K"]),
                                  ("fv", "tB", "V", "P.source", s.dv, "PB", _AT["V"])], B)
     if s.into:
-        L += _store_rows(s, "dq", d4, "DQ", "8u * (qz + i * P.q_rs)", "i < P.length", s.d, "P.scale * ")
+        L += _store_rows(s, "dq", d4, "DQ", "qz + i * P.q_rs", "i < P.length", s.d, "P.scale * ")
     else:
-        L += _store_rows(s, "dq", d4, "DQ", f"(z * P.length + i) * {s.d}u", "i < P.length", s.d, "P.scale * ")
+        L += _store_rows(s, "dq", d4, "DQ", f"(z * P.length + i) * {s.d // 8}u", "i < P.length", s.d, "P.scale * ")
     L.append("}")
     return "\n".join(L) + "\n"
 
@@ -438,9 +462,9 @@ def _generate_dkv(s: Shape) -> str:
             B.append(f"    let keep{t} = vec4<bool>({keep});")
             w = f"select(vec4<f32>(0.0), p{t} * P.drop_scale, keep{t})"
         B.append(f"    let w{t} = {w};")
-        B += [f"    sP[pbase + r * PP + {col} + {e}u] = f16(w{t}.{'xyzw'[e]});" for e in range(4)]
+        B += _probs(s, t, f"w{t}")
     B.append("    workgroupBarrier();")
-    B += ["  " + x for x in _lefts("pt", "sP", bc // 16, "pbase", "PP", 1)]
+    B += ["  " + x for x in _lefts("pt", "sP", bc // 16, "pbase", "PP", _P_UNIT)]
     B += _accumulate("dv", "pt", bc // 16, "tB", "PB", (s.dv + PAD) // 8, v4)
     B += _products("e", "v", v4, "tB", "col_major", lambda b, kk: f"{16 * b}u * PB + {2 * kk}u", "PB", bc // 16)
     B.append("    workgroupBarrier();")     # dP^T stored; every P^T load done: sP takes dS^T
@@ -449,11 +473,11 @@ def _generate_dkv(s: Shape) -> str:
     L += _tiles(s, "i0", "first", [("fq", "tA", "Q", "P.length", s.d, "PA", _AT["Q"]),
                                     ("fg", "tB", "DO", "P.length", s.dv, "PB", _do_at(s))], B, rows_copy)
     if s.into:    # dK and dV into one buffer, where k and v lie
-        L += _store_rows(s, "dk", d4, "DKV", "8u * (kz + j * P.k_rs)", "j < P.source", s.d, "P.scale * ")
-        L += _store_rows(s, "dv", v4, "DKV", "8u * (vz + j * P.v_rs)", "j < P.source", s.dv, "")
+        L += _store_rows(s, "dk", d4, "DKV", "kz + j * P.k_rs", "j < P.source", s.d, "P.scale * ")
+        L += _store_rows(s, "dv", v4, "DKV", "vz + j * P.v_rs", "j < P.source", s.dv, "")
     else:
-        L += _store_rows(s, "dk", d4, "DK", f"(z * P.source + j) * {s.d}u", "j < P.source", s.d, "P.scale * ")
-        L += _store_rows(s, "dv", v4, "DV", f"(z * P.source + j) * {s.dv}u", "j < P.source", s.dv, "")
+        L += _store_rows(s, "dk", d4, "DK", f"(z * P.source + j) * {s.d // 8}u", "j < P.source", s.d, "P.scale * ")
+        L += _store_rows(s, "dv", v4, "DV", f"(z * P.source + j) * {s.dv // 8}u", "j < P.source", s.dv, "")
     L.append("}")
     return "\n".join(L) + "\n"
 

@@ -19,7 +19,7 @@ What it rewrites (anything else that names a subgroup feature raises ValueError)
 - `@builtin(subgroup_id)`, `subgroup_invocation_id`, `subgroup_size` in the entry point's
   parameters: from local_invocation_index (added where absent) and sg;
 - `subgroupMatrixLoad<X, row_major|col_major>(&ARR, offset, stride)` from a module-scope
-  array of f16 or of vec4<u32> (offset and stride then in 16-byte units: Tint counts both in
+  array of f16, of u32 or of vec4<u32> (offset and stride then in 4- or 16-byte units: Tint counts both in
   the array's elements), or `(&ARR[slot], ...)` from one array of a module-scope array of such
   arrays (the slotted kernels' per-subgroup arrays, whose loads sit at literal offsets), a
   runtime loop of one load; `subgroupMatrixMultiplyAccumulate(l, r,
@@ -54,7 +54,7 @@ _LANE_CALLS = ("subgroupShuffleXor", "subgroupShuffle", "subgroupBroadcast", "su
 _CALL = re.compile(r"\b(" + "|".join(_MATRIX_CALLS + _LANE_CALLS) + r")\b\s*(?:<([^<>()]*)>)?\s*\(")
 _SUBGROUP_BUILTINS = ("subgroup_id", "subgroup_invocation_id", "subgroup_size")
 # Halves per element of the arrays matrices load from, f32 values per element of those they store to.
-_LOAD_UNITS = {"f16": 1, "vec4<u32>": 8}
+_LOAD_UNITS = {"f16": 1, "u32": 2, "vec4<u32>": 8}
 _STORE_UNITS = {"f32": 1, "vec4<f32>": 4, "vec4<u32>": 4}
 _SCALARS = ("f32", "u32", "i32")
 # Builtins whose result has their (first) arguments' scalar type: select's first two arguments.
@@ -319,7 +319,7 @@ class _Emulation:
                  f"    let r = emulated_lane / {s.n}u + (t / {s.k}u) * {s.sg // s.n}u;   // the lane's row t / K",
                  f"    let col = emulated_lane % {s.n}u;",
                  f"    let kk = t % {s.k}u;",
-                 f"    m[t] = {source}[{h}];" if units == 1 else f"    m[t] = {_half_of_units(source, h)};",
+                 f"    m[t] = {source}[{h}];" if units == 1 else f"    m[t] = {_half_of_units(source, h, units)};",
                  "  }",
                  "  return m;",
                  "}"]
@@ -469,8 +469,10 @@ def _split_args(text: str) -> list[str]:
     return [p for p in parts if p.strip()]
 
 
-def _half_of_units(array: str, at: str) -> str:
-    """Half `at` of an array of vec4<u32> (8 halves an element, in memory order)."""
+def _half_of_units(array: str, at: str, units: int) -> str:
+    """Half `at` of an array of vec4<u32> (units 8) or of u32 (units 2), in memory order."""
+    if units == 2:
+        return f"bitcast<vec2<f16>>({array}[({at}) / 2u])[({at}) % 2u]"
     return f"bitcast<vec2<f16>>({array}[({at}) / 8u][(({at}) % 8u) / 2u])[({at}) % 2u]"
 
 
