@@ -8,14 +8,14 @@ ops/flash_sgmat.py timed at one shape, whole and with parts of its text generate
 Variants: base; ns2 and ns1 (2 or 1 subgroups a workgroup, key tiles 32 or 16 wide);
 noelem (no elementwise pass over the scratch: _quads gives nothing); nomma (the products'
 multiply-accumulates dropped: their loads are then dead, the stores kept); bare (both);
-skeleton (the key-tile loop's staging and barriers without its body); sp16 (the
-probabilities stored one f16 a store, as before session 19); nodvec (dQ without its reads
-of O); nostage (the body without
-the per-tile fetch and stash); nobar (no workgroupBarrier); robustoff (Dawn's robustness off,
-ANYGPU_DAWN_TOGGLES=disable_robustness); and what ANYGPU_FLASH_* switches of the generator
-are named with --env NAME=VALUE. Times are us per dispatch: (time of 2n dispatches - time of
-n) / n, each the least of three runs ended by one synchronize, at causal nanoGPT attention (64 x 6 heads, 256 x 64)
-unless --shape B,H,T,D. Prints one JSON line per variant.
+skeleton (the key-tile loop's staging and barriers without its body); nostage (the body
+without the per-tile fetch and stash); nobar (no workgroupBarrier); sp16 (the probabilities
+stored one f16 a store, as before session 19); nodvec (dQ without its reads of O); robustoff
+(Dawn's robustness off, ANYGPU_DAWN_TOGGLES=disable_robustness); and what ANYGPU_FLASH_*
+switches of the generator are named with --env NAME=VALUE. Times are us per dispatch: (time
+of 2n dispatches - time of n) / n, each the least of three runs ended by one synchronize, at
+causal nanoGPT attention (64 x 6 heads, 256 x 64) unless --shape B,H,T,D. Prints one JSON
+line per variant.
 """
 
 from __future__ import annotations
@@ -35,23 +35,21 @@ VARIANTS = ("base", "ns2", "ns1", "noelem", "nomma", "robustoff", "skeleton", "n
 
 def _ablate(variant: str) -> None:
     from anygpu.ops import flash_sgmat as fs
-    tiles = fs._tiles
+    tiles, gen = fs._tiles, fs.generate
     if variant == "skeleton":     # the tile loop's staging and barriers, no body
         fs._tiles = lambda s, var, first, copies, body, extra=None: tiles(s, var, first, copies, [], extra)
     elif variant == "nostage":    # the body on whatever the tiles hold: no per-tile fetch or stash
         fs._tiles = lambda s, var, first, copies, body, extra=None: tiles(s, var, first, [], body, None)
     elif variant == "nobar":      # every workgroupBarrier() dropped
-        gen = fs.generate
         fs.generate = lambda kind, s: gen(kind, s).replace("workgroupBarrier();", "")
+    elif variant == "nodvec":     # dQ's Dvec = rowsum(dO * O) from dO alone: no reads of O
+        fs.generate = lambda kind, s: re.sub(r"let ou(\d+) = O\[[^;]*;", r"let ou\1 = gu\1;", gen(kind, s))
     elif variant == "bare":
         _ablate("noelem")
         _ablate("nomma")
-    elif variant == "nodvec":     # dQ's Dvec = rowsum(dO * O) from dO alone: no reads of O
-        gen = fs.generate
-        fs.generate = lambda kind, s: re.sub(r"let ou(\d+) = O\[[^;]*;", r"let ou\1 = gu\1;", gen(kind, s))
-    if variant == "sp16":
+    elif variant == "sp16":
         fs._P_UNIT = 1
-    if variant in ("ns2", "ns1"):
+    elif variant in ("ns2", "ns1"):
         n = int(variant[-1])
         fs.subgroups_for = lambda *a, **k: n
     elif variant == "noelem":

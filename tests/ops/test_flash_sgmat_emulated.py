@@ -282,12 +282,17 @@ SLOTTED = {
 }
 
 
-def _slotted_unit_kernel() -> str:
+def _unit_kernel_with(changes: dict[str, str]) -> str:
+    """UNIT_KERNEL with each of `changes`' texts (which must be there) replaced."""
     code = UNIT_KERNEL
-    for old, new in SLOTTED.items():
+    for old, new in changes.items():
         assert old in code, old
         code = code.replace(old, new)
     return code
+
+
+def _slotted_unit_kernel() -> str:
+    return _unit_kernel_with(SLOTTED)
 
 
 @pytest.mark.skipif(dawn_child.reason() is not None, reason=dawn_child.reason() or "")
@@ -310,11 +315,7 @@ AS_U32 = {
 
 @pytest.mark.skipif(dawn_child.reason() is not None, reason=dawn_child.reason() or "")
 def test_emulated_loads_from_u32_pairs_match_numpy():
-    code = UNIT_KERNEL
-    for old, new in AS_U32.items():
-        assert old in code, old
-        code = code.replace(old, new)
-    _run_unit_kernel(code, "sgmat_emulate_u32", 9)
+    _run_unit_kernel(_unit_kernel_with(AS_U32), "sgmat_emulate_u32", 9)
 
 
 def test_emulated_slotted_text_takes_the_slot():

@@ -235,11 +235,9 @@ def _quads(s: Shape) -> list[tuple[int, str, str]]:
 
 
 def _probs(s: Shape, t: int, value: str) -> list[str]:
-    """Store vec4<f32> `value`, this lane's quad t (_quads) of probabilities, as f16 into its
-    row of sP (u32 pairs of halves: two 32-bit stores rather than four 16-bit ones)."""
+    """Store the vec4<f32> named `value`, this lane's quad t (_quads) of probabilities, as f16
+    into its row of sP (u32 pairs of halves: two 32-bit stores rather than four 16-bit ones)."""
     at = f"pbase + r * PP + h * {s.rows // 2 // _P_UNIT}u + {4 // _P_UNIT * t}u"
-    if value.startswith("vec4"):
-        return [f"    let pq{t} = {value};"] + _probs(s, t, f"pq{t}")
     if _P_UNIT == 1:
         return [f"    sP[{at} + {e}u] = f16({value}.{'xyzw'[e]});" for e in range(4)]
     return [f"    sP[{at}] = pack2x16float({value}.xy);", f"    sP[{at} + 1u] = pack2x16float({value}.zw);"]
@@ -352,7 +350,8 @@ def _generate_forward(s: Shape) -> str:
                   f"    ps += p{t}{e};"]
         w = [f"select(0.0, p{t}{e} * P.drop_scale, kept(z, i, j0 + {col} + {e}u))" if s.dropout else f"p{t}{e}"
              for e in range(4)]
-        B += _probs(s, t, f"vec4<f32>({', '.join(w)})")
+        B.append(f"    let pq{t} = vec4<f32>({', '.join(w)});")
+        B += _probs(s, t, f"pq{t}")
     B += ["    lh = lh * alpha + ps;",
           "    m = mn;"]
     B += [f"    o{t} *= alpha;" for t in range(s.dv // 8)]
