@@ -13,6 +13,7 @@ the product, and they are checked against float64 first):
   smemonly    no fetch and no stash: fragment loads, products and the two barriers
   mmafrag     fragment loads and products only (no barriers)
   nomma       fetch, stash and barriers only
+  grouped     workgroups in groups of 8 tile rows, walked column by column (L2 reuse; computes)
   constoff    every matrix load at a literal offset (subgroup 0's; timing only): what Tint's
               robustness predication of matrix loads costs (with SGMAT_ROBUST=1)
 and `mma-only`: 8 products per subgroup per step on fragments loaded once (the units' rate).
@@ -74,6 +75,17 @@ def ablate(code: str, kind: str) -> str:
         return re.sub(r"(r[ab]\d+) = [AB]\[.*\];", r"\1 = vec4<u32>(li, t, li ^ t, k0);", code)
     if kind == "nomma":
         return "\n".join(x for x in code.split("\n") if "subgroupMatrixMultiplyAccumulate" not in x)
+    if kind == "grouped":
+        # workgroups in groups of 8 tile rows walked column by column (L2 reuse of B across a wave)
+        bm = int(re.search(r"let wrow = wg.y \* (\d+)u;", code).group(1))
+        bn = int(re.search(r"let wcol = wg.x \* (\d+)u;", code).group(1))
+        grouped = (f"  let gx = (P.n + {bn - 1}u) / {bn}u;\n  let gy = (P.m + {bm - 1}u) / {bm}u;\n"
+                   "  let lin = wg.y * gx + wg.x;\n  let span = 8u * gx;\n  let first = (lin / span) * 8u;\n"
+                   "  let rows = min(gy - first, 8u);\n"
+                   f"  let wrow = (first + (lin % span) % rows) * {bm}u;\n  let wcol = ((lin % span) / rows) * {bn}u;")
+        code = re.sub(r"  let wrow = wg.y \* \d+u;\n  let wcol = wg.x \* \d+u;", grouped, code)
+        assert "let lin" in code
+        return code
     if kind == "constoff":
         # every matrix load's offset a literal (subgroup 0's): Tint's robustness then proves the
         # load in bounds and neither predicates it nor clamps its stride
@@ -118,8 +130,8 @@ def mma_only(c: SgConfig) -> str:
     return "\n".join(pre + loads + loop + head[end + 1:])
 
 
-ABLATIONS = ("base", "nobounds", "splitfetch", "noglobal", "smemonly", "mmafrag", "nomma")
-COMPUTES = ("base", "nobounds", "splitfetch")
+ABLATIONS = ("base", "nobounds", "splitfetch", "noglobal", "smemonly", "mmafrag", "nomma", "grouped")
+COMPUTES = ("base", "nobounds", "splitfetch", "grouped")
 
 
 def main():
@@ -128,12 +140,32 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--null", action="store_true")
     ap.add_argument("--skip-occupancy", action="store_true")
+    ap.add_argument("--kscan", action="store_true",
+                    help="only time each member on 16384 x 1536 x K (f16 + bias) for several K: the "
+                         "intercept of time against K is the per-workgroup fixed cost (prologue, store)")
     ap.add_argument("--kinds", default=",".join(ABLATIONS + ("mma-only",)), help="which ablations (comma-separated)")
     args = ap.parse_args()
     reps = int(os.environ.get("SGMAT_REPS", 40))
     R = Runner(args.null)
     print(f"adapter {R.adapter.info['device']}, robust={os.environ.get('SGMAT_ROBUST') == '1'}", flush=True)
     rng = np.random.default_rng(0)
+    if args.kscan:
+        scan = {}
+        for name in args.members.split(","):
+            c = SgConfig.parse(name)
+            us = scan[name] = {}
+            for k in (64, 128, 256, 384, 768, 1536):
+                p = Problem(1, 16384, 1536, k, False, True)
+                a, b, bb = inputs(p, rng, True)
+                _, err, ms = R.run(c, p, a, b, bb, "f16", reps=reps)
+                us[k] = err[:200] if err else round(ms * 1e3, 1) if ms else None
+            ks = [k for k in us if isinstance(us[k], float)]
+            fit = np.polyfit(ks, [us[k] for k in ks], 1) if len(ks) > 1 else (0.0, 0.0)
+            print(f"kscan {name}: us {us}; per 64 of k {fit[0] * 64:.1f} us, fixed {fit[1]:.1f} us", flush=True)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(scan, f, indent=1)
+        return
     results: dict = {"robust": os.environ.get("SGMAT_ROBUST") == "1", "ablations": {}, "occupancy": {}}
     shapes = [("4096^3 f32", Problem(1, 4096, 4096, 4096), "f32", False),
               ("qkv 16384x1152x384 f16 bias", Problem(1, 16384, 1152, 384, False, True), "f16", True)]

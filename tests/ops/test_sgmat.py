@@ -32,8 +32,10 @@ def test_config_names_round_trip_and_bad_names_are_errors():
     for c in sgmat.candidates(CONFIGS, 32, 1024, 49152):
         assert sgmat.SgConfig.parse(c.name) == c
         assert c.valid(1024, 49152)
-    with pytest.raises(ValueError, match="not a subgroup-matrix config name"):
-        sgmat.SgConfig.parse("128x128x16_8x8")
+    assert any(c.prefetch for c in sgmat.candidates(CONFIGS, 32, 1024, 49152))
+    for bad in ("128x128x16_8x8", "sg16x16x16s32_w2x2_t2x2_k32_v_e_p", "sg16x16x16s32_w2x2_t2x2_k32_v_e_s_p_c"):
+        with pytest.raises(ValueError, match="not a subgroup-matrix config name"):
+            sgmat.SgConfig.parse(bad)   # _p needs the one stage (_s) and comes last
 
 
 def test_candidates_respect_the_adapters_limits():
@@ -226,7 +228,7 @@ def test_a_tuned_member_other_than_the_default_runs_the_product(fake_matrix_unit
 
 def test_a_cached_member_that_fails_its_float64_check_is_not_used(fake_matrix_units, monkeypatch):
     dev, calls = fake_matrix_units
-    picked = "sg16x16x16s32_w2x4_t4x4_k32_v_e_s_c"
+    picked = "sg16x16x16s32_w4x2_t2x4_k64_v_e_s_c"
     _cache_pick(dev, Problem(1, 37, 41, 29), "f16", False, picked)
     right = sgmat.launch
 
@@ -245,7 +247,7 @@ def test_a_cached_member_that_fails_its_float64_check_is_not_used(fake_matrix_un
 def test_a_tuned_member_that_fails_to_run_gives_way_to_the_default(fake_matrix_units, monkeypatch):
     """A GpuError of a tuned member drops that member (the tuner's `forget`), not the family."""
     dev, calls = fake_matrix_units
-    picked = "sg16x16x16s32_w2x2_t4x4_k32_v_e"
+    picked = "sg16x16x16s32_w2x2_t2x2_k32_v_e"
     _cache_pick(dev, Problem(1, 37, 41, 29), "f16", False, picked)
     right = sgmat.launch
     seen = []

@@ -31,9 +31,11 @@ from anygpu.ops.sgmat import SgConfig
 MEMBERS = [SgConfig.parse(name) for name in (
     "sg16x16x16s32_w2x2_t2x2_k32_v_e_s", "sg16x16x16s32_w2x2_t2x2_k32_v_e",
     "sg16x16x16s32_w2x2_t2x2_k32", "sg16x16x16s32_w2x2_t1x2_k16_s")]
-# Slotted members (each subgroup's tile rows in a slot of their own, matrix loads at literal offsets).
+# Slotted members (each subgroup's tile rows in a slot of their own, matrix loads at literal offsets),
+# the last with the next k step prefetched into registers (_p).
 SLOTTED = [SgConfig.parse(name) for name in (
-    "sg16x16x16s32_w2x2_t2x2_k32_v_e_s_c", "sg16x16x16s32_w1x2_t2x1_k16_v_e_s_c")]
+    "sg16x16x16s32_w2x2_t2x2_k32_v_e_s_c", "sg16x16x16s32_w1x2_t2x1_k16_v_e_s_c",
+    "sg16x16x16s32_w2x2_t2x2_k32_v_e_s_c_p")]
 
 # (problem, result type, bias). Tiles of 64 x 64 (32 x 64 for the last member): edge tiles in
 # m, n and k; rows of 8 halves (16-byte loads) or not; n % 4 == 0 with edge tiles (the epi
@@ -55,7 +57,7 @@ EXTRA = [(Problem(1, 70, 64, 24), "f16", True), (Problem(1, 64, 128, 128), "f32"
 # ones a spread.
 RUNS = {MEMBERS[0].name: range(len(PROBLEMS)), MEMBERS[1].name: (1, 2, 4, 5, 6),
         MEMBERS[2].name: (0, 1, 3, 6), MEMBERS[3].name: (0, 2, 3, 5),
-        SLOTTED[0].name: (1, 2, 4, 5, 6, 8), SLOTTED[1].name: (1, 2, 4, 6, 7)}
+        SLOTTED[0].name: (1, 2, 4, 5, 6, 8), SLOTTED[1].name: (1, 2, 4, 6, 7), SLOTTED[2].name: (1, 2, 4, 7, 8)}
 CASES = [(name, i) for name, runs in RUNS.items() for i in runs]
 
 

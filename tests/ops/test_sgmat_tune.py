@@ -79,15 +79,19 @@ def test_buckets_round_as_matmuls_and_keep_what_changes_the_code():
 def test_the_shortlist_starts_with_the_default_and_holds_the_sweeps_winners():
     dev = FakeDev()
     allowed = sgmat.allowed(dev)
-    assert len(allowed) == 186
+    assert len(allowed) == 256
     known = sgmat_tune.TUNABLE.known(dev, sgmat_tune.key(*DX))
     names = [c.name for c in known]
     assert names[0] == sgmat.PREFERRED[0] == sgmat.choose(dev).name
     assert names == list(sgmat_tune.SHORTLIST) and 8 <= len(names) <= 12 and len(set(names)) == len(names)
     assert all(c in allowed for c in known)
-    winners = {"sg16x16x16s32_w2x4_t4x2_k64_v_e_s_c", "sg16x16x16s32_w4x2_t2x4_k64_v_e_s",
-               "sg16x16x16s32_w2x2_t4x4_k32_v_e", "sg16x8x8s32_w4x4_t2x2_k32_v_e", "sg16x16x16s32_w2x4_t4x2_k32"}
-    assert winners <= set(names)
+    # every member the H200's tuned nanoGPT step picked (tuned_defaults.json, session 20)
+    winners = {"sg16x16x16s32_w2x4_t4x2_k64_v_e_s_c", "sg16x16x16s32_w2x2_t4x4_k32_v_e_s_c_p",
+               "sg16x16x16s32_w2x4_t4x2_k64_v_e_s_c_p", "sg16x16x16s32_w4x2_t2x4_k64_v_e_s_c_p",
+               "sg16x16x16s32_w4x4_t4x2_k32_v_e_s_c_p", "sg16x16x16s32_w2x2_t4x4_k32_v_e_s_c",
+               "sg16x16x16s32_w2x4_t4x2_k64_v_e_s", "sg16x16x16s32_w2x4_t2x2_k32_v_e"}
+    shipped = {e["choice"] for k, e in tuner.load_defaults().items() if k.startswith("sgmat v4 | nvidia-gpu")}
+    assert shipped == winners and winners <= set(names)
     # a small product: tiles far larger than it are left out, the default stays first
     small = sgmat_tune.TUNABLE.candidates(dev, sgmat_tune.key(Problem(1, 40, 48, 512)))
     assert small[0] == known[0] and small[1:] and all(c.bm <= 80 and c.bn <= 96 for c in small[1:])
@@ -148,13 +152,13 @@ def test_the_shipped_defaults_hold_the_sweeps_winners_for_nvidia(monkeypatch, tm
     monkeypatch.setattr(tuner, "_DEFAULTS", [])      # read the file itself
     checked = []
 
-    refused = "sg16x16x16s32_w2x2_t4x4_k32_v_e_s_c"
+    refused = "sg16x16x16s32_w2x2_t4x4_k32_v_e_s_c_p"
 
     def verify_small(dev, tunable, candidate, problem):
         checked.append(candidate.name)
         return candidate.name != refused      # this one fails its check here
     monkeypatch.setattr(tuner, "verify_small", verify_small)
-    # Tuning the nanoGPT autocast step on the H200 (session 17) filed these buckets: the products
+    # Tuning the nanoGPT autocast step on the H200 (session 20) filed these buckets: the products
     # with their biases, the input gradient, and the weight gradient's k slices (f32, batched).
     # The shipped choice is a shortlisted member and is used, unless its float64 check fails
     # (`refused`, here), which gives the fallback.
@@ -256,10 +260,10 @@ def test_a_bucket_is_tuned_over_the_shortlist_and_its_winner_cached(host_matrix_
     def time_candidate(dev_, run, best, budget_s, rounds):
         timed.append(launched[-1] if launched else None)
         real(dev_, run, best, budget_s, rounds)
-        return 1.0 if launched[-1] != "sg16x16x16s32_w2x4_t4x4_k32_v_e_s_c" else 0.5   # this one is fastest
+        return 1.0 if launched[-1] != "sg16x16x16s32_w4x2_t2x4_k64_v_e_s_c" else 0.5   # this one is fastest
     monkeypatch.setattr(tuner, "time_candidate", time_candidate)
     chosen = sgmat.choose(dev, problem, "f16", True)
-    assert chosen.name == "sg16x16x16s32_w2x4_t4x4_k32_v_e_s_c"
+    assert chosen.name == "sg16x16x16s32_w4x2_t2x4_k64_v_e_s_c"
     members = [c.name for c in sgmat_tune.TUNABLE.candidates(dev, p)]
     assert timed == members and members[0] == sgmat.PREFERRED[0]      # the fallback first, each once
     entry = tuner.load_cache()[tuner.cache_key(dev, sgmat_tune.TUNABLE, p)]

@@ -434,7 +434,9 @@ def test_torch_in_place_functions():
         returned = getattr(ag, name)(a, *args)
         assert returned is a
         getattr(torch, name)(t, *args)
-        _same(a, t, 1e-5)
+        # atol: sin(3.16) = -0.021 came 3.8e-7 off on the H200 once (WGSL's sin is held to an
+        # absolute error, 2^-11 on [-pi, pi]); a relative 1e-5 alone cannot hold near its zeros
+        _same(a, t, 1e-5, 1e-6)
 
 
 # ------------------------------------------------------------------ out= and errors

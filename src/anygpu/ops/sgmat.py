@@ -13,6 +13,8 @@ f32 accumulation, an f16 or f32 result:
   stored after them, so one barrier per step separates the stages; or (`single`, name
   suffix _s) through one stage: fetch, store, barrier, multiply, barrier -- fewer registers,
   more subgroups resident, room for a 64-deep step (faster on the H200 in every shape tried);
+  with `prefetch` (_p) the one stage is kept and the next step's loads are issued into
+  registers before this step's multiplies (the tuner's pick for most of nanoGPT's products);
 - `wide` (_v): the tiles of 8-half operands are vec4<u32> arrays, one 16-byte store per
   thread and fetch, matrices loaded with offsets and strides in 16-byte units (Tint counts
   them in the array's elements);
@@ -64,6 +66,9 @@ class SgConfig(NamedTuple):
     single: bool = False  # one stage of workgroup memory, no register prefetch (two barriers a step)
     slots: bool = False   # (_v_e_s) each subgroup's tile rows in their own workgroup array: matrix loads at
     #                       literal offsets, which Dawn's robustness then leaves unpredicated (_c)
+    prefetch: bool = False  # (with single, _p) the next k step's global loads issued into registers
+    #                         before this step's multiplies: one stage of workgroup memory, the fetch's
+    #                         latency hidden behind the products rather than by other workgroups
 
     @property
     def bm(self) -> int:
@@ -81,13 +86,18 @@ class SgConfig(NamedTuple):
     def name(self) -> str:
         return (f"sg{self.m0}x{self.n0}x{self.k0}s{self.sg}_w{self.wm}x{self.wn}"
                 f"_t{self.tm}x{self.tn}_k{self.tk}" + ("_v" if self.wide else "") + ("_e" if self.epi else "")
-                + ("_s" if self.single else "") + ("_c" if self.slots else ""))
+                + ("_s" if self.single else "") + ("_c" if self.slots else "") + ("_p" if self.prefetch else ""))
 
     @classmethod
     def parse(cls, name: str) -> "SgConfig":
         """The config that `name` names (as stored in the tuner cache)."""
         try:
             head, w, t, k, *flags = name.split("_")
+            prefetch = bool(flags) and flags[-1] == "p"
+            if prefetch:
+                flags.pop()
+                if "s" not in flags:
+                    raise ValueError(name)
             slots = bool(flags) and flags[-1] == "c"
             if slots:
                 flags.pop()
@@ -100,7 +110,7 @@ class SgConfig(NamedTuple):
             wm, wn = (int(x) for x in w[1:].split("x"))
             tm, tn = (int(x) for x in t[1:].split("x"))
             return cls(m0, n0, k0, int(sg), wm, wn, tm, tn, int(k[1:]), "v" in flags, "e" in flags, "s" in flags,
-                       slots)
+                       slots, prefetch)
         except (ValueError, IndexError):
             raise ValueError(f"sgmat: not a subgroup-matrix config name: {name!r}") from None
 
@@ -115,7 +125,8 @@ class SgConfig(NamedTuple):
     def valid(self, max_invocations: int = 1024, max_workgroup_bytes: int = 49152) -> bool:
         return (self.threads <= max_invocations and self.workgroup_bytes() <= max_workgroup_bytes
                 and self.tk % self.k0 == 0 and self.tk % 8 == 0
-                and (not self.slots or (self.wide and self.epi and self.single)))
+                and (not self.slots or (self.wide and self.epi and self.single))
+                and (not self.prefetch or self.single))
 
 
 # The matmul family's uniform block (kernels/lib/matmul_params.wgsl, matmul_gen.PARAM_FORMAT).
@@ -484,7 +495,17 @@ def generate(config: SgConfig, lay: Layout, emulate: bool = False) -> str:
                          for i in range(c.tm) for j in range(c.tn)]
         products.append("    }")
 
-    if c.single:    # fetch, stash, barrier, multiply, barrier: registers live only across the copy
+    if c.single and c.prefetch:
+        # fetch step 0; then each step: stash, barrier, fetch the next step into registers (past
+        # the last step the loads' bounds checks read nothing), multiply, barrier
+        L += ["  var k0 = 0u;"] + block(fa + fb, 1) + [
+              f"  let steps = (P.k + {tk - 1}u) / {tk}u;",
+              "  for (var t = 0u; t < steps; t++) {"] + block(stash("0u", "0u"), 2) + [
+              "    workgroupBarrier();",
+              f"    k0 = (t + 1u) * {tk}u;"] + block(fa + fb, 2) + [
+              f"    let a_off = {base_a}u;",
+              f"    let b_off = {base_b}u;"] + products + ["    workgroupBarrier();", "  }"]
+    elif c.single:    # fetch, stash, barrier, multiply, barrier: registers live only across the copy
         L += [f"  let steps = (P.k + {tk - 1}u) / {tk}u;",
               "  for (var t = 0u; t < steps; t++) {",
               f"    let k0 = t * {tk}u;"] + block(fa + fb, 2) + block(stash("0u", "0u"), 2) + [
@@ -603,14 +624,16 @@ def candidates(configs, sg: int, max_invocations: int = 1024, max_workgroup_byte
     shapes = [(2, 2, 2, 2, 32), (2, 4, 4, 2, 32), (4, 2, 2, 4, 32), (2, 2, 4, 4, 32), (2, 4, 4, 2, 64),
               (4, 2, 2, 4, 64), (2, 2, 4, 4, 64), (4, 4, 2, 2, 32), (2, 4, 2, 2, 32), (4, 2, 4, 2, 32),
               (2, 4, 4, 4, 16), (4, 2, 4, 4, 16), (2, 4, 4, 2, 16), (4, 4, 4, 2, 16),
-              (4, 2, 2, 4, 64), (2, 4, 4, 2, 64), (2, 4, 4, 4, 32), (4, 2, 4, 4, 32)]
+              (4, 2, 2, 4, 64), (2, 4, 4, 2, 64), (2, 4, 4, 4, 32), (4, 2, 4, 4, 32), (4, 4, 4, 2, 32),
+              (4, 4, 2, 4, 32)]
     for cfg in configs:
         m0, n0, k0 = int(cfg["M"]), int(cfg["N"]), int(cfg["K"])
         for wm, wn, tm, tn, tk in shapes:
-            for wide, epi, single, slots in ((False, False, False, False), (True, False, False, False),
-                                             (True, True, False, False), (True, True, True, False),
-                                             (True, True, True, True)):
-                c = SgConfig(m0, n0, k0, sg, wm, wn, tm, tn, tk, wide, epi, single, slots=slots)
+            for wide, epi, single, slots, prefetch in (
+                    (False, False, False, False, False), (True, False, False, False, False),
+                    (True, True, False, False, False), (True, True, True, False, False),
+                    (True, True, True, True, False), (True, True, True, True, True)):
+                c = SgConfig(m0, n0, k0, sg, wm, wn, tm, tn, tk, wide, epi, single, slots, prefetch)
                 if c.valid(max_invocations, max_workgroup_bytes) and c not in out:
                     out.append(c)
     return out

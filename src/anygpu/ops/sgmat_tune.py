@@ -25,32 +25,31 @@ __all__: list[str] = []  # nothing here is a Device op
 
 # Raised when the shortlist, the bucket or the generated code changes: cached winners are
 # then tuned again. 2: the wide and single-stage members (session 13) and a new default.
-# 3: the slotted members (_c, session 17) and a new default.
-VERSION = 3
+# 3: the slotted members (_c, session 17) and a new default. 4: the prefetching members (_p, session 20).
+VERSION = 4
 
-# The members that led a product in benchmarks/sgmat_sweep.py on the H200 (2026-12-03,
-# docs/BENCHMARKS.md, sessions 11, 13 and 17), then neighbours. Session 13's sweeps (60 timed
-# dispatches per product): the wide members (_v: vec4<u32> workgroup tiles; _e: the f16 / bias
-# store through the dead tiles) beat their plain forms on every product by 10-45%, and one
-# stage of workgroup memory without register prefetch (_s) beat two by another 15-45%. Session
-# 17, robustness on (as anygpu runs Dawn): each subgroup's tile rows in a slot of their own, so
-# that matrix loads sit at literal offsets which Tint leaves unpredicated (_c), beat the same
-# member without them by 10-70%.
-# TFLOP/s with robustness on (session 17, 40 timed dispatches, noisier than session 13's), 4096^3
-# f32 out / f16 out / GPT qkv+bias / fc / proj / dX / fc's weight gradient in 8 k slices:
+# The members that led a product in benchmarks/sgmat_sweep.py on the H200 (docs/BENCHMARKS.md,
+# sessions 11, 13, 17 and 20), then neighbours. Session 13: the wide members (_v: vec4<u32>
+# workgroup tiles; _e: the f16 / bias store through the dead tiles) beat their plain forms on every
+# product by 10-45%, and one stage of workgroup memory (_s) beat two by another 15-45%. Session 17,
+# robustness on (as anygpu runs Dawn): each subgroup's tile rows in a slot of their own, so that
+# matrix loads sit at literal offsets which Tint leaves unpredicated (_c), beat the same member
+# without them by 10-70%. Session 20: the next k step's loads issued into registers before the
+# multiplies (_p) -- the step's buckets tuned over this list picked a _p member in 10 of 15, and the
+# step's products went from 8.19 to 7.64 ms (each dispatch timed alone, GPU timestamps).
 SHORTLIST = (
-    "sg16x16x16s32_w2x4_t4x2_k64_v_e_s_c",  # 165 / 163 / 134 / 142 / 209 / 156 / 91: the default
-    "sg16x16x16s32_w4x2_t2x4_k64_v_e_s_c",  # 167 / 168 / 134 / 98 / 139 / 157 / 84
-    "sg16x16x16s32_w2x2_t4x4_k32_v_e_s_c",  # 201 / -: the store's scratch since moved into the A slots
-    "sg16x16x16s32_w2x4_t4x4_k32_v_e_s_c",  # 178 / 183 / 120 / 92 / 98 / 115 / -
-    "sg16x16x16s32_w4x2_t2x4_k64_v_e_s",    # 140 / 139 / 111 / 58 / 114 / 130 / 59: session 13's default
-    "sg16x16x16s32_w2x4_t4x2_k64_v_e_s",    # 150 / 154 / 122 / 40 / 124 / 144 / 79
-    "sg16x16x16s32_w2x2_t4x4_k32_v_e_s",    # 164 / 166 / 120 / 43 / 69 / 115 / 85
-    "sg16x16x16s32_w2x2_t4x4_k32_v_e",      # the best two-stage (session 13: 150 / 71 / 82 / 126 / 125)
-    "sg16x8x8s32_w4x4_t2x2_k32_v_e",        # the 16x8 config: GPT dW whole (59)
-    "sg16x16x16s32_w2x4_t2x2_k32_v_e",      # smaller tiles for products that fill few workgroups
+    "sg16x16x16s32_w2x4_t4x2_k64_v_e_s_c",    # the default (untuned)
+    "sg16x16x16s32_w2x2_t4x4_k32_v_e_s_c_p",  # fc / qkv / attention-projection forwards with bias
+    "sg16x16x16s32_w2x4_t4x2_k64_v_e_s_c_p",  # the MLP projection's forward with bias
+    "sg16x16x16s32_w4x2_t2x4_k64_v_e_s_c_p",  # the input gradients (NN, n = 384)
+    "sg16x16x16s32_w4x4_t4x2_k32_v_e_s_c_p",  # split weight gradients (TN, batched)
+    "sg16x16x16s32_w4x2_t2x4_k64_v_e_s_c",
+    "sg16x16x16s32_w2x2_t4x4_k32_v_e_s_c",    # 4096^3: 204 / 209 (f32 / f16 out); its _p form 211 / 216
+    "sg16x16x16s32_w2x4_t4x2_k64_v_e_s",      # the fc weight gradient's slices, the attention projection
+    "sg16x8x8s32_w4x4_t2x2_k32_v_e",          # the 16x8 config
+    "sg16x16x16s32_w2x4_t2x2_k32_v_e",        # smaller tiles: products that fill few workgroups, k = 64
     "sg16x16x16s32_w2x2_t2x2_k32_v_e",
-    "sg16x16x16s32_w2x4_t4x2_k32",          # the sessions-11/12 default
+    "sg16x16x16s32_w2x4_t4x2_k32",            # the sessions-11/12 default (plain tiles)
 )
 # An adapter whose matrix configs or subgroup size allow fewer shortlisted members than this
 # gets the first members of its own family (sgmat.candidates order) up to FILL_TO.
