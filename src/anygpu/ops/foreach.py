@@ -9,7 +9,8 @@ max-storage-buffers-per-shader-stage and by the uniform slot, which holds one ve
 tensor); WGSL cannot index bindings, so `arrays` generates each binding's declaration and a
 `<name>_load(k, i)` / `<name>_store(k, i, value)` pair that switches on the tensor k (the
 same k for a whole workgroup: a uniform branch). The tensors' workgroups lie one after the
-other in a 1-D grid; `first_workgroups` lays them out."""
+other in a 1-D grid; `first_workgroups` lays them out (`unit_table` for the kernels that take
+four elements a thread: the scaling, the casts and GradScaler's unscale)."""
 
 from __future__ import annotations
 
@@ -71,11 +72,13 @@ def first_workgroups(lengths) -> tuple[list[int], int]:
     return firsts, total
 
 
-def tensor_table(lengths) -> tuple[list[int], int]:
-    """The `tensors` words of tensor_params for tensors of these lengths ((n, first
-    workgroup, 0, 0) each), and the total workgroups."""
-    firsts, total = first_workgroups(lengths)
-    return [v for n, first in zip(lengths, firsts) for v in (n, first, 0, 0)], total
+def unit_table(lengths) -> tuple[list[int], int]:
+    """The `tensors` words of tensor_params for kernels that take four elements a thread,
+    for tensors of these lengths ((units of four, first workgroup, n, 0) each), and the
+    total workgroups."""
+    units = [-(-n // 4) for n in lengths]
+    firsts, total = first_workgroups(units)
+    return [v for u, first, n in zip(units, firsts, lengths) for v in (u, first, n, 0)], total
 
 
 def groups(items: list, size: int) -> list[list]:
@@ -140,7 +143,8 @@ def sum_squares(dev, bufs):
 
 @functools.lru_cache(maxsize=None)
 def tensor_params(count: int) -> Params:
-    """The uniform block of a kernel whose tensor k has tensors[k] = (n, first workgroup, ., .)."""
+    """The uniform block of a kernel whose tensor k has tensors[k] = (units, first workgroup, n, 0)
+    (unit_table)."""
     return Params("count: u32", "total_workgroups: u32", "pad0: u32", "pad1: u32", f"tensors: u32[{4 * count}]")
 
 
@@ -166,7 +170,7 @@ def scale_by(dev, bufs, factor) -> None:
     live = [b for b in bufs if b.len]
     for part in groups(live, per_dispatch(dev, 1, 1)):
         count = len(part)
-        table, total = tensor_table([b.len for b in part])
+        table, total = unit_table([b.len for b in part])     # four elements a thread (foreach_scale.wgsl)
         kernel = dev.kernel(f"foreach_scale[{count}]", _scale_source(count), 1, count, tensor_params(count).format())
         dev.launch(kernel, [factor], part, (count, total, 0, 0, *table), dev.grid(total))
 
@@ -209,9 +213,7 @@ def cast_many(dev, bufs, dtype: str, outs=None) -> list:
     live = [(b, out) for b, out in zip(bufs, outs) if b.len]
     for part in groups(live, per_dispatch(dev, 2)):
         count = len(part)
-        units = [-(-b.len // 4) for b, _ in part]     # four elements a thread (foreach_cast.wgsl)
-        firsts, total = first_workgroups(units)
-        table = [v for u, first, (b, _) in zip(units, firsts, part) for v in (u, first, b.len, 0)]
+        table, total = unit_table([b.len for b, _ in part])     # four elements a thread (foreach_cast.wgsl)
         kernel = dev.kernel(f"foreach_cast[{count}]_{part[0][0].dtype}_{dtype}",
                             _cast_source(count, part[0][0].dtype, dtype), count, count, tensor_params(count).format())
         dev.launch(kernel, [b for b, _ in part], [out for _, out in part], (count, total, 0, 0, *table),

@@ -3,7 +3,7 @@ with one flag noting an inf or NaN among them (torch's _amp_foreach_non_finite_c
 and the scale's update from those flags (torch's _amp_update_scale_).
 
 The unscale is a multi-tensor kernel (ops/foreach.py's layout, kernels/amp_unscale.wgsl):
-each gradient's workgroups follow the previous one's, one element a thread, up to
+each gradient's workgroups follow the previous one's, four elements a thread, up to
 foreach.MAX_TENSORS gradients a dispatch (so one for a small model), and one u32 flag set
 with atomicOr where a result's exponent bits are all ones.
 
@@ -62,7 +62,7 @@ def unscale_check(dev, grads, inverse: float | None = None, flag=None, scale=Non
     live = [g for g in grads if g.len]
     for part in foreach.groups(live, foreach.per_dispatch(dev, 1, 1 + (not host_inverse))):
         count = len(part)
-        table, total = foreach.tensor_table([g.len for g in part])
+        table, total = foreach.unit_table([g.len for g in part])   # four elements a thread
         params = _unscale_params(count, host_inverse)
         kernel = dev.kernel(f"unscale_check[{count}]", _unscale_source(count, host_inverse), 0,
                             count + 1 + (not host_inverse), params.format())
