@@ -79,7 +79,7 @@ def test_buckets_round_as_matmuls_and_keep_what_changes_the_code():
 def test_the_shortlist_starts_with_the_default_and_holds_the_sweeps_winners():
     dev = FakeDev()
     allowed = sgmat.allowed(dev)
-    assert len(allowed) == 256
+    assert len(allowed) == 243
     known = sgmat_tune.TUNABLE.known(dev, sgmat_tune.key(*DX))
     names = [c.name for c in known]
     assert names[0] == sgmat.PREFERRED[0] == sgmat.choose(dev).name

@@ -495,7 +495,7 @@ def generate(config: SgConfig, lay: Layout, emulate: bool = False) -> str:
                          for i in range(c.tm) for j in range(c.tn)]
         products.append("    }")
 
-    if c.single and c.prefetch:
+    if c.prefetch:    # (valid() holds it to one stage)
         # fetch step 0; then each step: stash, barrier, fetch the next step into registers (past
         # the last step the loads' bounds checks read nothing), multiply, barrier
         L += ["  var k0 = 0u;"] + block(fa + fb, 1) + [
@@ -624,8 +624,7 @@ def candidates(configs, sg: int, max_invocations: int = 1024, max_workgroup_byte
     shapes = [(2, 2, 2, 2, 32), (2, 4, 4, 2, 32), (4, 2, 2, 4, 32), (2, 2, 4, 4, 32), (2, 4, 4, 2, 64),
               (4, 2, 2, 4, 64), (2, 2, 4, 4, 64), (4, 4, 2, 2, 32), (2, 4, 2, 2, 32), (4, 2, 4, 2, 32),
               (2, 4, 4, 4, 16), (4, 2, 4, 4, 16), (2, 4, 4, 2, 16), (4, 4, 4, 2, 16),
-              (4, 2, 2, 4, 64), (2, 4, 4, 2, 64), (2, 4, 4, 4, 32), (4, 2, 4, 4, 32), (4, 4, 4, 2, 32),
-              (4, 4, 2, 4, 32)]
+              (4, 2, 2, 4, 64), (2, 4, 4, 2, 64), (2, 4, 4, 4, 32), (4, 2, 4, 4, 32), (4, 4, 4, 2, 32)]
     for cfg in configs:
         m0, n0, k0 = int(cfg["M"]), int(cfg["N"]), int(cfg["K"])
         for wm, wn, tm, tn, tk in shapes:
