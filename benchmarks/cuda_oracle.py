@@ -306,20 +306,12 @@ class Ptr(int):
     pass
 
 
-def timed(torch, run, reps: int = 20, trials: int = 3) -> float:
-    """Least mean ms per call over `trials` runs of `reps` calls (CUDA events)."""
+def timed(torch, run) -> float:
+    """ms per call of `run` (CUDA events, anygpu.bench's median timing)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+    from anygpu.bench.timing import time_torch
     run()
-    torch.cuda.synchronize()
-    best = 1e9
-    for _ in range(trials):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(reps):
-            run()
-        e.record()
-        torch.cuda.synchronize()
-        best = min(best, s.elapsed_time(e) / reps)
-    return best
+    return time_torch(torch, "cuda", run) * 1e3
 
 
 def main():
@@ -371,12 +363,12 @@ def main():
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     Cp = torch.empty(sms * 8 * 128, device=dev)
     for blocks_per_sm in (1, 2, 4, 8):
-        rounds = 4096
+        rounds = 512
         blocks = sms * blocks_per_sm
 
         def peak(blocks=blocks):
             drv.launch(fn, (blocks, 1, 1), (128, 1, 1), 0, [Ptr(Cp.data_ptr()), rounds], stream)
-        ms = timed(torch, peak, reps=5)
+        ms = timed(torch, peak)
         tf = blocks * 4 * rounds * 32 * 4096 / ms / 1e9
         out.setdefault("mma_peak", {})[blocks_per_sm] = round(tf, 1)
         print(f"mma.sync m16n8k16 f16->f32 in registers, {blocks_per_sm} blocks/SM (4 warps each): {tf:.1f} TFLOP/s",
