@@ -296,22 +296,10 @@ class Driver:
         return fn, attrs
 
     def launch(self, fn, grid, block, smem, args, stream):
-        holders = [ctypes.c_void_p(a) if isinstance(a, Ptr) else ctypes.c_int(a) for a in args]
-        params = (ctypes.c_void_p * len(holders))(*[ctypes.cast(ctypes.byref(h), ctypes.c_void_p) for h in holders])
+        """args: ctypes values (c_void_p for device pointers, c_int for sizes)."""
+        params = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.byref(a), ctypes.c_void_p) for a in args])
         self._ok(self.cu.cuLaunchKernel(fn, *grid, *block, smem, ctypes.c_void_p(stream), params, None),
                  "cuLaunchKernel")
-
-
-class Ptr(int):
-    pass
-
-
-def timed(torch, run) -> float:
-    """ms per call of `run` (CUDA events, anygpu.bench's median timing)."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
-    from anygpu.bench.timing import time_torch
-    run()
-    return time_torch(torch, "cuda", run) * 1e3
 
 
 def main():
@@ -320,6 +308,12 @@ def main():
     ap.add_argument("--shapes", default="4096x4096x4096,16384x1536x384,16384x384x1536")
     args = ap.parse_args()
     import torch
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+    from anygpu.bench.timing import time_torch
+
+    def timed(run) -> float:      # ms per call (CUDA events, anygpu.bench's median)
+        run()
+        return time_torch(torch, "cuda", run) * 1e3
     dev = torch.device("cuda")
     torch.zeros(1, device=dev)
     major, minor = torch.cuda.get_device_capability()
@@ -328,8 +322,9 @@ def main():
     stream = torch.cuda.current_stream().cuda_stream
     print(f"{torch.cuda.get_device_name()} sm_{major}{minor}, compiled by {how}", flush=True)
     out: dict = {"device": torch.cuda.get_device_name(), "compiler": how, "kernels": {}, "shapes": {}}
+    fns = {}
     for v in VARIANTS:
-        fn, attrs = drv.function(v.name, v.smem)
+        fns[v.name], attrs = drv.function(v.name, v.smem)
         out["kernels"][v.name] = dict(attrs, dynamic_smem=v.smem, threads=v.threads)
         print(f"{v.name}: {attrs}", flush=True)
     for shape in args.shapes.split(","):
@@ -341,15 +336,14 @@ def main():
         ref = A.float() @ B.float().T
         flops = 2.0 * M * N * K
         row = out["shapes"][shape] = {}
-        row["torch fp16"] = round(flops / timed(torch, lambda: A @ B.T) / 1e9, 1)
+        row["torch fp16"] = round(flops / timed(lambda: A @ B.T) / 1e9, 1)
         for v in VARIANTS:
             if M % v.bm or N % v.bn or K % v.bk:
                 continue
-            fn, _ = drv.function(v.name, v.smem)
+            args_ = [ctypes.c_void_p(t.data_ptr()) for t in (A, B, C)] + [ctypes.c_int(x) for x in (M, N, K)]
 
-            def run(fn=fn, v=v):
-                drv.launch(fn, (N // v.bn, M // v.bm, 1), (v.threads, 1, 1), v.smem,
-                           [Ptr(A.data_ptr()), Ptr(B.data_ptr()), Ptr(C.data_ptr()), M, N, K], stream)
+            def run(fn=fns[v.name], v=v, args_=args_):
+                drv.launch(fn, (N // v.bn, M // v.bm, 1), (v.threads, 1, 1), v.smem, args_, stream)
             C.zero_()
             run()
             torch.cuda.synchronize()
@@ -357,18 +351,19 @@ def main():
             if not rel < 1e-3:
                 row[v.name] = f"WRONG {rel:.3g}"
                 continue
-            row[v.name] = round(flops / timed(torch, run) / 1e9, 1)
+            row[v.name] = round(flops / timed(run) / 1e9, 1)
         print(f"{shape}: " + ", ".join(f"{k} {v}" for k, v in row.items()) + " TFLOP/s", flush=True)
     fn, attrs = drv.function("mma_peak")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     Cp = torch.empty(sms * 8 * 128, device=dev)
+    rounds = 512
+    peak_args = [ctypes.c_void_p(Cp.data_ptr()), ctypes.c_int(rounds)]
     for blocks_per_sm in (1, 2, 4, 8):
-        rounds = 512
         blocks = sms * blocks_per_sm
 
         def peak(blocks=blocks):
-            drv.launch(fn, (blocks, 1, 1), (128, 1, 1), 0, [Ptr(Cp.data_ptr()), rounds], stream)
-        ms = timed(torch, peak)
+            drv.launch(fn, (blocks, 1, 1), (128, 1, 1), 0, peak_args, stream)
+        ms = timed(peak)
         tf = blocks * 4 * rounds * 32 * 4096 / ms / 1e9
         out.setdefault("mma_peak", {})[blocks_per_sm] = round(tf, 1)
         print(f"mma.sync m16n8k16 f16->f32 in registers, {blocks_per_sm} blocks/SM (4 warps each): {tf:.1f} TFLOP/s",

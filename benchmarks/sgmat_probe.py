@@ -166,16 +166,17 @@ def main():
     ap.add_argument("--kscan", action="store_true",
                     help="only time each member on 16384 x 1536 x K (f16 + bias) for several K: the "
                          "intercept of time against K is the per-workgroup fixed cost (prologue, store)")
-    ap.add_argument("--kinds", default=",".join(ABLATIONS + ("mma-only",)), help="which ablations (comma-separated)")
+    ap.add_argument("--kinds", help="which ablations (comma-separated; default: all of them, or with --kscan base)")
     args = ap.parse_args()
-    args.kinds_given = "--kinds" in sys.argv
     reps = int(os.environ.get("SGMAT_REPS", 40))
     R = Runner(args.null)
     print(f"adapter {R.adapter.info['device']}, robust={os.environ.get('SGMAT_ROBUST') == '1'}", flush=True)
     rng = np.random.default_rng(0)
     if args.kscan:
         scan = {}
-        kinds = [k for k in args.kinds.split(",") if k in ("base", "nostore")] if args.kinds_given else ["base"]
+        kinds = (args.kinds or "base").split(",")
+        if not set(kinds) <= {"base", "nostore"}:
+            ap.error(f"--kscan times base and nostore only, not {args.kinds}")
         for name in args.members.split(","):
             c = SgConfig.parse(name)
             for kind in kinds:
@@ -201,7 +202,7 @@ def main():
     for name in args.members.split(","):
         c = SgConfig.parse(name)
         row = results["ablations"][name] = {}
-        for kind in args.kinds.split(","):
+        for kind in (args.kinds or ",".join(ABLATIONS + ("mma-only",))).split(","):
             for label, p, out, bias in shapes:
                 if kind == "mma-only" and out != "f32":
                     continue
